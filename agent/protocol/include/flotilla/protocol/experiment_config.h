@@ -1,0 +1,134 @@
+#pragma once
+// The one experiment description shared by every Flotilla program: the GUI
+// edits it, the controller stores and plans it, the agent forwards it and the
+// engine trains from it. Plain C++ so that engine and agent need neither Qt
+// nor each other.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flotilla {
+
+enum class ModelKind { small_cnn, resnet18, mobilenet_v2, vgg13, vit, transformer_encoder };
+enum class DatasetKind { fashion_mnist, mnist, cifar10, cifar100, synthetic };
+enum class Strategy { single, dp, ddp, pipeline, pipeline_ddp };
+enum class Schedule { gpipe, one_f_one_b };
+enum class OptimizerKind { sgd, adamw };
+enum class LrScheduleKind { constant, step, cosine };
+enum class FreezeMethod { none, fixed, autofreeze };
+enum class CompressionMethod { none, uniform, sort_quant };
+enum class DeviceKind { cpu, cuda };
+
+struct OptimizerConfig {
+  OptimizerKind name = OptimizerKind::sgd;
+  double lr = 0.01;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+};
+
+struct LrScheduleConfig {
+  LrScheduleKind name = LrScheduleKind::constant;
+  int64_t warmup_steps = 0;
+  int64_t step_epochs = 1;  // `step`: multiply by gamma every step_epochs epochs
+  double gamma = 0.1;
+};
+
+struct FreezeStage {
+  int64_t at_step = 0;
+  int64_t blocks = 0;  // leading blocks frozen from at_step on
+};
+
+struct FreezeConfig {
+  FreezeMethod method = FreezeMethod::none;
+  double alpha = 0.5;  // autofreeze: fraction of blocks that may freeze at most
+  int64_t check_every = 100;
+  std::vector<FreezeStage> schedule;  // fixed
+};
+
+struct CompressionConfig {
+  CompressionMethod method = CompressionMethod::none;
+  int64_t bits = 6;        // b: value bits within a group
+  int64_t split_bits = 2;  // s: 2^s equal-count groups (sort_quant only)
+};
+
+struct SyntheticConfig {
+  std::vector<int64_t> shape = {3, 32, 32};
+  int64_t classes = 10;
+  int64_t train_samples = 50000;
+  int64_t test_samples = 10000;
+};
+
+struct ExperimentConfig {
+  std::string name = "experiment";
+  ModelKind model = ModelKind::small_cnn;
+  DatasetKind dataset = DatasetKind::fashion_mnist;
+  std::string data_dir;  // empty: the data set's default location
+  SyntheticConfig synthetic;
+  bool augment = true;  // CIFAR: random crop with padding 4 and horizontal flip
+  Strategy strategy = Strategy::single;
+  Schedule schedule = Schedule::gpipe;
+  int64_t ranks_per_node = 1;
+  std::vector<std::string> nodes = {"local"};
+  int64_t replicas = 1;  // pipeline_ddp: number of pipeline replicas
+  int64_t batch_size = 64;
+  int64_t chunks = 1;
+  std::vector<int64_t> balance;  // blocks per pipeline stage; empty: automatic
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // 0: no limit besides epochs
+  OptimizerConfig optimizer;
+  LrScheduleConfig lr_schedule;
+  FreezeConfig freeze;
+  CompressionConfig compression;
+  DeviceKind device = DeviceKind::cpu;
+  uint64_t seed = 0;
+  int64_t threads = 0;  // 0: LibTorch's default
+  double dropout = 0.0;
+
+  int64_t world_size() const { return ranks_per_node * static_cast<int64_t>(nodes.size()); }
+};
+
+// Thrown with every problem found, one "key: what is wrong" line each.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// Parses YAML or JSON text (JSON is read as YAML's flow style) and validates
+// it. `source` names the text in messages (a file name, "request", ...).
+ExperimentConfig parse_experiment(std::string_view text, std::string_view source = "config");
+ExperimentConfig load_experiment(const std::filesystem::path& file);
+
+// The structural checks parse_experiment already ran; empty when valid.
+std::vector<std::string> validate(const ExperimentConfig& config);
+
+// Files the data set needs that are not there, named in full ("data_dir: ...").
+// Separate from validate() because data lives on the node that trains.
+std::vector<std::string> missing_data_files(const ExperimentConfig& config);
+std::filesystem::path resolved_data_dir(const ExperimentConfig& config);
+
+std::string to_json(const ExperimentConfig& config, int indent = 2);
+std::string to_yaml(const ExperimentConfig& config);
+
+// Number of cuttable blocks of the configured model: what `balance` sums to.
+int64_t model_block_count(const ExperimentConfig& config);
+
+std::string_view name_of(ModelKind v);
+std::string_view name_of(DatasetKind v);
+std::string_view name_of(Strategy v);
+std::string_view name_of(Schedule v);
+std::string_view name_of(OptimizerKind v);
+std::string_view name_of(LrScheduleKind v);
+std::string_view name_of(FreezeMethod v);
+std::string_view name_of(CompressionMethod v);
+std::string_view name_of(DeviceKind v);
+
+}  // namespace flotilla

@@ -1,0 +1,198 @@
+#include "flotilla/protocol/experiment_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "field_reader.h"
+#include "yaml_json.h"
+
+namespace flotilla {
+namespace {
+
+using detail::FieldReader;
+using nlohmann::json;
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
+  return out;
+}
+
+void read_synthetic(FieldReader& r, SyntheticConfig& s) {
+  r.read("shape", s.shape);
+  r.read("classes", s.classes);
+  r.read("train_samples", s.train_samples);
+  r.read("test_samples", s.test_samples);
+  r.finish();
+}
+
+void read_freeze(FieldReader& r, FreezeConfig& f) {
+  r.read_enum("method", f.method);
+  r.read("alpha", f.alpha);
+  r.read("check_every", f.check_every);
+  if (const json* list = r.array("schedule")) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const json& item = (*list)[i];
+      std::string key = "schedule[" + std::to_string(i) + "]";
+      if (!item.is_object()) {
+        r.fail(key.c_str(), "expected a mapping with at_step and blocks, got " + detail::describe(item));
+        continue;
+      }
+      FieldReader stage = r.nested(item, key);
+      FreezeStage s;
+      stage.read("at_step", s.at_step);
+      stage.read("blocks", s.blocks);
+      stage.finish();
+      f.schedule.push_back(s);
+    }
+  }
+  r.finish();
+}
+
+ExperimentConfig from_json(const json& root, std::string_view source) {
+  if (!root.is_object())
+    throw ConfigError({std::string(source) + ": expected a mapping of keys, got " +
+                       detail::describe(root)});
+  ExperimentConfig c;
+  std::vector<std::string> problems;
+  FieldReader r(root, "", problems);
+  r.read("name", c.name);
+  r.read_enum("model", c.model);
+  r.read_enum("dataset", c.dataset);
+  r.read("data_dir", c.data_dir);
+  if (auto s = r.child("synthetic")) read_synthetic(*s, c.synthetic);
+  r.read("augment", c.augment);
+  r.read_enum("strategy", c.strategy);
+  r.read_enum("schedule", c.schedule);
+  r.read("ranks_per_node", c.ranks_per_node);
+  r.read("nodes", c.nodes);
+  r.read("replicas", c.replicas);
+  r.read("batch_size", c.batch_size);
+  r.read("chunks", c.chunks);
+  r.read("balance", c.balance);
+  r.read("epochs", c.epochs);
+  r.read("max_steps", c.max_steps);
+  if (auto o = r.child("optimizer")) {
+    o->read_enum("name", c.optimizer.name);
+    o->read("lr", c.optimizer.lr);
+    o->read("momentum", c.optimizer.momentum);
+    o->read("weight_decay", c.optimizer.weight_decay);
+    o->finish();
+  }
+  if (auto l = r.child("lr_schedule")) {
+    l->read_enum("name", c.lr_schedule.name);
+    l->read("warmup_steps", c.lr_schedule.warmup_steps);
+    l->read("step_epochs", c.lr_schedule.step_epochs);
+    l->read("gamma", c.lr_schedule.gamma);
+    l->finish();
+  }
+  if (auto f = r.child("freeze")) read_freeze(*f, c.freeze);
+  if (auto z = r.child("compression")) {
+    z->read_enum("method", c.compression.method);
+    z->read("bits", c.compression.bits);
+    z->read("split_bits", c.compression.split_bits);
+    z->finish();
+  }
+  r.read_enum("device", c.device);
+  r.read("seed", c.seed);
+  r.read("threads", c.threads);
+  r.read("dropout", c.dropout);
+  r.finish();
+  if (problems.empty()) problems = validate(c);
+  if (!problems.empty()) throw ConfigError(std::move(problems));
+  return c;
+}
+
+}  // namespace
+
+ConfigError::ConfigError(std::vector<std::string> problems)
+    : std::runtime_error(join_lines(problems)), problems_(std::move(problems)) {}
+
+ExperimentConfig parse_experiment(std::string_view text, std::string_view source) {
+  json root;
+  try {
+    root = detail::parse_yaml_or_json(text, source);
+  } catch (const std::runtime_error& e) {
+    throw ConfigError({e.what()});
+  }
+  return from_json(root, source);
+}
+
+ExperimentConfig load_experiment(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError({file.string() + ": cannot read the file"});
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_experiment(text.str(), file.string());
+}
+
+static json to_json_value(const ExperimentConfig& c) {
+  json freeze_schedule = json::array();
+  for (const auto& s : c.freeze.schedule)
+    freeze_schedule.push_back({{"at_step", s.at_step}, {"blocks", s.blocks}});
+  return json{
+      {"name", c.name},
+      {"model", name_of(c.model)},
+      {"dataset", name_of(c.dataset)},
+      {"data_dir", c.data_dir},
+      {"synthetic",
+       {{"shape", c.synthetic.shape},
+        {"classes", c.synthetic.classes},
+        {"train_samples", c.synthetic.train_samples},
+        {"test_samples", c.synthetic.test_samples}}},
+      {"augment", c.augment},
+      {"strategy", name_of(c.strategy)},
+      {"schedule", name_of(c.schedule)},
+      {"ranks_per_node", c.ranks_per_node},
+      {"nodes", c.nodes},
+      {"replicas", c.replicas},
+      {"batch_size", c.batch_size},
+      {"chunks", c.chunks},
+      {"balance", c.balance},
+      {"epochs", c.epochs},
+      {"max_steps", c.max_steps},
+      {"optimizer",
+       {{"name", name_of(c.optimizer.name)},
+        {"lr", c.optimizer.lr},
+        {"momentum", c.optimizer.momentum},
+        {"weight_decay", c.optimizer.weight_decay}}},
+      {"lr_schedule",
+       {{"name", name_of(c.lr_schedule.name)},
+        {"warmup_steps", c.lr_schedule.warmup_steps},
+        {"step_epochs", c.lr_schedule.step_epochs},
+        {"gamma", c.lr_schedule.gamma}}},
+      {"freeze",
+       {{"method", name_of(c.freeze.method)},
+        {"alpha", c.freeze.alpha},
+        {"check_every", c.freeze.check_every},
+        {"schedule", freeze_schedule}}},
+      {"compression",
+       {{"method", name_of(c.compression.method)},
+        {"bits", c.compression.bits},
+        {"split_bits", c.compression.split_bits}}},
+      {"device", name_of(c.device)},
+      {"seed", c.seed},
+      {"threads", c.threads},
+      {"dropout", c.dropout},
+  };
+}
+
+std::string to_json(const ExperimentConfig& config, int indent) {
+  return to_json_value(config).dump(indent);
+}
+
+std::string to_yaml(const ExperimentConfig& config) {
+  return detail::json_to_yaml(to_json_value(config));
+}
+
+std::string_view name_of(ModelKind v) { return detail::enum_name(v); }
+std::string_view name_of(DatasetKind v) { return detail::enum_name(v); }
+std::string_view name_of(Strategy v) { return detail::enum_name(v); }
+std::string_view name_of(Schedule v) { return detail::enum_name(v); }
+std::string_view name_of(OptimizerKind v) { return detail::enum_name(v); }
+std::string_view name_of(LrScheduleKind v) { return detail::enum_name(v); }
+std::string_view name_of(FreezeMethod v) { return detail::enum_name(v); }
+std::string_view name_of(CompressionMethod v) { return detail::enum_name(v); }
+std::string_view name_of(DeviceKind v) { return detail::enum_name(v); }
+
+}  // namespace flotilla

@@ -1,0 +1,92 @@
+#include "flotilla/protocol/metric_records.h"
+
+#include <nlohmann/json.hpp>
+
+namespace flotilla::records {
+namespace {
+using nlohmann::json;
+
+constexpr std::pair<Outcome, std::string_view> kOutcomes[] = {
+    {Outcome::finished, "finished"},
+    {Outcome::failed, "failed"},
+    {Outcome::oom, "oom"},
+    {Outcome::killed, "killed"}};
+}  // namespace
+
+std::string_view name_of(Outcome outcome) {
+  for (const auto& [o, name] : kOutcomes)
+    if (o == outcome) return name;
+  return "?";
+}
+
+std::optional<Outcome> outcome_from_name(std::string_view name) {
+  for (const auto& [o, n] : kOutcomes)
+    if (n == name) return o;
+  return std::nullopt;
+}
+
+std::string to_line(const Start& r) {
+  return json{{"type", "start"},
+              {"rank", r.rank},
+              {"world_size", r.world_size},
+              {"model", r.model},
+              {"dataset", r.dataset},
+              {"device", r.device},
+              {"parameters", r.parameters},
+              {"trainable_parameters", r.trainable_parameters},
+              {"blocks", r.blocks},
+              {"steps_per_epoch", r.steps_per_epoch},
+              {"threads", r.threads},
+              {"torch_version", r.torch_version}}
+      .dump();
+}
+
+std::string to_line(const Step& r) {
+  return json{{"type", "step"},
+              {"rank", r.rank},
+              {"epoch", r.epoch},
+              {"step", r.step},
+              {"samples", r.samples},
+              {"loss", r.loss},
+              {"lr", r.lr},
+              {"data_ms", r.data_ms},
+              {"forward_ms", r.forward_ms},
+              {"backward_ms", r.backward_ms},
+              {"comm_ms", r.comm_ms},
+              {"comm_busy_ms", r.comm_busy_ms},
+              {"optimizer_ms", r.optimizer_ms},
+              {"step_ms", r.step_ms},
+              {"samples_per_s", r.samples_per_s},
+              {"bytes_sent", r.bytes_sent},
+              {"bytes_recv", r.bytes_recv},
+              {"algbw_gbps", r.algbw_gbps},
+              {"busbw_gbps", r.busbw_gbps},
+              {"comm_per_s", r.comm_per_s},
+              {"mem_alloc", r.mem_alloc},
+              {"mem_reserved", r.mem_reserved},
+              {"mem_peak", r.mem_peak}}
+      .dump();
+}
+
+std::string to_line(const Epoch& r) {
+  return json{{"type", "epoch"},         {"rank", r.rank},
+              {"epoch", r.epoch},        {"steps", r.steps},
+              {"loss", r.loss},          {"acc_train", r.acc_train},
+              {"acc_test", r.acc_test},  {"epoch_s", r.epoch_s},
+              {"samples_per_s", r.samples_per_s}}
+      .dump();
+}
+
+std::string to_line(const End& r) {
+  return json{{"type", "end"},
+              {"rank", r.rank},
+              {"outcome", name_of(r.outcome)},
+              {"message", r.message},
+              {"batch_size", r.batch_size},
+              {"steps", r.steps},
+              {"epochs", r.epochs},
+              {"elapsed_s", r.elapsed_s}}
+      .dump();
+}
+
+}  // namespace flotilla::records

@@ -1,0 +1,94 @@
+#include "yaml_json.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace flotilla::detail {
+namespace {
+
+nlohmann::json plain_scalar(const std::string& s) {
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  int64_t i = 0;
+  const char* end = s.data() + s.size();
+  if (auto [p, ec] = std::from_chars(s.data(), end, i); ec == std::errc() && p == end) return i;
+  if (s.find_first_of("0123456789") != std::string::npos) {
+    char* stop = nullptr;
+    double d = std::strtod(s.c_str(), &stop);
+    if (stop == s.c_str() + s.size() && std::isfinite(d)) return d;
+  }
+  return s;
+}
+
+nlohmann::json to_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Scalar:
+      return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : plain_scalar(node.Scalar());
+    case YAML::NodeType::Sequence: {
+      auto out = nlohmann::json::array();
+      for (const auto& item : node) out.push_back(to_json(item));
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      auto out = nlohmann::json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = to_json(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return nullptr;
+}
+
+void emit(YAML::Emitter& out, const nlohmann::json& v) {
+  if (v.is_object()) {
+    out << YAML::BeginMap;
+    for (const auto& [key, item] : v.items()) {
+      out << YAML::Key << key << YAML::Value;
+      emit(out, item);
+    }
+    out << YAML::EndMap;
+  } else if (v.is_array()) {
+    bool scalars = std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_primitive(); });
+    out << (scalars ? YAML::Flow : YAML::Block) << YAML::BeginSeq;
+    for (const auto& item : v) emit(out, item);
+    out << YAML::EndSeq;
+  } else if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    // Quote text that would read back as another type.
+    if (!plain_scalar(s).is_string()) out << YAML::DoubleQuoted;
+    out << s;
+  } else if (v.is_boolean()) {
+    out << (v.get<bool>() ? "true" : "false");
+  } else if (v.is_null()) {
+    out << YAML::Null;
+  } else {
+    out << v.dump();
+  }
+}
+
+}  // namespace
+
+nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source) {
+  try {
+    return to_json(YAML::Load(std::string(text)));
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(std::string(source) + ": line " + std::to_string(e.mark.line + 1) +
+                             ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+}
+
+std::string json_to_yaml(const nlohmann::json& value) {
+  YAML::Emitter out;
+  emit(out, value);
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace flotilla::detail

@@ -1,0 +1,15 @@
+#pragma once
+// YAML and JSON meet in nlohmann::json: YAML is parsed with yaml-cpp and its
+// plain scalars typed as YAML 1.2's core schema does (quoted ones stay text).
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace flotilla::detail {
+
+// Throws std::runtime_error "<source>: line L, column C: <reason>" on bad syntax.
+nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source);
+std::string json_to_yaml(const nlohmann::json& value);
+
+}  // namespace flotilla::detail

@@ -1,0 +1,73 @@
+#pragma once
+// Builds batches of one rank's shard on a background thread so that loading
+// overlaps compute, as a DataLoader with workers and a DistributedSampler do.
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "dataset.h"
+
+namespace flotilla::data {
+
+struct Batch {
+  torch::Tensor inputs;  // float, normalised, on the CPU
+  torch::Tensor targets;
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool augment = false;
+  int64_t prefetch = 3;  // batches built ahead
+};
+
+class BatchLoader {
+ public:
+  BatchLoader(const Split& split, Normalization normalization, LoaderOptions options);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // Starts building the batches of `epoch`; a previous epoch's are dropped.
+  void start_epoch(int64_t epoch);
+  // The next batch of the epoch, or nothing when it is over. Blocks only while
+  // the background thread is behind; rethrows what it threw.
+  std::optional<Batch> next();
+
+  // Every rank gets the same number of samples: the data set is cut to a
+  // multiple of world_size, as DistributedSampler(drop_last=True) does.
+  int64_t shard_size() const { return split_.size() / options_.world_size; }
+  int64_t batches_per_epoch() const;
+  // The sample indices this rank reads in `epoch`, in order.
+  std::vector<int64_t> shard_indices(int64_t epoch) const;
+
+ private:
+  void produce(int64_t epoch, uint64_t generation);
+  Batch build(const std::vector<int64_t>& indices, std::mt19937_64& rng) const;
+  void stop_worker();
+
+  const Split& split_;
+  Normalization normalization_;
+  LoaderOptions options_;
+  torch::Tensor mean_, stddev_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> ready_;
+  bool producing_done_ = true;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  std::exception_ptr error_;
+  std::thread worker_;
+};
+
+}  // namespace flotilla::data

@@ -1,0 +1,20 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include "flotilla/protocol/experiment_config.h"
+
+namespace flotilla {
+
+struct DataShape {
+  std::vector<int64_t> sample;  // one sample without the batch dimension
+  int64_t classes = 10;
+};
+
+// The configured model as an ordered list of blocks (model_block_count() of them).
+// Throws ConfigError for models this engine does not build yet.
+torch::nn::Sequential build_model(const ExperimentConfig& config, const DataShape& shape);
+
+int64_t parameter_count(const torch::nn::Module& model, bool trainable_only = false);
+
+}  // namespace flotilla

@@ -1,0 +1,158 @@
+#include "torch_adapter.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <new>
+
+#include <torch/torch.h>
+
+#include "metrics/phase_timer.h"
+
+#ifdef FLOTILLA_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace flotilla {
+
+std::string torch_version() { return TORCH_VERSION; }
+
+bool cuda_compiled() {
+#ifdef FLOTILLA_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool cuda_usable() { return cuda_compiled() && torch::cuda::is_available(); }
+
+namespace {
+MemoryStats process_memory() {
+  MemoryStats stats;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    long size = 0, resident = 0;
+    if (std::fscanf(f, "%ld %ld", &size, &resident) == 2)
+      stats.allocated = stats.reserved = resident * sysconf(_SC_PAGESIZE);
+    std::fclose(f);
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  stats.peak = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  return stats;
+}
+}  // namespace
+
+MemoryStats memory_stats(bool cuda, int device_index) {
+#ifdef FLOTILLA_WITH_CUDA
+  if (cuda) {
+    // Index 0 is StatType::AGGREGATE in every version; the enum's namespace moved.
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index);
+    return {stats.allocated_bytes[0].current, stats.reserved_bytes[0].current,
+            stats.allocated_bytes[0].peak};
+  }
+#else
+  (void)cuda;
+  (void)device_index;
+#endif
+  return process_memory();
+}
+
+#ifdef FLOTILLA_WITH_CUDA
+namespace {
+class CudaEventTimer final : public PhaseTimer {
+ public:
+  void begin_step() override {
+    std::swap(current_, previous_step_);
+    current_.marks.clear();
+    current_.used = 0;
+    record(Phase::count);
+  }
+  void end_phase(Phase phase) override { record(phase); }
+  void end_step() override {
+    record(Phase::count);
+    has_previous_ = has_last_;
+    has_last_ = true;
+  }
+  std::optional<PhaseTimes> take_previous() override {
+    if (!has_previous_) return std::nullopt;
+    has_previous_ = false;
+    return times(previous_step_);
+  }
+  std::optional<PhaseTimes> take_last() override {
+    has_previous_ = false;
+    if (!has_last_) return std::nullopt;
+    has_last_ = false;
+    return times(current_);
+  }
+
+ private:
+  struct Step {
+    std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events;
+    std::vector<Phase> marks;  // marks[i]: the phase that events[i] ends (count: step bounds)
+    size_t used = 0;
+  };
+  void record(Phase phase) {
+    if (current_.used == current_.events.size())
+      current_.events.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));
+    current_.events[current_.used++]->record();
+    current_.marks.push_back(phase);
+  }
+  static PhaseTimes times(Step& step) {
+    PhaseTimes t;
+    step.events[step.used - 1]->synchronize();
+    for (size_t i = 1; i < step.used; ++i) {
+      const double ms = step.events[i - 1]->elapsed_time(*step.events[i]);
+      if (step.marks[i] != Phase::count) t[step.marks[i]] += ms;
+    }
+    t.step_ms = step.events[0]->elapsed_time(*step.events[step.used - 1]);
+    return t;
+  }
+  Step current_, previous_step_;
+  bool has_last_ = false, has_previous_ = false;
+};
+}  // namespace
+
+std::unique_ptr<PhaseTimer> make_cuda_event_timer() { return std::make_unique<CudaEventTimer>(); }
+#else
+std::unique_ptr<PhaseTimer> make_cuda_event_timer() { return nullptr; }
+#endif
+
+bool is_out_of_memory(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::OutOfMemoryError&) {
+    return true;
+  } catch (const std::bad_alloc&) {
+    return true;
+  } catch (const c10::Error& e) {
+    // LibTorch's CPU allocator reports failure as a plain c10::Error.
+    const std::string what = e.what_without_backtrace();
+    return what.find("DefaultCPUAllocator: not enough memory") != std::string::npos ||
+           what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos;
+  } catch (...) {
+  }
+  return false;
+}
+
+std::string error_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    // Keep the first line: the rest is LibTorch's source location trail.
+    if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+    return what;
+  } catch (const std::bad_alloc&) {
+    return "out of memory (std::bad_alloc)";
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace flotilla

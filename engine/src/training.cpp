@@ -1,0 +1,149 @@
+#include "flotilla/engine/training.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include "torch_adapter.h"
+#include "trainer.h"
+
+namespace flotilla {
+namespace {
+
+int64_t env_integer(const std::function<const char*(const char*)>& lookup, const char* name,
+                    int64_t fallback, int64_t min, int64_t max) {
+  const char* text = lookup(name);
+  if (!text || !*text) return fallback;
+  int64_t value = 0;
+  const char* end = text + std::strlen(text);
+  auto [p, ec] = std::from_chars(text, end, value);
+  if (ec != std::errc() || p != end || value < min || value > max)
+    throw ConfigError({std::string(name) + ": expected an integer in " + std::to_string(min) +
+                       ".." + std::to_string(max) + ", got \"" + text + "\""});
+  return value;
+}
+
+}  // namespace
+
+DistributedEnv distributed_env(const std::function<const char*(const char*)>& lookup) {
+  DistributedEnv env;
+  env.world_size = env_integer(lookup, "WORLD_SIZE", 1, 1, 1 << 20);
+  env.rank = env_integer(lookup, "RANK", 0, 0, env.world_size - 1);
+  env.local_rank = env_integer(lookup, "LOCAL_RANK", env.rank, 0, 1 << 20);
+  env.master_port = static_cast<int>(env_integer(lookup, "MASTER_PORT", env.master_port, 1, 65535));
+  if (const char* addr = lookup("MASTER_ADDR"); addr && *addr) env.master_addr = addr;
+  return env;
+}
+
+std::unique_ptr<FileRecordSink> FileRecordSink::open(const std::string& target) {
+  if (target == "-") return std::make_unique<FileRecordSink>(stdout);
+  if (target.rfind("fd:", 0) == 0) {
+    int fd = -1;
+    auto [p, ec] = std::from_chars(target.data() + 3, target.data() + target.size(), fd);
+    std::FILE* file = (ec == std::errc() && p == target.data() + target.size()) ? fdopen(fd, "a") : nullptr;
+    if (!file) throw std::runtime_error("--records " + target + ": not an open file descriptor");
+    return std::make_unique<FileRecordSink>(file, true);
+  }
+  std::FILE* file = std::fopen(target.c_str(), "a");
+  if (!file)
+    throw std::runtime_error("--records " + target + ": cannot open for writing: " + std::strerror(errno));
+  return std::make_unique<FileRecordSink>(file, true);
+}
+
+FileRecordSink::~FileRecordSink() {
+  if (owned_) std::fclose(file_);
+}
+
+void FileRecordSink::write(std::string_view line) {
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fputc('\n', file_);
+  std::fflush(file_);
+}
+
+std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
+  std::vector<std::string> problems;
+  auto not_yet = [&](const std::string& key, std::string_view value) {
+    problems.push_back(key + ": \"" + std::string(value) + "\" is not implemented yet");
+  };
+  if (c.strategy != Strategy::single) not_yet("strategy", name_of(c.strategy));
+  if (c.model == ModelKind::vgg13 || c.model == ModelKind::vit ||
+      c.model == ModelKind::transformer_encoder)
+    not_yet("model", name_of(c.model));
+  if (c.freeze.method != FreezeMethod::none) not_yet("freeze.method", name_of(c.freeze.method));
+  if (c.compression.method != CompressionMethod::none)
+    not_yet("compression.method", name_of(c.compression.method));
+  if (c.device == DeviceKind::cuda && !cuda_usable())
+    problems.push_back(cuda_compiled()
+                           ? "device: \"cuda\" requested, but no GPU is visible"
+                           : "device: \"cuda\" requested, but this LibTorch (" + torch_version() +
+                                 ") was built without CUDA");
+  return problems;
+}
+
+TrainResult train(const TrainOptions& options) {
+  TrainResult result;
+  std::exception_ptr error;
+  try {
+    if (options.env.world_size != options.config.world_size())
+      throw ConfigError({"WORLD_SIZE: " + std::to_string(options.env.world_size) +
+                         " ranks from the environment, but the config's ranks_per_node x nodes is " +
+                         std::to_string(options.config.world_size())});
+    if (auto problems = unsupported_features(options.config); !problems.empty())
+      throw ConfigError(problems);
+    Trainer trainer(options);
+    result = trainer.run();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    result.outcome = is_out_of_memory(error) ? records::Outcome::oom : records::Outcome::failed;
+    result.message = error_message(error);
+    if (result.outcome == records::Outcome::oom)
+      result.message += " (batch_size " + std::to_string(options.config.batch_size) + ")";
+  }
+  if (options.sink) {
+    records::End end;
+    end.rank = options.env.rank;
+    end.outcome = result.outcome;
+    end.message = result.message;
+    end.batch_size = options.config.batch_size;
+    end.steps = result.steps;
+    end.epochs = result.epochs;
+    end.elapsed_s = result.elapsed_s;
+    options.sink->write(records::to_line(end));
+  }
+  return result;
+}
+
+std::string summary_table(const ExperimentConfig& c, const TrainResult& r) {
+  std::ostringstream out;
+  out << std::fixed;
+  auto row = [&](const std::string& name, const std::string& value) {
+    out << "  " << std::left << std::setw(22) << name << value << "\n";
+  };
+  auto num = [](double v, int precision) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(precision) << v;
+    return s.str();
+  };
+  out << "Run \"" << c.name << "\": " << records::name_of(r.outcome) << "\n";
+  if (!r.message.empty()) row("message", r.message);
+  row("model / dataset", std::string(name_of(c.model)) + " / " + std::string(name_of(c.dataset)));
+  row("parameters", std::to_string(r.parameters));
+  row("batch size", std::to_string(c.batch_size));
+  row("steps / epochs", std::to_string(r.steps) + " / " + std::to_string(r.epochs));
+  row("train accuracy", num(100 * r.acc_train, 2) + " %");
+  row("test accuracy", num(100 * r.acc_test, 2) + " %");
+  row("throughput", num(r.samples_per_s, 1) + " samples/s");
+  row("step time", num(r.step_ms, 2) + " ms = data " + num(r.data_ms, 2) + " + forward " +
+                       num(r.forward_ms, 2) + " + backward " + num(r.backward_ms, 2) +
+                       " + comm " + num(r.comm_ms, 2) + " + optimizer " + num(r.optimizer_ms, 2));
+  row("wall time", num(r.elapsed_s, 1) + " s");
+  return out.str();
+}
+
+}  // namespace flotilla

@@ -1,0 +1,206 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "flotilla/protocol/experiment_config.h"
+
+namespace flotilla {
+namespace {
+
+const char* kValid = R"(
+name: test
+model: small_cnn
+dataset: synthetic
+synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 64, test_samples: 16}
+batch_size: 16
+)";
+
+// Parses kValid with `override_yaml` merged over it (later keys win in a flow map).
+std::vector<std::string> problems_of(const std::string& yaml) {
+  try {
+    parse_experiment(yaml, "test.yaml");
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+std::string merged(const char* override_yaml) {
+  // Later duplicate keys are not allowed in YAML, so drop the valid config's
+  // lines that the override replaces.
+  std::string out;
+  std::istringstream base(kValid);
+  std::string line;
+  std::string over = std::string("\n") + override_yaml;
+  while (std::getline(base, line)) {
+    auto colon = line.find(':');
+    if (colon != std::string::npos && over.find("\n" + line.substr(0, colon + 1)) != std::string::npos)
+      continue;
+    out += line + "\n";
+  }
+  return out + override_yaml + "\n";
+}
+
+struct BadConfig {
+  const char* yaml;
+  const char* message;
+};
+
+void PrintTo(const BadConfig& c, std::ostream* out) { *out << "{" << c.yaml << "}"; }
+
+class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigTest, IsRejectedWithExactMessage) {
+  const auto problems = problems_of(merged(GetParam().yaml));
+  ASSERT_EQ(problems.size(), 1u) << GetParam().yaml << "\n" << testing::PrintToString(problems);
+  EXPECT_EQ(problems[0], GetParam().message);
+}
+
+const BadConfig kBadConfigs[] = {
+    {"model: resnet50",
+     "model: unknown value \"resnet50\"; allowed: small_cnn, resnet18, mobilenet_v2, vgg13, vit, "
+     "transformer_encoder"},
+    {"dataset: imagenet",
+     "dataset: unknown value \"imagenet\"; allowed: fashion_mnist, mnist, cifar10, cifar100, synthetic"},
+    {"strategy: fsdp", "strategy: unknown value \"fsdp\"; allowed: single, dp, ddp, pipeline, pipeline_ddp"},
+    {"strategy: pipeline\nranks_per_node: 2\nschedule: interleaved",
+     "schedule: unknown value \"interleaved\"; allowed: gpipe, 1f1b"},
+    {"batch_size: 0", "batch_size: must be a positive integer, got 0"},
+    {"batch_size: -3", "batch_size: must be a positive integer, got -3"},
+    {"batch_size: many", "batch_size: expected an integer, got \"many\""},
+    {"batch_size: 12.5", "batch_size: expected an integer, got 12.5"},
+    {"epochs: 0", "epochs: must be a positive integer, got 0"},
+    {"max_steps: -1", "max_steps: must be 0 (no limit) or positive, got -1"},
+    {"strategy: pipeline\nranks_per_node: 2\nbatch_size: 8\nchunks: 16",
+     "chunks: must not exceed batch_size (8), got 16"},
+    {"chunks: 4", "chunks: only pipeline strategies split a batch into micro-batches; got 4 with "
+                  "strategy \"single\""},
+    {"strategy: pipeline\nranks_per_node: 2\nbalance: [1, 2]",
+     "balance: must sum to the 4 blocks of model \"small_cnn\", got [1, 2] (sum 3)"},
+    {"strategy: pipeline\nranks_per_node: 2\nbalance: [1, 1, 2]",
+     "balance: needs one entry per pipeline stage (2), got 3"},
+    {"strategy: pipeline\nranks_per_node: 2\nbalance: [0, 4]",
+     "balance: every stage needs at least 1 block, got [0, 4]"},
+    {"strategy: pipeline", "strategy: \"pipeline\" needs at least 2 stages per pipeline, got 1 (1 "
+                           "ranks / 1 replicas)"},
+    {"strategy: pipeline_ddp\nranks_per_node: 3\nreplicas: 2",
+     "replicas: must divide the 3 ranks (ranks_per_node x nodes), got 2"},
+    {"ranks_per_node: 2", "strategy: \"single\" trains on one rank, but ranks_per_node x nodes is 2"},
+    {"strategy: dp", "strategy: \"dp\" drives several GPUs from one process and needs device \"cuda\""},
+    {"nodes: [a, a]\nstrategy: ddp", "nodes: lists \"a\" twice"},
+    {"optimizer: {name: lamb}", "optimizer.name: unknown value \"lamb\"; allowed: sgd, adamw"},
+    {"optimizer: {lr: 0}", "optimizer.lr: must be positive, got 0.0"},
+    {"optimizer: {momentum: 1.5}", "optimizer.momentum: must be in [0, 1), got 1.5"},
+    {"optimizer: sgd", "optimizer: expected a mapping of keys, got \"sgd\""},
+    {"optimiser: {lr: 0.1}",
+     "optimiser: unknown key; allowed: augment, balance, batch_size, chunks, compression, data_dir, "
+     "dataset, device, dropout, epochs, freeze, lr_schedule, max_steps, model, name, nodes, "
+     "optimizer, ranks_per_node, replicas, schedule, seed, strategy, synthetic, threads"},
+    {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
+    {"device: tpu", "device: unknown value \"tpu\"; allowed: cpu, cuda"},
+    {"seed: -1", "seed: expected a non-negative integer, got -1"},
+    {"threads: -2", "threads: must be 0 (LibTorch's default) or positive, got -2"},
+    {"synthetic: {shape: [3, 0, 32]}",
+     "synthetic.shape: must be [channels, height, width] or [length] with positive sizes, got [3, 0, 32]"},
+    {"compression: {method: sort_quant}",
+     "compression.method: \"sort_quant\" compresses activations between pipeline stages; strategy "
+     "\"single\" has none"},
+    {"strategy: pipeline\nranks_per_node: 2\ncompression: {method: sort_quant, bits: 20}",
+     "compression.bits: must be in 1..16, got 20"},
+    {"freeze: {method: fixed}", "freeze.schedule: method \"fixed\" needs at least one {at_step, blocks} entry"},
+    {"freeze: {method: fixed, schedule: [{at_step: 10, blocks: 4}]}",
+     "freeze.schedule[0].blocks: must grow from the previous entry's 0 and stay below the 4 blocks "
+     "of the model, got 4"},
+    {"lr_schedule: {name: cosine, gamma: 2}", "lr_schedule.gamma: must be in [0, 1], got 2"},
+    {"name: ''", "name: must not be empty"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs));
+
+TEST(ExperimentConfig, ReportsEveryProblemAtOnce) {
+  const auto problems = problems_of(merged("batch_size: 0\nepochs: 0\nmodel: lenet"));
+  ASSERT_EQ(problems.size(), 1u) << "type errors stop before value checks";
+  EXPECT_EQ(problems[0].rfind("model: unknown value", 0), 0u);
+  const auto values = problems_of(merged("batch_size: 0\nepochs: 0"));
+  EXPECT_EQ(values, (std::vector<std::string>{"batch_size: must be a positive integer, got 0",
+                                              "epochs: must be a positive integer, got 0"}));
+}
+
+TEST(ExperimentConfig, SyntaxErrorNamesSourceAndLine) {
+  const auto problems = problems_of("name: a\nmodel: [small_cnn\n");
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].rfind("test.yaml: line ", 0), 0u) << problems[0];
+}
+
+TEST(ExperimentConfig, TopLevelMustBeAMapping) {
+  EXPECT_EQ(problems_of("- a\n- b\n"),
+            std::vector<std::string>{"test.yaml: expected a mapping of keys, got [\"a\",\"b\"]"});
+}
+
+TEST(ExperimentConfig, QuotedNumbersStayText) {
+  EXPECT_EQ(problems_of(merged("batch_size: \"16\"")),
+            std::vector<std::string>{"batch_size: expected an integer, got \"16\""});
+}
+
+TEST(ExperimentConfig, JsonAndYamlReadTheSame) {
+  const auto from_yaml = parse_experiment(kValid);
+  const auto from_json = parse_experiment(to_json(from_yaml), "run.json");
+  EXPECT_EQ(to_json(from_json), to_json(from_yaml));
+  EXPECT_EQ(from_json.batch_size, 16);
+  EXPECT_EQ(from_json.synthetic.shape, (std::vector<int64_t>{1, 28, 28}));
+}
+
+TEST(ExperimentConfig, YamlExportRoundTrips) {
+  auto config = parse_experiment(kValid);
+  config.name = "true";  // text that would read back as a boolean if left unquoted
+  config.optimizer.lr = 0.125;
+  const auto again = parse_experiment(to_yaml(config), "export.yaml");
+  EXPECT_EQ(to_json(again), to_json(config));
+}
+
+TEST(ExperimentConfig, EveryPresetIsValid) {
+  int presets = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(FLOTILLA_PRESETS_DIR)) {
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_experiment(entry.path()));
+    ++presets;
+  }
+  EXPECT_GE(presets, 3);
+}
+
+TEST(ExperimentConfig, MissingFileIsNamed) {
+  try {
+    load_experiment("/nonexistent/run.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/run.yaml: cannot read the file");
+  }
+}
+
+TEST(DataFiles, NamesEveryMissingFile) {
+  auto config = parse_experiment(merged("dataset: cifar100\ndata_dir: /nonexistent"));
+  EXPECT_EQ(missing_data_files(config),
+            std::vector<std::string>{
+                "data_dir: \"/nonexistent\" is not a directory (dataset \"cifar100\")"});
+  const auto dir = std::filesystem::temp_directory_path() / "flotilla-config-test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.bin") << "x";
+  config.data_dir = dir.string();
+  EXPECT_EQ(missing_data_files(config),
+            std::vector<std::string>{"data_dir: missing \"" + (dir / "test.bin").string() +
+                                     "\" for dataset \"cifar100\""});
+  config.dataset = DatasetKind::mnist;
+  config.data_dir.clear();
+  EXPECT_EQ(missing_data_files(config),
+            std::vector<std::string>{"data_dir: dataset \"mnist\" needs a data_dir"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DataFiles, SyntheticNeedsNone) {
+  EXPECT_TRUE(missing_data_files(parse_experiment(kValid)).empty());
+}
+
+}  // namespace
+}  // namespace flotilla
