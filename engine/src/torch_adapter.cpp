@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <new>
 
@@ -41,7 +42,8 @@ MemoryStats process_memory() {
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  stats.peak = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  // ru_maxrss is sampled by the kernel's own accounting and can trail statm.
+  stats.peak = std::max<int64_t>(static_cast<int64_t>(usage.ru_maxrss) * 1024, stats.allocated);
   return stats;
 }
 }  // namespace

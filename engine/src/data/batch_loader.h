@@ -9,6 +9,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "dataset.h"

@@ -1,0 +1,88 @@
+#include "run_helpers.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace flotilla::testing {
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "flotilla-test-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+fs::path TempDir::write(const std::string& name, const std::string& text) const {
+  std::ofstream(path_ / name) << text;
+  return path_ / name;
+}
+
+ProcessResult run_train(const TempDir& dir, const std::string& config_text, const fs::path& records,
+                        const std::string& prefix) {
+  const auto config = dir.write("run.yaml", config_text);
+  const auto err = dir.path() / "stderr.txt";
+  // Paths come from mkdtemp: no characters that need quoting beyond these quotes.
+  const std::string command = prefix + " '" FLOTILLA_TRAIN_BINARY "' --config '" + config.string() +
+                              "' --records '" + records.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(("/bin/bash -c \"" + command + "\"").c_str());
+  ProcessResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(err);
+  std::stringstream text;
+  text << in.rdbuf();
+  result.stderr_text = text.str();
+  return result;
+}
+
+std::vector<nlohmann::json> read_records(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  for (const auto& r : records)
+    if (r.at("type") == type) out.push_back(r);
+  return out;
+}
+
+namespace {
+void write_records(const fs::path& file, int n, int label_bytes, int classes, std::mt19937& rng) {
+  std::ofstream out(file, std::ios::binary);
+  std::uniform_int_distribution<int> byte(0, 255), label(0, classes - 1);
+  for (int i = 0; i < n; ++i) {
+    const int l = label(rng);
+    if (label_bytes == 2) out.put(static_cast<char>(l / 5));
+    out.put(static_cast<char>(l));
+    for (int p = 0; p < 3072; ++p) out.put(static_cast<char>(byte(rng)));
+  }
+}
+}  // namespace
+
+void write_cifar10(const fs::path& dir, int per_file, int test) {
+  fs::create_directories(dir);
+  std::mt19937 rng(10);
+  for (int i = 1; i <= 5; ++i)
+    write_records(dir / ("data_batch_" + std::to_string(i) + ".bin"), per_file, 1, 10, rng);
+  write_records(dir / "test_batch.bin", test, 1, 10, rng);
+}
+
+void write_cifar100(const fs::path& dir, int train, int test) {
+  fs::create_directories(dir);
+  std::mt19937 rng(100);
+  write_records(dir / "train.bin", train, 2, 100, rng);
+  write_records(dir / "test.bin", test, 2, 100, rng);
+}
+
+}  // namespace flotilla::testing

@@ -1,0 +1,186 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "data/batch_loader.h"
+#include "data/dataset.h"
+#include "data/readers.h"
+
+namespace flotilla {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("flotilla-data-" + std::to_string(::getpid()) + "-" +
+                                                  std::to_string(counter_++))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+// Writes `n` CIFAR records whose label (fine label for CIFAR-100) is
+// (first + i) % classes and whose pixels are all equal to that label.
+void write_cifar(const fs::path& file, int n, int first, int classes, int label_bytes) {
+  std::ofstream out(file, std::ios::binary);
+  for (int i = 0; i < n; ++i) {
+    const auto label = static_cast<char>((first + i) % classes);
+    if (label_bytes == 2) out.put(static_cast<char>(99 - label));  // coarse label: ignored
+    out.put(label);
+    std::string pixels(3072, label);
+    out.write(pixels.data(), pixels.size());
+  }
+}
+
+TEST(Readers, CifarRecordsRoundTrip) {
+  TempDir dir;
+  write_cifar(dir.path() / "a.bin", 7, 0, 10, 1);
+  write_cifar(dir.path() / "b.bin", 5, 7, 10, 1);
+  const auto data = data::read_cifar({dir.path() / "a.bin", dir.path() / "b.bin"}, 1);
+  ASSERT_EQ(data.images.sizes(), (std::vector<int64_t>{12, 3, 32, 32}));
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(data.labels[i].item<int64_t>(), i % 10);
+    EXPECT_EQ(data.images[i].min().item<int>(), i % 10);
+    EXPECT_EQ(data.images[i].max().item<int>(), i % 10);
+  }
+}
+
+TEST(Readers, Cifar100UsesTheFineLabel) {
+  TempDir dir;
+  write_cifar(dir.path() / "train.bin", 4, 40, 100, 2);
+  const auto data = data::read_cifar({dir.path() / "train.bin"}, 2);
+  EXPECT_EQ(data.labels[3].item<int64_t>(), 43);
+}
+
+TEST(Readers, TruncatedCifarFileIsNamed) {
+  TempDir dir;
+  std::ofstream(dir.path() / "bad.bin") << std::string(3000, 'x');
+  try {
+    data::read_cifar({dir.path() / "bad.bin"}, 1);
+    FAIL() << "read a truncated file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), (dir.path() / "bad.bin").string() +
+                                         ": 3000 bytes is not a whole number of 3073-byte CIFAR records");
+  }
+}
+
+TEST(Readers, NonIdxFileIsNamed) {
+  TempDir dir;
+  std::ofstream(dir.path() / "x-idx3-ubyte") << "not idx at all";
+  try {
+    data::read_idx(dir.path() / "x-idx3-ubyte");
+    FAIL() << "read a non-IDX file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              (dir.path() / "x-idx3-ubyte").string() + ": not an IDX file of unsigned bytes");
+  }
+}
+
+TEST(Datasets, RealFashionMnistFromDebian) {
+  ExperimentConfig c;
+  c.dataset = DatasetKind::fashion_mnist;
+  ASSERT_TRUE(missing_data_files(c).empty())
+      << "dataset-fashion-mnist is installed by scripts/setup.sh: " << missing_data_files(c)[0];
+  const auto d = data::load_dataset(c);
+  EXPECT_EQ(d.train.images.sizes(), (std::vector<int64_t>{60000, 1, 28, 28}));
+  EXPECT_EQ(d.test.images.sizes(), (std::vector<int64_t>{10000, 1, 28, 28}));
+  // Fashion-MNIST is balanced: 6000 training and 1000 test images per class.
+  EXPECT_TRUE(torch::bincount(d.train.labels).eq(6000).all().item<bool>());
+  EXPECT_TRUE(torch::bincount(d.test.labels).eq(1000).all().item<bool>());
+  EXPECT_EQ(d.shape.sample, (std::vector<int64_t>{1, 28, 28}));
+}
+
+TEST(Datasets, CifarFolderLoadsWithAugmentation) {
+  TempDir dir;
+  for (int i = 1; i <= 5; ++i)
+    write_cifar(dir.path() / ("data_batch_" + std::to_string(i) + ".bin"), 4, i, 10, 1);
+  write_cifar(dir.path() / "test_batch.bin", 3, 0, 10, 1);
+  ExperimentConfig c;
+  c.dataset = DatasetKind::cifar10;
+  c.data_dir = dir.path();
+  const auto d = data::load_dataset(c);
+  EXPECT_EQ(d.train.size(), 20);
+  EXPECT_EQ(d.test.size(), 3);
+  EXPECT_TRUE(d.augment);
+  EXPECT_EQ(d.normalization.mean.size(), 3u);
+}
+
+data::Split counting_split(int64_t n) {
+  return {torch::arange(n, torch::kInt64).to(torch::kUInt8).view({n, 1, 1, 1}),
+          torch::arange(n, torch::kInt64)};
+}
+
+std::vector<int64_t> drain(data::BatchLoader& loader, int64_t epoch) {
+  std::vector<int64_t> labels;
+  loader.start_epoch(epoch);
+  while (auto batch = loader.next()) {
+    auto t = batch->targets;
+    labels.insert(labels.end(), t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+  }
+  return labels;
+}
+
+TEST(BatchLoader, RanksReadDisjointEqualShardsThatCoverTheData) {
+  auto split = counting_split(103);
+  std::set<int64_t> seen;
+  size_t per_rank = 0;
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    data::BatchLoader loader(split, {}, {10, rank, 2, /*seed=*/7});
+    const auto labels = drain(loader, 0);
+    EXPECT_EQ(static_cast<int64_t>(labels.size()), loader.shard_size());
+    EXPECT_EQ(loader.batches_per_epoch(), 6);
+    per_rank = labels.size();
+    for (auto l : labels) EXPECT_TRUE(seen.insert(l).second) << "sample " << l << " read twice";
+  }
+  EXPECT_EQ(per_rank, 51u);
+  EXPECT_EQ(seen.size(), 102u);  // one sample dropped so that shards are equal
+}
+
+TEST(BatchLoader, ShuffleIsSeededAndChangesPerEpoch) {
+  auto split = counting_split(64);
+  data::BatchLoader a(split, {}, {16, 0, 1, 3}), b(split, {}, {16, 0, 1, 3});
+  EXPECT_EQ(drain(a, 0), drain(b, 0));
+  EXPECT_NE(drain(a, 0), drain(a, 1));
+  data::BatchLoader unshuffled(split, {}, {16, 0, 1, 3, /*shuffle=*/false});
+  const auto in_order = drain(unshuffled, 0);
+  EXPECT_TRUE(std::is_sorted(in_order.begin(), in_order.end()));
+}
+
+TEST(BatchLoader, InputsMatchTheirLabelsAfterNormalisation) {
+  auto split = counting_split(32);
+  data::BatchLoader loader(split, {{0.5}, {0.25}}, {8, 0, 1, 1});
+  loader.start_epoch(0);
+  auto batch = loader.next();
+  ASSERT_TRUE(batch);
+  auto expected = (batch->targets.to(torch::kFloat32) / 255.0 - 0.5) / 0.25;
+  EXPECT_TRUE(torch::allclose(batch->inputs.flatten(), expected));
+}
+
+TEST(BatchLoader, AugmentationCropsWithZeroPaddingAndKeepsShape) {
+  // A constant image: any crop keeps the value except where padding shows.
+  auto images = torch::full({16, 3, 32, 32}, 255, torch::kUInt8);
+  data::Split split{images, torch::zeros({16}, torch::kInt64)};
+  data::LoaderOptions options{16, 0, 1, 5};
+  options.augment = true;
+  data::BatchLoader loader(split, {}, options);
+  loader.start_epoch(0);
+  auto batch = loader.next();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->inputs.sizes(), images.sizes());
+  const auto values = std::get<0>(at::_unique(batch->inputs));
+  EXPECT_LE(values.numel(), 2);
+  EXPECT_EQ(values.max().item<float>(), 1.0f);
+  // With 16 random offsets in 0..8, some crop shows padding (chance that none does: 81^-16).
+  EXPECT_EQ(values.min().item<float>(), 0.0f);
+}
+
+}  // namespace
+}  // namespace flotilla
