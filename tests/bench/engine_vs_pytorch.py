@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Benchmark: Flotilla's engine against PyTorch's Python eager loop on the same
+model, batch, data shape and thread count, in one run on this machine; and the
+cost of measuring (step records on against off). Prints ratios, asserts nothing.
+
+    /usr/bin/python3 tests/bench/engine_vs_pytorch.py --build build
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def engine_run(binary, workdir, model, shape, batch, steps, threads, measure):
+    config = {
+        "name": f"bench-{model}", "model": model, "dataset": "synthetic",
+        "synthetic": {"shape": shape, "classes": 10,
+                      "train_samples": batch * steps, "test_samples": batch},
+        "batch_size": batch, "epochs": 1,
+        "optimizer": {"name": "sgd", "lr": 0.01, "momentum": 0.9},
+        "threads": threads, "seed": 0,
+    }
+    cfg = os.path.join(workdir, "bench.json")
+    rec = os.path.join(workdir, "records.jsonl")
+    with open(cfg, "w") as f:
+        json.dump(config, f)
+    if os.path.exists(rec):
+        os.remove(rec)
+    cmd = [binary, "--config", cfg, "--records", rec, "--quiet"] + ([] if measure else ["--no-measure"])
+    subprocess.run(cmd, check=True)
+    with open(rec) as f:
+        records = [json.loads(line) for line in f]
+    epoch = next(r for r in records if r["type"] == "epoch")
+    return epoch["samples_per_s"]  # training steps only, first step included, as the peer
+
+
+def peer_run(model, shape, batch, steps, threads):
+    out = subprocess.run(
+        [sys.executable, os.path.join(HERE, "peer_train.py"), "--model", model,
+         "--shape", *map(str, shape), "--batch-size", str(batch), "--steps", str(steps),
+         "--threads", str(threads)], check=True, capture_output=True, text=True, cwd=HERE)
+    return json.loads(out.stdout)["samples_per_s"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--repeats", type=int, default=3)
+    a = p.parse_args()
+    binary = os.path.join(a.build, "engine", "flotilla-train")
+    cases = [("small_cnn", [1, 28, 28], 64, 60), ("resnet18", [3, 32, 32], 32, 6)]
+    print(f"threads={a.threads}, repeats={a.repeats} (best of each), synthetic data, SGD momentum 0.9")
+    print(f"{'model':<10} {'batch':>5} {'steps':>5} {'engine/s':>10} {'pytorch/s':>10} {'ratio':>7}")
+    with tempfile.TemporaryDirectory() as workdir:
+        for model, shape, batch, steps in cases:
+            eng, peer = [], []
+            for _ in range(a.repeats):  # interleaved, so drift hits both alike
+                eng.append(engine_run(binary, workdir, model, shape, batch, steps, a.threads, True))
+                peer.append(peer_run(model, shape, batch, steps, a.threads))
+            e, q = max(eng), max(peer)
+            print(f"{model:<10} {batch:>5} {steps:>5} {e:>10.1f} {q:>10.1f} {e / q:>6.3f}x")
+            sys.stdout.flush()
+
+        # Measuring cost: step timing and records on versus off, small CNN.
+        on, off = [], []
+        for _ in range(max(5, a.repeats)):
+            on.append(engine_run(binary, workdir, "small_cnn", [1, 28, 28], 64, 100, a.threads, True))
+            off.append(engine_run(binary, workdir, "small_cnn", [1, 28, 28], 64, 100, a.threads, False))
+        ratio = statistics.median(on) / statistics.median(off)
+        print(f"measurement cost (small_cnn, 100 steps, median of {len(on)}): records on "
+              f"{statistics.median(on):.1f}/s, off {statistics.median(off):.1f}/s, on/off = {ratio:.4f} "
+              f"({(1 - ratio) * 100:+.2f}% cost)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""PyTorch's own definitions of the engine's models, block for block the same
+(kuangliu/pytorch-cifar ResNet18 and MobileNetV2, Flotilla's small CNN), so that
+benchmarks compare the same arithmetic."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class SmallCNN(nn.Module):
+    def __init__(self, channels=1, height=28, width=28, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = nn.Linear(64 * (height // 4) * (width // 4), 128)
+        self.fc2 = nn.Linear(128, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, inp, planes, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inp, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or inp != planes:
+            self.shortcut = nn.Sequential(nn.Conv2d(inp, planes, 1, stride, bias=False),
+                                          nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, channels=3, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 64, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        layers, inp = [], 64
+        for i, planes in enumerate([64, 128, 256, 512]):
+            for j in range(2):
+                layers.append(BasicBlock(inp, planes, 2 if i > 0 and j == 0 else 1))
+                inp = planes
+        self.layers = nn.Sequential(*layers)
+        self.linear = nn.Linear(512, classes)
+
+    def forward(self, x):
+        out = self.layers(F.relu(self.bn1(self.conv1(x))))
+        return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
+
+
+def build(name, shape, classes):
+    if name == "small_cnn":
+        return SmallCNN(shape[0], shape[1], shape[2], classes)
+    if name == "resnet18":
+        return ResNet18(shape[0], classes)
+    raise ValueError(f"no peer model for {name}")
