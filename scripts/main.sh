@@ -10,4 +10,4 @@ cmake --build --preset default --target flotilla-train
 mkdir -p runs
 records="runs/fashion-mnist-$(date +%Y%m%d-%H%M%S).jsonl"
 echo "Training resources/presets/fashion_mnist_small_cnn.yaml; records go to $records"
-./build/engine/flotilla-train --config resources/presets/fashion_mnist_small_cnn.yaml --records "$records"
+./build/bin/flotilla-train --config resources/presets/fashion_mnist_small_cnn.yaml --records "$records"

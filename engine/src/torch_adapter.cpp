@@ -9,12 +9,19 @@
 
 #include <torch/torch.h>
 
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "flotilla/engine/training.h"
 #include "metrics/phase_timer.h"
 
 #ifdef FLOTILLA_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 #endif
 
 namespace flotilla {
@@ -122,6 +129,71 @@ std::unique_ptr<PhaseTimer> make_cuda_event_timer() { return std::make_unique<Cu
 #else
 std::unique_ptr<PhaseTimer> make_cuda_event_timer() { return nullptr; }
 #endif
+
+namespace {
+
+// LibTorch 2 split c10d's ProcessGroup into a ProcessGroup front and Backends;
+// Gloo and NCCL are Backends there and ProcessGroups in 1.x.
+#if TORCH_VERSION_MAJOR >= 2
+using CollectiveGroup = c10d::Backend;
+#else
+using CollectiveGroup = c10d::ProcessGroup;
+#endif
+
+class C10dGroup final : public ProcessGroupAdapter {
+ public:
+  C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<CollectiveGroup> group)
+      : store_(std::move(store)), group_(std::move(group)) {}
+  void allreduce_sum(std::vector<at::Tensor>& tensors) override {
+    group_->allreduce(tensors)->wait();
+  }
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    group_->broadcast(tensors, options)->wait();
+  }
+  void barrier() override { group_->barrier()->wait(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<CollectiveGroup> group_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroupAdapter> ProcessGroupAdapter::connect(const DistributedEnv& env,
+                                                                  bool cuda,
+                                                                  std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(env.master_port);
+  store_options.isServer = env.rank == 0;
+  store_options.numWorkers = static_cast<size_t>(env.world_size);
+  store_options.waitWorkers = true;
+  store_options.timeout = timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rendezvous at " + env.master_addr + ":" +
+                             std::to_string(env.master_port) + " failed: " + e.what());
+  }
+  const int rank = static_cast<int>(env.rank), size = static_cast<int>(env.world_size);
+  if (cuda) {
+#if defined(FLOTILLA_WITH_CUDA) && defined(USE_C10D_NCCL)
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    return std::make_unique<C10dGroup>(
+        store, c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options));
+#else
+    throw std::runtime_error("this LibTorch (" + torch_version() + ") has no NCCL");
+#endif
+  }
+  auto options = c10d::ProcessGroupGloo::Options::create();
+  options->timeout = timeout;
+  options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  return std::make_unique<C10dGroup>(
+      store, c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options));
+}
 
 bool is_out_of_memory(const std::exception_ptr& error) {
   try {

@@ -4,12 +4,20 @@
 // availability, CUDA events and memory statistics, out-of-memory detection,
 // and (with the distributed strategies) c10d process groups.
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
 
 namespace flotilla {
+
+struct DistributedEnv;
 
 class PhaseTimer;
 
@@ -27,6 +35,20 @@ MemoryStats memory_stats(bool cuda, int device_index = 0);
 
 // nullptr where this LibTorch has no CUDA.
 std::unique_ptr<PhaseTimer> make_cuda_event_timer();
+
+// A c10d process group: Gloo on the CPU, NCCL on CUDA. Its base class, its
+// construction and NCCL's presence differ between LibTorch versions; only
+// torch_adapter.cpp sees them.
+class ProcessGroupAdapter {
+ public:
+  static std::unique_ptr<ProcessGroupAdapter> connect(const DistributedEnv& env, bool cuda,
+                                                      std::chrono::milliseconds timeout);
+  virtual ~ProcessGroupAdapter() = default;
+  // Each waits for completion.
+  virtual void allreduce_sum(std::vector<at::Tensor>& tensors) = 0;
+  virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
+  virtual void barrier() = 0;
+};
 
 // True for the allocation failures of every allocator (CUDA's
 // c10::OutOfMemoryError, std::bad_alloc, LibTorch's CPU allocator error).

@@ -1,6 +1,8 @@
 #include "trainer.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "models/model_factory.h"
 #include "torch_adapter.h"
@@ -17,6 +19,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& o
       params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
 }
 
+// FLOTILLA_FAULT="RANK:STEP" makes that rank throw at that step: how the
+// tests make a rank fail for real, mid-run, in a multi-process run.
+std::optional<std::pair<int64_t, int64_t>> injected_fault() {
+  const char* text = std::getenv("FLOTILLA_FAULT");
+  long long rank = 0, step = 0;
+  if (text && std::sscanf(text, "%lld:%lld", &rank, &step) == 2) return std::make_pair(rank, step);
+  return std::nullopt;
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainOptions& options)
@@ -26,9 +37,19 @@ Trainer::Trainer(const TrainOptions& options)
                                                  : torch::Device(torch::kCPU)) {
   if (config_.threads > 0) torch::set_num_threads(static_cast<int>(config_.threads));
   torch::manual_seed(config_.seed);
+  fault_ = injected_fault();
   dataset_ = data::load_dataset(config_);
   model_ = build_model(config_, dataset_.shape);
   model_->to(device_);
+  if (options.env.world_size > 1) {
+    comm_ = Communicator::connect(options.env, device_.is_cuda(), std::chrono::minutes(5));
+    // Every replica starts from rank 0's parameters and buffers, as DDP does.
+    auto state = model_->parameters();
+    for (const auto& b : model_->buffers()) state.push_back(b);
+    torch::NoGradGuard no_grad;
+    comm_->broadcast(state, 0);
+    comm_->take_stats();
+  }
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
 
   data::LoaderOptions train{config_.batch_size, options.env.rank, options.env.world_size,
@@ -92,8 +113,12 @@ TrainResult Trainer::run() {
     record.epoch = epoch;
     record.steps = global_step_;
     record.loss = epoch_loss_count_ ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
-    record.acc_train =
-        epoch_samples_ ? epoch_correct_.item<double>() / static_cast<double>(epoch_samples_) : 0.0;
+    auto counts = torch::stack({epoch_correct_.to(torch::kFloat64),
+                                torch::tensor(static_cast<double>(epoch_samples_),
+                                              torch::TensorOptions().dtype(torch::kFloat64).device(device_))});
+    sum_over_ranks(counts);
+    const double correct = counts[0].item<double>(), samples = counts[1].item<double>();
+    record.acc_train = samples > 0 ? correct / samples : 0.0;
     // Epoch time is training only; evaluation is timed apart, as the seeds report it.
     record.epoch_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_started).count();
@@ -162,6 +187,14 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   loss.backward();
   if (measure) timer_->end_phase(Phase::backward);
 
+  if (comm_) {
+    average_gradients();
+    if (measure) timer_->end_phase(Phase::comm);
+  }
+  if (fault_ && fault_->first == options_.env.rank && fault_->second == global_step_ + 1)
+    throw std::runtime_error("injected fault at step " + std::to_string(global_step_ + 1) +
+                             " on rank " + std::to_string(options_.env.rank));
+
   optimizer_->step();
   optimizer_->zero_grad();
   if (measure) timer_->end_phase(Phase::optimizer);
@@ -181,6 +214,7 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   next.record.samples = samples * options_.env.world_size;
   next.record.lr = lr;
   next.loss = loss.detach();
+  if (comm_) next.comm = comm_->take_stats();
   pending_ = std::move(next);
 }
 
@@ -194,6 +228,17 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   r.optimizer_ms = times[Phase::optimizer];
   r.step_ms = times.step_ms;
   r.samples_per_s = r.step_ms > 0 ? r.samples / (r.step_ms / 1000.0) : 0.0;
+  const auto& c = pending.comm;
+  r.comm_busy_ms = c.busy_ms;
+  r.bytes_sent = c.bytes_sent;
+  r.bytes_recv = c.bytes_recv;
+  r.comm_per_s = r.step_ms > 0 ? c.operations / (r.step_ms / 1000.0) : 0.0;
+  if (c.allreduce_ms > 0) {
+    // nccl-tests: algbw = payload / time; busbw = algbw x 2(P-1)/P for all-reduce.
+    const double p = static_cast<double>(options_.env.world_size);
+    r.algbw_gbps = c.allreduce_bytes / 1e9 / (c.allreduce_ms / 1000.0);
+    r.busbw_gbps = r.algbw_gbps * 2.0 * (p - 1.0) / p;
+  }
   const auto memory = memory_stats(device_.is_cuda(), device_.is_cuda() ? device_.index() : 0);
   r.mem_alloc = memory.allocated;
   r.mem_reserved = memory.reserved;
@@ -221,7 +266,37 @@ double Trainer::evaluate() {
     seen += batch->targets.size(0);
   }
   model_->train();
-  return seen ? correct.item<double>() / static_cast<double>(seen) : 0.0;
+  auto counts = torch::stack({correct.to(torch::kFloat64),
+                              torch::tensor(static_cast<double>(seen),
+                                            torch::TensorOptions().dtype(torch::kFloat64).device(device_))});
+  sum_over_ranks(counts);
+  const double total = counts[1].item<double>();
+  return total > 0 ? counts[0].item<double>() / total : 0.0;
+}
+
+void Trainer::sum_over_ranks(torch::Tensor& values) {
+  if (!comm_) return;
+  std::vector<torch::Tensor> tensors{values};
+  comm_->allreduce_sum(tensors);
+  comm_->take_stats();  // bookkeeping traffic is not a training step's
+}
+
+void Trainer::average_gradients() {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : model_->parameters())
+    if (p.requires_grad() && p.grad().defined()) grads.push_back(p.grad());
+  std::vector<torch::Tensor> flat{torch::cat(
+      [&] {
+        std::vector<torch::Tensor> views;
+        for (const auto& g : grads) views.push_back(g.reshape(-1));
+        return views;
+      }())};
+  comm_->allreduce_mean(flat);
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
 }
 
 }  // namespace flotilla

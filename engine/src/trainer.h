@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "comm/communicator.h"
 #include "data/batch_loader.h"
 #include "data/dataset.h"
 #include "flotilla/engine/training.h"
@@ -22,6 +23,7 @@ class Trainer {
   struct PendingStep {
     records::Step record;
     torch::Tensor loss;
+    CommStats comm;
   };
 
   void train_epoch(int64_t epoch);
@@ -29,6 +31,10 @@ class Trainer {
   // Emits the record of a step whose times have become known.
   void finish_step(PendingStep& pending, const PhaseTimes& times);
   double evaluate();
+  // Averages gradients over the data-parallel ranks (one flat all-reduce).
+  void average_gradients();
+  // Sums `values` (on the device) over ranks; a no-op on one rank.
+  void sum_over_ranks(torch::Tensor& values);
   double learning_rate(int64_t epoch) const;
   void emit(const std::string& line);
   bool done() const;
@@ -41,6 +47,8 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<data::BatchLoader> train_loader_, test_loader_;
   std::unique_ptr<PhaseTimer> timer_;
+  std::unique_ptr<Communicator> comm_;  // null on one rank
+  std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
 
   int64_t global_step_ = 0;
   int64_t total_steps_ = 0;

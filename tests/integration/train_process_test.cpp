@@ -208,9 +208,11 @@ TEST(TrainProcess, UnimplementedStrategyIsRefusedClearly) {
   TempDir dir;
   const auto records_file = dir.path() / "records.jsonl";
   const auto result = run_train(
-      dir, "name: x\nmodel: small_cnn\ndataset: synthetic\nstrategy: ddp\n", records_file);
+      dir, "name: x\nmodel: small_cnn\ndataset: synthetic\nstrategy: pipeline\nranks_per_node: 2\n",
+      records_file);
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_EQ(read_records(records_file).back()["message"], "strategy: \"ddp\" is not implemented yet");
+  EXPECT_EQ(read_records(records_file).back()["message"],
+            "strategy: \"pipeline\" is not implemented yet");
 }
 
 }  // namespace

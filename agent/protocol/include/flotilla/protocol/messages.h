@@ -1,0 +1,95 @@
+#pragma once
+// The wire protocol between controller and agent: one JSON object a line, each
+// with `v` (protocol version) and `type`. Plain structs; encode/decode here.
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace flotilla::protocol {
+
+inline constexpr int kVersion = 1;
+// A line longer than this is malformed (and skipped), never buffered whole.
+inline constexpr size_t kMaxLineBytes = 16u << 20;
+
+struct Hello {
+  std::string role;  // "controller" or "agent"
+  std::string software;
+  std::vector<std::string> capabilities;
+  int version = kVersion;
+};
+
+struct StartRun {
+  std::string run;
+  std::string node = "local";
+  std::string config_json;     // the ExperimentConfig as JSON
+  std::vector<int64_t> ranks;  // global ranks this node runs, one process each
+  int64_t world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+
+struct StopRun {
+  std::string run;
+  double grace_s = 5.0;  // SIGTERM, then SIGKILL after this
+};
+
+struct StatusRequest {
+  std::string run;
+};
+
+// Asks for every stored record of `run` after `after_seq`, then the live ones.
+struct Resume {
+  std::string run;
+  int64_t after_seq = 0;
+};
+
+struct Started {
+  std::string run;
+  std::vector<int64_t> pids;
+};
+
+struct Record {
+  std::string run;
+  int64_t seq = 0;
+  std::string node;
+  int64_t rank = 0;          // -1: the agent's own system metrics
+  std::string record_json;   // the engine's (or agent's) record object, verbatim
+};
+
+struct RunEnd {
+  std::string run;
+  int64_t seq = 0;
+  std::string outcome;  // finished, failed, killed, oom
+  std::string message;
+};
+
+struct StatusReply {
+  std::string run;
+  std::string state;  // running, or the outcome
+  int64_t last_seq = 0;
+  std::vector<int64_t> live_pids;
+};
+
+struct Error {
+  std::string message;
+};
+
+using Message = std::variant<Hello, StartRun, StopRun, StatusRequest, Resume, Started, Record,
+                             RunEnd, StatusReply, Error>;
+
+class DecodeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::string encode(const Message& message);  // one line, without the newline
+// Throws DecodeError saying what is wrong: not JSON, a missing or mistyped
+// field, an unknown type, another protocol version.
+Message decode(std::string_view line);
+std::string_view type_of(const Message& message);
+
+}  // namespace flotilla::protocol

@@ -1,0 +1,155 @@
+#include "flotilla/protocol/messages.h"
+
+#include <nlohmann/json.hpp>
+
+namespace flotilla::protocol {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+T field(const json& j, const char* name) {
+  auto it = j.find(name);
+  if (it == j.end()) throw DecodeError(std::string("missing field \"") + name + "\"");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw DecodeError(std::string("field \"") + name + "\" has the wrong type: " + it->dump());
+  }
+}
+
+template <typename T>
+T optional_field(const json& j, const char* name, T fallback) {
+  return j.contains(name) ? field<T>(j, name) : fallback;
+}
+
+json envelope(std::string_view type) { return json{{"v", kVersion}, {"type", type}}; }
+
+struct Encoder {
+  json operator()(const Hello& m) const {
+    auto j = envelope("hello");
+    j["v"] = m.version;
+    j["role"] = m.role;
+    j["software"] = m.software;
+    j["capabilities"] = m.capabilities;
+    return j;
+  }
+  json operator()(const StartRun& m) const {
+    auto j = envelope("start");
+    j.update({{"run", m.run},
+              {"node", m.node},
+              {"config", json::parse(m.config_json)},
+              {"ranks", m.ranks},
+              {"world_size", m.world_size},
+              {"master_addr", m.master_addr},
+              {"master_port", m.master_port}});
+    return j;
+  }
+  json operator()(const StopRun& m) const {
+    auto j = envelope("stop");
+    j.update({{"run", m.run}, {"grace_s", m.grace_s}});
+    return j;
+  }
+  json operator()(const StatusRequest& m) const {
+    auto j = envelope("status");
+    j["run"] = m.run;
+    return j;
+  }
+  json operator()(const Resume& m) const {
+    auto j = envelope("resume");
+    j.update({{"run", m.run}, {"after_seq", m.after_seq}});
+    return j;
+  }
+  json operator()(const Started& m) const {
+    auto j = envelope("started");
+    j.update({{"run", m.run}, {"pids", m.pids}});
+    return j;
+  }
+  json operator()(const Record& m) const {
+    auto j = envelope("record");
+    j.update({{"run", m.run},
+              {"seq", m.seq},
+              {"node", m.node},
+              {"rank", m.rank},
+              {"record", json::parse(m.record_json)}});
+    return j;
+  }
+  json operator()(const RunEnd& m) const {
+    auto j = envelope("run_end");
+    j.update({{"run", m.run}, {"seq", m.seq}, {"outcome", m.outcome}, {"message", m.message}});
+    return j;
+  }
+  json operator()(const StatusReply& m) const {
+    auto j = envelope("status_reply");
+    j.update({{"run", m.run}, {"state", m.state}, {"last_seq", m.last_seq}, {"live_pids", m.live_pids}});
+    return j;
+  }
+  json operator()(const Error& m) const {
+    auto j = envelope("error");
+    j["message"] = m.message;
+    return j;
+  }
+};
+
+}  // namespace
+
+std::string encode(const Message& message) { return std::visit(Encoder{}, message).dump(); }
+
+std::string_view type_of(const Message& message) {
+  static constexpr std::string_view kNames[] = {"hello",   "start",  "stop",    "status",
+                                                "resume",  "started", "record", "run_end",
+                                                "status_reply", "error"};
+  return kNames[message.index()];
+}
+
+Message decode(std::string_view line) {
+  if (line.size() > kMaxLineBytes)
+    throw DecodeError("line of " + std::to_string(line.size()) + " bytes is longer than the " +
+                      std::to_string(kMaxLineBytes) + " allowed");
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded()) throw DecodeError("not JSON: " + std::string(line.substr(0, 80)));
+  if (!j.is_object()) throw DecodeError("not a JSON object: " + std::string(line.substr(0, 80)));
+  const int version = field<int>(j, "v");
+  const auto type = field<std::string>(j, "type");
+  if (type == "hello") {
+    // A hello of another version still decodes, so that the peer can answer clearly.
+    return Hello{field<std::string>(j, "role"), optional_field<std::string>(j, "software", ""),
+                 optional_field<std::vector<std::string>>(j, "capabilities", {}), version};
+  }
+  if (version != kVersion)
+    throw DecodeError("protocol version " + std::to_string(version) + ", expected " +
+                      std::to_string(kVersion));
+  if (type == "start") {
+    const auto config = j.find("config");
+    if (config == j.end() || !config->is_object()) throw DecodeError("missing field \"config\"");
+    return StartRun{field<std::string>(j, "run"),
+                    optional_field<std::string>(j, "node", "local"),
+                    config->dump(),
+                    field<std::vector<int64_t>>(j, "ranks"),
+                    field<int64_t>(j, "world_size"),
+                    optional_field<std::string>(j, "master_addr", "127.0.0.1"),
+                    optional_field<int>(j, "master_port", 29500)};
+  }
+  if (type == "stop") return StopRun{field<std::string>(j, "run"), optional_field<double>(j, "grace_s", 5.0)};
+  if (type == "status") return StatusRequest{field<std::string>(j, "run")};
+  if (type == "resume") return Resume{field<std::string>(j, "run"), field<int64_t>(j, "after_seq")};
+  if (type == "started") return Started{field<std::string>(j, "run"), field<std::vector<int64_t>>(j, "pids")};
+  if (type == "record") {
+    const auto record = j.find("record");
+    if (record == j.end() || !record->is_object()) throw DecodeError("missing field \"record\"");
+    return Record{field<std::string>(j, "run"), field<int64_t>(j, "seq"),
+                  optional_field<std::string>(j, "node", ""), field<int64_t>(j, "rank"),
+                  record->dump()};
+  }
+  if (type == "run_end")
+    return RunEnd{field<std::string>(j, "run"), field<int64_t>(j, "seq"),
+                  field<std::string>(j, "outcome"), optional_field<std::string>(j, "message", "")};
+  if (type == "status_reply")
+    return StatusReply{field<std::string>(j, "run"), field<std::string>(j, "state"),
+                       field<int64_t>(j, "last_seq"),
+                       optional_field<std::vector<int64_t>>(j, "live_pids", {})};
+  if (type == "error") return Error{field<std::string>(j, "message")};
+  throw DecodeError("unknown message type \"" + type + "\"");
+}
+
+}  // namespace flotilla::protocol

@@ -1,0 +1,35 @@
+#pragma once
+// The POSIX process work of the agent: starting ranks in their own process
+// groups, signalling groups, and finding what is left of them in /proc.
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace flotilla::agent {
+
+struct ChildProcess {
+  pid_t pid = -1;  // also its process group id
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+// Starts `argv` with `extra_env` added to this process's environment, as the
+// leader of a new process group, stdin from /dev/null and stdout/stderr on pipes.
+ChildProcess spawn_in_new_group(const std::vector<std::string>& argv,
+                                const std::map<std::string, std::string>& extra_env);
+
+// Starts `argv` fully detached (its own session, reparented to init) with
+// stdin/stdout on /dev/null and stderr appended to `log`. Returns once it runs.
+void spawn_detached(const std::vector<std::string>& argv, const std::filesystem::path& log);
+
+void signal_groups(const std::vector<int>& pgids, int signal);
+// Every live process (zombies excluded) whose process group is one of `pgids`, read from /proc.
+std::vector<pid_t> processes_in_groups(const std::vector<int>& pgids);
+
+std::filesystem::path own_executable();
+
+}  // namespace flotilla::agent

@@ -1,0 +1,57 @@
+#pragma once
+// Where one run lives on a node: $HOME/.flotilla/runs/<run>/ holds the start
+// request, the supervisor's pid, the ranks' process groups, the spool of
+// every record, the final state and each rank's log. The run's files, not any
+// connection, are the truth: a new agent session reads them to reattach.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flotilla/protocol/messages.h"
+
+namespace flotilla::agent {
+
+std::filesystem::path default_home();  // $FLOTILLA_HOME, else ~/.flotilla
+
+struct FinalState {
+  std::string outcome;  // finished, failed, killed, oom
+  std::string message;
+  int64_t last_seq = 0;
+};
+
+class RunDirectory {
+ public:
+  RunDirectory(const std::filesystem::path& home, const std::string& run);
+
+  // Run names become directory names: letters, digits, '-', '_', '.' only.
+  static bool valid_run_name(const std::string& run);
+
+  const std::filesystem::path& path() const { return dir_; }
+  std::filesystem::path spool() const { return dir_ / "spool.jsonl"; }
+  std::filesystem::path rank_log(int64_t rank) const;
+  std::filesystem::path config_file() const { return dir_ / "config.json"; }
+  bool exists() const;
+
+  void write_start(const protocol::StartRun& start) const;
+  protocol::StartRun read_start() const;
+
+  void write_supervisor_pid(int pid) const;
+  std::optional<int> supervisor_pid() const;  // only while that process is alive
+
+  void write_process_groups(const std::vector<int>& pgids) const;
+  std::vector<int> process_groups() const;
+
+  void write_final(const FinalState& state) const;
+  std::optional<FinalState> final_state() const;
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// Writes `text` to `file` atomically (temp file, then rename).
+void write_file_atomically(const std::filesystem::path& file, const std::string& text);
+std::string read_file(const std::filesystem::path& file);
+
+}  // namespace flotilla::agent

@@ -1,0 +1,182 @@
+#include "session.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "flotilla/protocol/line_buffer.h"
+#include "processes.h"
+#include "run_directory.h"
+#include "spool.h"
+
+namespace flotilla::agent {
+
+Session::Session(SessionOptions options, int in_fd, int out_fd)
+    : options_(std::move(options)), in_fd_(in_fd), out_fd_(out_fd) {}
+
+Session::~Session() {
+  closing_ = true;
+  for (auto& [run, thread] : followers_)
+    if (thread.joinable()) thread.join();
+}
+
+int Session::serve() {
+  protocol::LineBuffer lines;
+  char buffer[1 << 16];
+  while (!done_) {
+    const ssize_t n = ::read(in_fd_, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    lines.feed({buffer, static_cast<size_t>(n)}, [&](std::string_view line) { handle_line(line); },
+               [&](size_t bytes) {
+                 ++line_number_;
+                 report_malformed("line of " + std::to_string(bytes) + " bytes is longer than the " +
+                                  std::to_string(protocol::kMaxLineBytes) + " allowed");
+               });
+  }
+  if (auto rest = lines.take_rest(); !rest.empty() && !done_) handle_line(rest);
+  return exit_code_;
+}
+
+void Session::report_malformed(const std::string& reason) {
+  ++malformed_;
+  send(protocol::Error{"malformed line " + std::to_string(line_number_) + " (" +
+                       std::to_string(malformed_.load()) + " so far): " + reason});
+}
+
+void Session::handle_line(std::string_view line) {
+  ++line_number_;
+  if (line.empty()) return;
+  protocol::Message message;
+  try {
+    message = protocol::decode(line);
+  } catch (const protocol::DecodeError& e) {
+    report_malformed(e.what());
+    return;
+  }
+  try {
+    handle(message);
+  } catch (const std::exception& e) {
+    send(protocol::Error{std::string(protocol::type_of(message)) + ": " + e.what()});
+  }
+}
+
+void Session::handle(const protocol::Message& message) {
+  if (const auto* hello = std::get_if<protocol::Hello>(&message)) {
+    if (hello->version != protocol::kVersion) {
+      send(protocol::Error{"protocol version " + std::to_string(hello->version) +
+                           " is not supported: this agent speaks version " +
+                           std::to_string(protocol::kVersion)});
+      done_ = true;
+      exit_code_ = 2;
+      return;
+    }
+    greeted_ = true;
+    send(protocol::Hello{"agent", options_.software, {"start", "stop", "status", "resume", "system-metrics"}});
+    return;
+  }
+  if (!greeted_) {
+    send(protocol::Error{"expected a hello first, got \"" + std::string(protocol::type_of(message)) + "\""});
+    return;
+  }
+  if (const auto* m = std::get_if<protocol::StartRun>(&message)) return start(*m);
+  if (const auto* m = std::get_if<protocol::StopRun>(&message)) return stop(*m);
+  if (const auto* m = std::get_if<protocol::StatusRequest>(&message)) return status(*m);
+  if (const auto* m = std::get_if<protocol::Resume>(&message)) {
+    RunDirectory dir(options_.home, m->run);
+    if (!RunDirectory::valid_run_name(m->run) || !dir.exists())
+      throw std::runtime_error("no run \"" + m->run + "\" on this node");
+    return follow(m->run, m->after_seq);
+  }
+  send(protocol::Error{"\"" + std::string(protocol::type_of(message)) + "\" is not a request"});
+}
+
+void Session::start(const protocol::StartRun& start) {
+  if (!RunDirectory::valid_run_name(start.run))
+    throw std::runtime_error("run name \"" + start.run + "\" may hold only letters, digits, '-', '_' and '.'");
+  RunDirectory dir(options_.home, start.run);
+  if (dir.exists()) throw std::runtime_error("run \"" + start.run + "\" already exists on this node");
+  if (start.ranks.empty()) throw std::runtime_error("no ranks to start");
+  dir.write_start(start);
+  spawn_detached({own_executable().string(), "supervise", "--home", options_.home.string(), "--run",
+                  start.run, "--train-binary", options_.train_binary.string()},
+                 dir.path() / "supervisor.log");
+  // The supervisor writes its process groups once every rank has started.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<int> pgids;
+  while ((pgids = dir.process_groups()).size() < start.ranks.size() && !dir.final_state() &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  send(protocol::Started{start.run, {pgids.begin(), pgids.end()}});
+  follow(start.run, 0);
+}
+
+void Session::stop(const protocol::StopRun& stop) {
+  RunDirectory dir(options_.home, stop.run);
+  if (!RunDirectory::valid_run_name(stop.run) || !dir.exists())
+    throw std::runtime_error("no run \"" + stop.run + "\" on this node");
+  if (auto pid = dir.supervisor_pid()) {
+    write_file_atomically(dir.path() / "stop_grace_s", std::to_string(stop.grace_s));
+    ::kill(*pid, SIGTERM);
+  } else if (!dir.final_state()) {
+    // The supervisor is gone without an ending: end what is left of the ranks here.
+    signal_groups(dir.process_groups(), SIGKILL);
+  }
+  if (!followers_.count(stop.run)) follow(stop.run, INT64_MAX);  // the run_end still comes
+}
+
+void Session::status(const protocol::StatusRequest& request) {
+  RunDirectory dir(options_.home, request.run);
+  if (!RunDirectory::valid_run_name(request.run) || !dir.exists())
+    throw std::runtime_error("no run \"" + request.run + "\" on this node");
+  protocol::StatusReply reply{request.run, "running", 0, {}};
+  if (auto final = dir.final_state()) {
+    reply.state = final->outcome;
+    reply.last_seq = final->last_seq;
+  } else {
+    SpoolReader reader(dir.spool());
+    reader.poll([&](std::string_view line) { reply.last_seq = seq_of(line).value_or(reply.last_seq); });
+    if (!dir.supervisor_pid()) reply.state = "lost";
+  }
+  for (pid_t pid : processes_in_groups(dir.process_groups())) reply.live_pids.push_back(pid);
+  send(reply);
+}
+
+void Session::follow(const std::string& run, int64_t after_seq) {
+  if (auto it = followers_.find(run); it != followers_.end()) {
+    if (it->second.joinable()) it->second.join();
+    followers_.erase(it);
+  }
+  followers_[run] = std::thread([this, run, after_seq] {
+    RunDirectory dir(options_.home, run);
+    SpoolReader reader(dir.spool());
+    bool ended = false;
+    while (!ended && !closing_) {
+      reader.poll([&](std::string_view line) {
+        if (line.find("\"type\":\"run_end\"") != std::string_view::npos) ended = true;
+        const auto seq = seq_of(line).value_or(0);
+        if (seq > after_seq || (ended && after_seq == INT64_MAX)) send_line(std::string(line));
+      });
+      if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+}
+
+void Session::send(const protocol::Message& message) { send_line(protocol::encode(message)); }
+
+void Session::send_line(const std::string& line) {
+  std::lock_guard lock(out_mutex_);
+  std::string data = line + "\n";
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    const ssize_t n = ::write(out_fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the controller went away; the run goes on
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace flotilla::agent

@@ -1,0 +1,51 @@
+#include "spool.h"
+
+#include <charconv>
+#include <fstream>
+#include <stdexcept>
+
+namespace flotilla::agent {
+
+SpoolWriter::SpoolWriter(const std::filesystem::path& file) {
+  // A supervisor that restarts continues the numbering where the file ends.
+  SpoolReader existing(file);
+  existing.poll([&](std::string_view line) {
+    if (auto seq = seq_of(line)) last_seq_ = std::max(last_seq_, *seq);
+  });
+  file_ = std::fopen(file.c_str(), "a");
+  if (!file_) throw std::runtime_error(file.string() + ": cannot open the spool");
+}
+
+SpoolWriter::~SpoolWriter() { std::fclose(file_); }
+
+void SpoolWriter::append(const std::string& line) {
+  std::fwrite(line.data(), 1, line.size(), file_);
+  std::fputc('\n', file_);
+  std::fflush(file_);
+  ++last_seq_;
+}
+
+void SpoolReader::poll(const std::function<void(std::string_view)>& on_line) {
+  std::ifstream in(file_, std::ios::binary);
+  if (!in) return;
+  in.seekg(static_cast<std::streamoff>(offset_));
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    const auto n = static_cast<size_t>(in.gcount());
+    offset_ += n;
+    lines_.feed({buffer, n}, on_line, [](size_t) {});
+  }
+}
+
+std::optional<int64_t> seq_of(std::string_view line) {
+  // Keys are written sorted, so the top-level "seq" is the last one in the line.
+  const auto key = line.rfind("\"seq\":");
+  if (key == std::string_view::npos) return std::nullopt;
+  int64_t seq = 0;
+  const char* begin = line.data() + key + 6;
+  auto [p, ec] = std::from_chars(begin, line.data() + line.size(), seq);
+  if (ec != std::errc()) return std::nullopt;
+  return seq;
+}
+
+}  // namespace flotilla::agent

@@ -1,0 +1,49 @@
+#pragma once
+// The spool: every record of a run, one protocol line each with its `seq`,
+// appended before it is streamed. Streams and resumes are reads of it.
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "flotilla/protocol/line_buffer.h"
+
+namespace flotilla::agent {
+
+class SpoolWriter {
+ public:
+  explicit SpoolWriter(const std::filesystem::path& file);
+  ~SpoolWriter();
+  SpoolWriter(const SpoolWriter&) = delete;
+  SpoolWriter& operator=(const SpoolWriter&) = delete;
+
+  int64_t next_seq() const { return last_seq_ + 1; }
+  int64_t last_seq() const { return last_seq_; }
+  // Appends one encoded message whose seq is next_seq(), and flushes it.
+  void append(const std::string& line);
+
+ private:
+  std::FILE* file_;
+  int64_t last_seq_ = 0;
+};
+
+// Reads a spool as it grows, from the start.
+class SpoolReader {
+ public:
+  explicit SpoolReader(std::filesystem::path file) : file_(std::move(file)) {}
+  // Calls on_line for each complete line appended since the last call.
+  void poll(const std::function<void(std::string_view)>& on_line);
+
+ private:
+  std::filesystem::path file_;
+  std::uintmax_t offset_ = 0;
+  protocol::LineBuffer lines_;
+};
+
+// The seq of a spool line, without decoding the whole record.
+std::optional<int64_t> seq_of(std::string_view line);
+
+}  // namespace flotilla::agent

@@ -1,0 +1,297 @@
+#include "supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "processes.h"
+#include "run_directory.h"
+#include "spool.h"
+#include "system_metrics.h"
+
+namespace flotilla::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Rank {
+  int64_t rank = 0;
+  ChildProcess process;
+  protocol::LineBuffer out, err;
+  std::ofstream log;
+  std::deque<std::string> last_err;  // the last lines of stderr, for the failure message
+  std::optional<nlohmann::json> end_record;
+  bool exited = false;
+  int status = 0;
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(const SupervisorOptions& options)
+      : options_(options),
+        dir_(options.home, options.run),
+        start_(dir_.read_start()),
+        spool_(dir_.spool()) {}
+
+  int run() {
+    block_signals();
+    dir_.write_supervisor_pid(getpid());
+    start_ranks();
+    auto next_sample = Clock::now();
+    while (!all_exited()) {
+      if (Clock::now() >= next_sample) {
+        sample_system();
+        next_sample = Clock::now() + std::chrono::milliseconds(int(options_.sample_interval_s * 1000));
+      }
+      wait_for_events(next_sample);
+      if (stopping_ && Clock::now() >= kill_deadline_) signal_groups(pgids_, SIGKILL);
+    }
+    drain_outputs();
+    finish();
+    return 0;
+  }
+
+ private:
+  void block_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+    signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  }
+
+  void start_ranks() {
+    const auto config = start_.config_json;
+    write_file_atomically(dir_.config_file(), config);
+    int64_t local = 0;
+    for (int64_t rank : start_.ranks) {
+      auto r = std::make_unique<Rank>();
+      r->rank = rank;
+      r->log.open(dir_.rank_log(rank), std::ios::app);
+      r->process = spawn_in_new_group(
+          {options_.train_binary.string(), "--config", dir_.config_file().string(), "--records", "-"},
+          {{"RANK", std::to_string(rank)},
+           {"WORLD_SIZE", std::to_string(start_.world_size)},
+           {"LOCAL_RANK", std::to_string(local++)},
+           {"MASTER_ADDR", start_.master_addr},
+           {"MASTER_PORT", std::to_string(start_.master_port)},
+           {"FLOTILLA_RUN", start_.run}});
+      pgids_.push_back(r->process.pid);
+      rank_pids_[rank] = r->process.pid;
+      ranks_.push_back(std::move(r));
+    }
+    dir_.write_process_groups(pgids_);
+  }
+
+  bool all_exited() const {
+    for (const auto& r : ranks_)
+      if (!r->exited || r->process.stdout_fd >= 0 || r->process.stderr_fd >= 0) return false;
+    return true;
+  }
+
+  void wait_for_events(Clock::time_point until) {
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+    for (const auto& r : ranks_) {
+      if (r->process.stdout_fd >= 0) fds.push_back({r->process.stdout_fd, POLLIN, 0});
+      if (r->process.stderr_fd >= 0) fds.push_back({r->process.stderr_fd, POLLIN, 0});
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (stopping_) wait = std::min<long>(wait, 100);
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(0, wait)));
+    handle_signals();
+    for (auto& r : ranks_) {
+      read_pipe(*r, r->process.stdout_fd, true);
+      read_pipe(*r, r->process.stderr_fd, false);
+    }
+    reap();
+  }
+
+  void handle_signals() {
+    signalfd_siginfo info{};
+    while (read(signal_fd_, &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT || info.ssi_signo == SIGHUP) {
+        if (!outcome_) request_stop("killed", "stopped on request");
+      }
+    }
+  }
+
+  void request_stop(const std::string& outcome, const std::string& message) {
+    if (!outcome_) {
+      outcome_ = outcome;
+      message_ = message;
+    }
+    if (stopping_) return;
+    stopping_ = true;
+    signal_groups(pgids_, SIGTERM);
+    kill_deadline_ = Clock::now() + std::chrono::milliseconds(int(start_grace_s() * 1000));
+  }
+
+  double start_grace_s() const {
+    std::ifstream in(dir_.path() / "stop_grace_s");
+    double grace = 5.0;
+    in >> grace;
+    return grace;
+  }
+
+  void read_pipe(Rank& r, int& fd, bool records) {
+    if (fd < 0) return;
+    char buffer[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof buffer);
+      if (n > 0) {
+        auto& lines = records ? r.out : r.err;
+        lines.feed({buffer, static_cast<size_t>(n)},
+                   [&](std::string_view line) { records ? on_record(r, line) : on_stderr(r, line); },
+                   [&](size_t bytes) { ++malformed_; on_stderr(r, "(an overlong line of " + std::to_string(bytes) + " bytes)"); });
+        if (n == static_cast<ssize_t>(sizeof buffer)) continue;
+        return;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n == 0 || n < 0) {
+        close(fd);
+        fd = -1;
+        return;
+      }
+    }
+  }
+
+  void on_record(Rank& r, std::string_view line) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      ++malformed_;
+      on_stderr(r, "(not a record) " + std::string(line.substr(0, 200)));
+      return;
+    }
+    if (j.value("type", "") == "end") r.end_record = j;
+    append_record(r.rank, std::string(line));
+  }
+
+  void on_stderr(Rank& r, std::string_view line) {
+    r.log << line << '\n';
+    r.log.flush();
+    r.last_err.emplace_back(line);
+    if (r.last_err.size() > 20) r.last_err.pop_front();
+  }
+
+  void append_record(int64_t rank, std::string record_json) {
+    protocol::Record record{start_.run, spool_.next_seq(), start_.node, rank, std::move(record_json)};
+    spool_.append(protocol::encode(record));
+  }
+
+  void sample_system() {
+    std::map<int64_t, pid_t> live;
+    for (const auto& r : ranks_)
+      if (!r->exited) live[r->rank] = r->process.pid;
+    append_record(-1, sampler_.sample(live));
+  }
+
+  void reap() {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) return;
+      for (auto& r : ranks_) {
+        if (r->process.pid != pid) continue;
+        r->exited = true;
+        r->status = status;
+        const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!clean && !outcome_) on_rank_failed(*r);
+      }
+    }
+  }
+
+  void on_rank_failed(Rank& r) {
+    // Let the pipes drain so the rank's last words are in.
+    read_pipe(r, r.process.stdout_fd, true);
+    read_pipe(r, r.process.stderr_fd, false);
+    std::string outcome = "failed", message;
+    if (r.end_record) {
+      outcome = r.end_record->value("outcome", "failed");
+      message = r.end_record->value("message", "");
+    }
+    if (message.empty()) {
+      for (const auto& line : r.last_err) message += (message.empty() ? "" : "\n") + line;
+      if (WIFSIGNALED(r.status)) message += (message.empty() ? "" : "\n") + std::string("killed by signal ") + std::to_string(WTERMSIG(r.status));
+    }
+    request_stop(outcome == "finished" ? "failed" : outcome,
+                 "rank " + std::to_string(r.rank) + ": " + message);
+  }
+
+  void drain_outputs() {
+    for (auto& r : ranks_) {
+      read_pipe(*r, r->process.stdout_fd, true);
+      read_pipe(*r, r->process.stderr_fd, false);
+    }
+  }
+
+  void finish() {
+    // A run is over only when no process of it is left, whatever the ranks said.
+    const auto give_up = Clock::now() + std::chrono::seconds(30);
+    for (auto left = processes_in_groups(pgids_); !left.empty(); left = processes_in_groups(pgids_)) {
+      if (Clock::now() > give_up) {
+        // Uninterruptible processes: say so rather than claim the run is over.
+        outcome_ = "failed";
+        message_ += (message_.empty() ? "" : "\n") + std::to_string(left.size()) +
+                    " process(es) of the run survive SIGKILL, first pid " + std::to_string(left[0]);
+        break;
+      }
+      signal_groups(pgids_, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    sample_system();
+    const std::string outcome = outcome_.value_or("finished");
+    protocol::RunEnd end{start_.run, spool_.next_seq(), outcome, message_};
+    spool_.append(protocol::encode(end));
+    dir_.write_final({outcome, message_, spool_.last_seq()});
+  }
+
+  SupervisorOptions options_;
+  RunDirectory dir_;
+  protocol::StartRun start_;
+  SpoolWriter spool_;
+  SystemSampler sampler_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<int> pgids_;
+  std::map<int64_t, pid_t> rank_pids_;
+  int signal_fd_ = -1;
+  bool stopping_ = false;
+  Clock::time_point kill_deadline_;
+  std::optional<std::string> outcome_;
+  std::string message_;
+  int64_t malformed_ = 0;
+};
+
+}  // namespace
+
+int run_supervisor(const SupervisorOptions& options) {
+  try {
+    return Supervisor(options).run();
+  } catch (const std::exception& e) {
+    std::cerr << "flotilla-agent supervise " << options.run << ": " << e.what() << "\n";
+    try {
+      RunDirectory dir(options.home, options.run);
+      SpoolWriter spool(dir.spool());
+      spool.append(protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", e.what()}));
+      dir.write_final({"failed", e.what(), spool.last_seq()});
+    } catch (...) {
+    }
+    return 1;
+  }
+}
+
+}  // namespace flotilla::agent

@@ -1,0 +1,281 @@
+// flotilla-agent as a real process on pipes, with real flotilla-train ranks.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "run_helpers.h"
+
+namespace flotilla::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+class AgentProcess {
+ public:
+  AgentProcess(const std::filesystem::path& home, const std::vector<std::string>& env = {}) {
+    int in[2], out[2];
+    EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+      execl(FLOTILLA_AGENT_BINARY, FLOTILLA_AGENT_BINARY, "--home", home.c_str(), nullptr);
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_agent_ = in[1];
+    from_agent_ = out[0];
+  }
+  ~AgentProcess() {
+    close_input();
+    close(from_agent_);
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void send_raw(const std::string& bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = write(to_agent_, bytes.data() + done, bytes.size() - done);
+      ASSERT_GT(n, 0);
+      done += static_cast<size_t>(n);
+    }
+  }
+  void send(const json& message) { send_raw(message.dump() + "\n"); }
+  void hello() {
+    send({{"v", 1}, {"type", "hello"}, {"role", "controller"}, {"software", "test"}});
+    auto reply = next(std::chrono::seconds(10));
+    ASSERT_TRUE(reply);
+    ASSERT_EQ((*reply)["type"], "hello") << *reply;
+  }
+  void close_input() {
+    if (to_agent_ >= 0) close(to_agent_);
+    to_agent_ = -1;
+  }
+  // The next message, or nothing after `timeout`.
+  std::optional<json> next(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        auto line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return json::parse(line);
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd fd{from_agent_, POLLIN, 0};
+      if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) continue;
+      char chunk[65536];
+      const ssize_t n = read(from_agent_, chunk, sizeof chunk);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+  // Messages until `stop` holds for one (included), or the timeout.
+  std::vector<json> until(const std::function<bool(const json&)>& stop, std::chrono::seconds timeout) {
+    std::vector<json> out;
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      auto m = next(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+      if (!m) break;
+      out.push_back(*m);
+      if (stop(*m)) break;
+    }
+    return out;
+  }
+  int wait_exit() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_agent_ = -1, from_agent_ = -1;
+  std::string buffer_;
+};
+
+json start_message(const std::string& run, int64_t steps, int port) {
+  json config = {{"name", run},
+                 {"model", "small_cnn"},
+                 {"dataset", "synthetic"},
+                 {"synthetic", {{"shape", {1, 28, 28}}, {"classes", 10}, {"train_samples", 64 * steps}, {"test_samples", 64}}},
+                 {"strategy", "ddp"},
+                 {"ranks_per_node", 2},
+                 {"batch_size", 32},
+                 {"epochs", 1},
+                 {"threads", 1}};
+  return {{"v", 1},       {"type", "start"},  {"run", run},           {"config", config},
+          {"ranks", {0, 1}}, {"world_size", 2}, {"master_addr", "127.0.0.1"}, {"master_port", port}};
+}
+
+int free_port() {
+  static int next = 29600 + (getpid() % 200) * 10;
+  return next++;
+}
+
+bool is_end(const json& m) { return m["type"] == "run_end"; }
+
+std::vector<int> pgids_of(const std::vector<json>& messages) {
+  for (const auto& m : messages)
+    if (m["type"] == "started") return m["pids"].get<std::vector<int>>();
+  return {};
+}
+
+// Processes of those groups still alive, read from /proc (zombies excluded).
+std::vector<int> alive_in(const std::vector<int>& pgids) {
+  std::vector<int> alive;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const auto name = entry.path().filename().string();
+    if (!std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    std::sscanf(line.c_str() + line.rfind(')') + 1, " %c %d %d", &state, &ppid, &pgrp);
+    for (int g : pgids)
+      if (state != 'Z' && pgrp == g) alive.push_back(std::stoi(name));
+  }
+  return alive;
+}
+
+void expect_contiguous(const std::vector<json>& messages, int64_t first) {
+  int64_t expected = first;
+  for (const auto& m : messages) {
+    if (m["type"] != "record" && m["type"] != "run_end") continue;
+    EXPECT_EQ(m["seq"], expected) << m;
+    expected = m["seq"].get<int64_t>() + 1;
+  }
+}
+
+TEST(Agent, AnswersHelloAndRefusesAnotherProtocolVersion) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.send({{"v", 99}, {"type", "hello"}, {"role", "controller"}});
+  auto reply = agent.next(std::chrono::seconds(10));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ((*reply)["type"], "error");
+  EXPECT_EQ((*reply)["message"], "protocol version 99 is not supported: this agent speaks version 1");
+  EXPECT_EQ(agent.wait_exit(), 2);
+}
+
+TEST(Agent, CountsAndReportsMalformedLinesAndKeepsServing) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  agent.send_raw("{\"v\":1,\"type\":\"status\",\"run\":\n");                     // truncated JSON
+  agent.send_raw("{\"v\":1,\"type\":\"resume\",\"run\":\"a\",\"after_seq\":\"x\"}\n");  // wrong type
+  agent.send_raw("{\"v\":1,\"type\":\"teleport\"}\n");                            // unknown type
+  agent.send_raw(std::string(17u << 20, 'x') + "\n");                              // huge line
+  std::vector<std::string> errors;
+  for (int i = 0; i < 4; ++i) {
+    auto m = agent.next(std::chrono::seconds(20));
+    ASSERT_TRUE(m) << "reply " << i;
+    ASSERT_EQ((*m)["type"], "error");
+    errors.push_back((*m)["message"]);
+  }
+  EXPECT_EQ(errors[0].rfind("malformed line 2 (1 so far): not JSON", 0), 0u) << errors[0];
+  EXPECT_EQ(errors[1], "malformed line 3 (2 so far): field \"after_seq\" has the wrong type: \"x\"");
+  EXPECT_EQ(errors[2], "malformed line 4 (3 so far): unknown message type \"teleport\"");
+  EXPECT_EQ(errors[3], "malformed line 5 (4 so far): line of 17825792 bytes is longer than the "
+                       "16777216 allowed");
+  agent.send({{"v", 1}, {"type", "status"}, {"run", "nope"}});
+  auto still = agent.next(std::chrono::seconds(10));
+  ASSERT_TRUE(still);
+  EXPECT_EQ((*still)["message"], "status: no run \"nope\" on this node");
+}
+
+TEST(Agent, TwoRankRunStreamsEveryRecordInOrderAndFinishes) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  agent.send(start_message("run-ok", 4, free_port()));
+  auto messages = agent.until(is_end, std::chrono::seconds(120));
+  ASSERT_FALSE(messages.empty());
+  ASSERT_EQ(messages.back()["type"], "run_end") << messages.back();
+  EXPECT_EQ(messages.back()["outcome"], "finished") << messages.back();
+  expect_contiguous(messages, 1);
+  std::map<int, int> steps_per_rank;
+  for (const auto& m : messages)
+    if (m["type"] == "record" && m["record"]["type"] == "step") {
+      ++steps_per_rank[m["rank"].get<int>()];
+      EXPECT_EQ(m["record"]["bytes_sent"], 4 * 421642) << "one all-reduce of every gradient";
+    }
+  EXPECT_EQ(steps_per_rank, (std::map<int, int>{{0, 4}, {1, 4}}));
+  EXPECT_TRUE(alive_in(pgids_of(messages)).empty());
+}
+
+TEST(Agent, StopLeavesNoProcessOfTheRun) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  agent.send(start_message("run-kill", 100000, free_port()));
+  auto first = agent.until([](const json& m) { return m["type"] == "record" && m["record"]["type"] == "step"; },
+                           std::chrono::seconds(60));
+  const auto pgids = pgids_of(first);
+  ASSERT_EQ(pgids.size(), 2u);
+  ASSERT_EQ(first.back()["record"]["type"], "step");
+  const auto asked = Clock::now();
+  agent.send({{"v", 1}, {"type", "stop"}, {"run", "run-kill"}, {"grace_s", 3}});
+  auto rest = agent.until(is_end, std::chrono::seconds(10));
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back()["outcome"], "killed");
+  EXPECT_LT(Clock::now() - asked, std::chrono::seconds(10));
+  EXPECT_TRUE(alive_in(pgids).empty());
+}
+
+TEST(Agent, FailingRankFailsTheRunWithItsMessageAndStopsTheOther) {
+  TempDir home;
+  AgentProcess agent(home.path(), {"FLOTILLA_FAULT=1:3"});
+  agent.hello();
+  agent.send(start_message("run-fail", 100000, free_port()));
+  auto messages = agent.until(is_end, std::chrono::seconds(120));
+  ASSERT_EQ(messages.back()["type"], "run_end");
+  EXPECT_EQ(messages.back()["outcome"], "failed");
+  EXPECT_EQ(messages.back()["message"], "rank 1: injected fault at step 3 on rank 1");
+  EXPECT_TRUE(alive_in(pgids_of(messages)).empty());
+}
+
+TEST(Agent, RunOutlivesItsSessionAndResumesFromAnySeq) {
+  TempDir home;
+  std::vector<json> before;
+  {
+    AgentProcess agent(home.path());
+    agent.hello();
+    agent.send(start_message("run-resume", 12, free_port()));
+    before = agent.until([](const json& m) { return m["type"] == "record" && m["seq"] >= 3; },
+                         std::chrono::seconds(60));
+    ASSERT_GE(before.back()["seq"], 3);
+  }  // the session and its agent process end here
+  const int64_t last = before.back()["seq"];
+  AgentProcess again(home.path());
+  again.hello();
+  again.send({{"v", 1}, {"type", "resume"}, {"run", "run-resume"}, {"after_seq", last}});
+  auto after = again.until(is_end, std::chrono::seconds(120));
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.back()["outcome"], "finished");
+  EXPECT_EQ(after.front()["seq"], last + 1) << "exactly the missing ones";
+  expect_contiguous(after, last + 1);
+}
+
+}  // namespace
+}  // namespace flotilla::testing

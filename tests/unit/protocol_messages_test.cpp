@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "flotilla/protocol/line_buffer.h"
+#include "flotilla/protocol/messages.h"
+
+namespace flotilla::protocol {
+namespace {
+
+TEST(Messages, EveryTypeRoundTrips) {
+  const std::vector<Message> messages = {
+      Hello{"controller", "flotilla 0.1", {"start", "stop"}},
+      StartRun{"r1", "node-a", R"({"batch_size":8,"name":"x"})", {0, 1}, 4, "10.0.0.1", 29511},
+      StopRun{"r1", 2.5},
+      StatusRequest{"r1"},
+      Resume{"r1", 41},
+      Started{"r1", {100, 101}},
+      Record{"r1", 42, "node-a", 1, R"({"loss":0.5,"type":"step"})"},
+      RunEnd{"r1", 43, "failed", "rank 1: \"seq\":7 in a message"},
+      StatusReply{"r1", "running", 43, {100}},
+      Error{"something"}};
+  for (const auto& m : messages) {
+    const auto line = encode(m);
+    EXPECT_EQ(line.find('\n'), std::string::npos);
+    const auto back = decode(line);
+    EXPECT_EQ(back.index(), m.index()) << line;
+    EXPECT_EQ(encode(back), line);
+  }
+}
+
+TEST(Messages, DecodeNamesWhatIsWrong) {
+  auto error_of = [](std::string_view line) {
+    try {
+      decode(line);
+    } catch (const DecodeError& e) {
+      return std::string(e.what());
+    }
+    return std::string("decoded");
+  };
+  EXPECT_EQ(error_of(R"({"v":1,"type":"stop"})"), "missing field \"run\"");
+  EXPECT_EQ(error_of(R"({"v":1,"type":"stop","run":7})"), "field \"run\" has the wrong type: 7");
+  EXPECT_EQ(error_of(R"({"v":2,"type":"stop","run":"a"})"), "protocol version 2, expected 1");
+  EXPECT_EQ(error_of(R"({"v":1,"type":"dance"})"), "unknown message type \"dance\"");
+  EXPECT_EQ(error_of(R"([1,2])"), "not a JSON object: [1,2]");
+  EXPECT_EQ(error_of(R"({"v":1,"type":"record","run":"a","seq":1,"rank":0})"), "missing field \"record\"");
+  // A hello of another version decodes, so that the answer can say why it is refused.
+  EXPECT_EQ(std::get<Hello>(decode(R"({"v":7,"type":"hello","role":"agent"})")).version, 7);
+}
+
+TEST(LineBuffer, SplitsAcrossChunksAndSkipsOverlongLines) {
+  LineBuffer buffer(8);
+  std::vector<std::string> lines;
+  std::vector<size_t> overlong;
+  auto feed = [&](std::string_view bytes) {
+    buffer.feed(bytes, [&](std::string_view l) { lines.emplace_back(l); },
+                [&](size_t n) { overlong.push_back(n); });
+  };
+  feed("ab");
+  feed("c\nde");
+  feed("f\n0123456789");
+  feed("0123\nxy\n");
+  EXPECT_EQ(lines, (std::vector<std::string>{"abc", "def", "xy"}));
+  EXPECT_EQ(overlong, (std::vector<size_t>{14}));
+  feed("tail");
+  EXPECT_EQ(buffer.take_rest(), "tail");
+}
+
+}  // namespace
+}  // namespace flotilla::protocol
