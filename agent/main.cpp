@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
   app.add_option("--home", home, "state directory (runs, spools)");
   app.add_option("--train-binary", train, "the flotilla-train program");
   std::string run;
-  auto* supervise = app.add_subcommand("supervise", "supervise one run (started by the agent itself)");
+  auto* supervise =
+      app.add_subcommand("supervise", "supervise one run (started by the agent itself)");
   supervise->add_option("--run", run, "run name")->required();
   supervise->add_option("--home", home, "state directory");
   supervise->add_option("--train-binary", train, "the flotilla-train program");

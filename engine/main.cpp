@@ -7,8 +7,9 @@
 #include "flotilla/engine/training.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Trains one rank of a Flotilla run. Rank and rendezvous come from torchrun's "
-               "variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."};
+  CLI::App app{
+      "Trains one rank of a Flotilla run. Rank and rendezvous come from torchrun's "
+      "variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."};
   std::string config_path, records = "-";
   bool no_measure = false, quiet = false;
   app.add_option("--config", config_path, "experiment or run file (YAML or JSON)")->required();
@@ -32,8 +33,11 @@ int main(int argc, char** argv) {
   const auto result = flotilla::train(options);
   if (!quiet) std::cerr << flotilla::summary_table(options.config, result);
   switch (result.outcome) {
-    case flotilla::records::Outcome::finished: return 0;
-    case flotilla::records::Outcome::oom: return 3;
-    default: return 1;
+    case flotilla::records::Outcome::finished:
+      return 0;
+    case flotilla::records::Outcome::oom:
+      return 3;
+    default:
+      return 1;
   }
 }

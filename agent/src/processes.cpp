@@ -61,7 +61,8 @@ ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   auto argv = argv_in;
   auto env = merged_environment(extra_env);
   pid_t pid = -1;
@@ -127,12 +128,15 @@ std::vector<pid_t> processes_in_groups(const std::vector<int>& pgids) {
     if (close_paren == std::string::npos) continue;
     char state = 0;
     int ppid = 0, pgrp = 0;
-    if (std::sscanf(line.c_str() + close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
+    if (std::sscanf(line.c_str() + close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
+      continue;
     if (state != 'Z' && wanted.count(pgrp)) found.push_back(std::stoi(name));
   }
   return found;
 }
 
-fs::path own_executable() { return fs::read_symlink("/proc/self/exe"); }
+fs::path own_executable() {
+  return fs::read_symlink("/proc/self/exe");
+}
 
 }  // namespace flotilla::agent

@@ -18,12 +18,14 @@ fs::path default_home() {
   return "/tmp/flotilla";
 }
 
-RunDirectory::RunDirectory(const fs::path& home, const std::string& run) : dir_(home / "runs" / run) {}
+RunDirectory::RunDirectory(const fs::path& home, const std::string& run)
+    : dir_(home / "runs" / run) {}
 
 bool RunDirectory::valid_run_name(const std::string& run) {
   if (run.empty() || run.size() > 128 || run[0] == '.') return false;
   for (char c : run)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
   return true;
 }
 
@@ -31,7 +33,9 @@ fs::path RunDirectory::rank_log(int64_t rank) const {
   return dir_ / ("rank-" + std::to_string(rank) + ".log");
 }
 
-bool RunDirectory::exists() const { return fs::exists(dir_ / "start.json"); }
+bool RunDirectory::exists() const {
+  return fs::exists(dir_ / "start.json");
+}
 
 void write_file_atomically(const fs::path& file, const std::string& text) {
   const fs::path temp = file.string() + ".tmp";
@@ -83,8 +87,9 @@ std::vector<int> RunDirectory::process_groups() const {
 }
 
 void RunDirectory::write_final(const FinalState& s) const {
-  write_file_atomically(dir_ / "final.json",
-                        json{{"outcome", s.outcome}, {"message", s.message}, {"last_seq", s.last_seq}}.dump());
+  write_file_atomically(
+      dir_ / "final.json",
+      json{{"outcome", s.outcome}, {"message", s.message}, {"last_seq", s.last_seq}}.dump());
 }
 
 std::optional<FinalState> RunDirectory::final_state() const {

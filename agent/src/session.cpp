@@ -28,12 +28,13 @@ int Session::serve() {
     const ssize_t n = ::read(in_fd_, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    lines.feed({buffer, static_cast<size_t>(n)}, [&](std::string_view line) { handle_line(line); },
-               [&](size_t bytes) {
-                 ++line_number_;
-                 report_malformed("line of " + std::to_string(bytes) + " bytes is longer than the " +
-                                  std::to_string(protocol::kMaxLineBytes) + " allowed");
-               });
+    lines.feed(
+        {buffer, static_cast<size_t>(n)}, [&](std::string_view line) { handle_line(line); },
+        [&](size_t bytes) {
+          ++line_number_;
+          report_malformed("line of " + std::to_string(bytes) + " bytes is longer than the " +
+                           std::to_string(protocol::kMaxLineBytes) + " allowed");
+        });
   }
   if (auto rest = lines.take_rest(); !rest.empty() && !done_) handle_line(rest);
   return exit_code_;
@@ -73,11 +74,13 @@ void Session::handle(const protocol::Message& message) {
       return;
     }
     greeted_ = true;
-    send(protocol::Hello{"agent", options_.software, {"start", "stop", "status", "resume", "system-metrics"}});
+    send(protocol::Hello{
+        "agent", options_.software, {"start", "stop", "status", "resume", "system-metrics"}});
     return;
   }
   if (!greeted_) {
-    send(protocol::Error{"expected a hello first, got \"" + std::string(protocol::type_of(message)) + "\""});
+    send(protocol::Error{"expected a hello first, got \"" +
+                         std::string(protocol::type_of(message)) + "\""});
     return;
   }
   if (const auto* m = std::get_if<protocol::StartRun>(&message)) return start(*m);
@@ -94,9 +97,11 @@ void Session::handle(const protocol::Message& message) {
 
 void Session::start(const protocol::StartRun& start) {
   if (!RunDirectory::valid_run_name(start.run))
-    throw std::runtime_error("run name \"" + start.run + "\" may hold only letters, digits, '-', '_' and '.'");
+    throw std::runtime_error("run name \"" + start.run +
+                             "\" may hold only letters, digits, '-', '_' and '.'");
   RunDirectory dir(options_.home, start.run);
-  if (dir.exists()) throw std::runtime_error("run \"" + start.run + "\" already exists on this node");
+  if (dir.exists())
+    throw std::runtime_error("run \"" + start.run + "\" already exists on this node");
   if (start.ranks.empty()) throw std::runtime_error("no ranks to start");
   dir.write_start(start);
   spawn_detached({own_executable().string(), "supervise", "--home", options_.home.string(), "--run",
@@ -136,7 +141,8 @@ void Session::status(const protocol::StatusRequest& request) {
     reply.last_seq = final->last_seq;
   } else {
     SpoolReader reader(dir.spool());
-    reader.poll([&](std::string_view line) { reply.last_seq = seq_of(line).value_or(reply.last_seq); });
+    reader.poll(
+        [&](std::string_view line) { reply.last_seq = seq_of(line).value_or(reply.last_seq); });
     if (!dir.supervisor_pid()) reply.state = "lost";
   }
   for (pid_t pid : processes_in_groups(dir.process_groups())) reply.live_pids.push_back(pid);
@@ -163,7 +169,9 @@ void Session::follow(const std::string& run, int64_t after_seq) {
   });
 }
 
-void Session::send(const protocol::Message& message) { send_line(protocol::encode(message)); }
+void Session::send(const protocol::Message& message) {
+  send_line(protocol::encode(message));
+}
 
 void Session::send_line(const std::string& line) {
   std::lock_guard lock(out_mutex_);

@@ -16,7 +16,9 @@ SpoolWriter::SpoolWriter(const std::filesystem::path& file) {
   if (!file_) throw std::runtime_error(file.string() + ": cannot open the spool");
 }
 
-SpoolWriter::~SpoolWriter() { std::fclose(file_); }
+SpoolWriter::~SpoolWriter() {
+  std::fclose(file_);
+}
 
 void SpoolWriter::append(const std::string& line) {
   std::fwrite(line.data(), 1, line.size(), file_);

@@ -52,7 +52,8 @@ class Supervisor {
     while (!all_exited()) {
       if (Clock::now() >= next_sample) {
         sample_system();
-        next_sample = Clock::now() + std::chrono::milliseconds(int(options_.sample_interval_s * 1000));
+        next_sample =
+            Clock::now() + std::chrono::milliseconds(int(options_.sample_interval_s * 1000));
       }
       wait_for_events(next_sample);
       if (stopping_ && Clock::now() >= kill_deadline_) signal_groups(pgids_, SIGKILL);
@@ -82,14 +83,14 @@ class Supervisor {
       auto r = std::make_unique<Rank>();
       r->rank = rank;
       r->log.open(dir_.rank_log(rank), std::ios::app);
-      r->process = spawn_in_new_group(
-          {options_.train_binary.string(), "--config", dir_.config_file().string(), "--records", "-"},
-          {{"RANK", std::to_string(rank)},
-           {"WORLD_SIZE", std::to_string(start_.world_size)},
-           {"LOCAL_RANK", std::to_string(local++)},
-           {"MASTER_ADDR", start_.master_addr},
-           {"MASTER_PORT", std::to_string(start_.master_port)},
-           {"FLOTILLA_RUN", start_.run}});
+      r->process = spawn_in_new_group({options_.train_binary.string(), "--config",
+                                       dir_.config_file().string(), "--records", "-"},
+                                      {{"RANK", std::to_string(rank)},
+                                       {"WORLD_SIZE", std::to_string(start_.world_size)},
+                                       {"LOCAL_RANK", std::to_string(local++)},
+                                       {"MASTER_ADDR", start_.master_addr},
+                                       {"MASTER_PORT", std::to_string(start_.master_port)},
+                                       {"FLOTILLA_RUN", start_.run}});
       pgids_.push_back(r->process.pid);
       rank_pids_[rank] = r->process.pid;
       ranks_.push_back(std::move(r));
@@ -154,9 +155,13 @@ class Supervisor {
       const ssize_t n = ::read(fd, buffer, sizeof buffer);
       if (n > 0) {
         auto& lines = records ? r.out : r.err;
-        lines.feed({buffer, static_cast<size_t>(n)},
-                   [&](std::string_view line) { records ? on_record(r, line) : on_stderr(r, line); },
-                   [&](size_t bytes) { ++malformed_; on_stderr(r, "(an overlong line of " + std::to_string(bytes) + " bytes)"); });
+        lines.feed(
+            {buffer, static_cast<size_t>(n)},
+            [&](std::string_view line) { records ? on_record(r, line) : on_stderr(r, line); },
+            [&](size_t bytes) {
+              ++malformed_;
+              on_stderr(r, "(an overlong line of " + std::to_string(bytes) + " bytes)");
+            });
         if (n == static_cast<ssize_t>(sizeof buffer)) continue;
         return;
       }
@@ -189,7 +194,8 @@ class Supervisor {
   }
 
   void append_record(int64_t rank, std::string record_json) {
-    protocol::Record record{start_.run, spool_.next_seq(), start_.node, rank, std::move(record_json)};
+    protocol::Record record{start_.run, spool_.next_seq(), start_.node, rank,
+                            std::move(record_json)};
     spool_.append(protocol::encode(record));
   }
 
@@ -226,7 +232,9 @@ class Supervisor {
     }
     if (message.empty()) {
       for (const auto& line : r.last_err) message += (message.empty() ? "" : "\n") + line;
-      if (WIFSIGNALED(r.status)) message += (message.empty() ? "" : "\n") + std::string("killed by signal ") + std::to_string(WTERMSIG(r.status));
+      if (WIFSIGNALED(r.status))
+        message += (message.empty() ? "" : "\n") + std::string("killed by signal ") +
+                   std::to_string(WTERMSIG(r.status));
     }
     request_stop(outcome == "finished" ? "failed" : outcome,
                  "rank " + std::to_string(r.rank) + ": " + message);
@@ -242,7 +250,8 @@ class Supervisor {
   void finish() {
     // A run is over only when no process of it is left, whatever the ranks said.
     const auto give_up = Clock::now() + std::chrono::seconds(30);
-    for (auto left = processes_in_groups(pgids_); !left.empty(); left = processes_in_groups(pgids_)) {
+    for (auto left = processes_in_groups(pgids_); !left.empty();
+         left = processes_in_groups(pgids_)) {
       if (Clock::now() > give_up) {
         // Uninterruptible processes: say so rather than claim the run is over.
         outcome_ = "failed";
@@ -286,7 +295,8 @@ int run_supervisor(const SupervisorOptions& options) {
     try {
       RunDirectory dir(options.home, options.run);
       SpoolWriter spool(dir.spool());
-      spool.append(protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", e.what()}));
+      spool.append(
+          protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", e.what()}));
       dir.write_final({"failed", e.what(), spool.last_seq()});
     } catch (...) {
     }

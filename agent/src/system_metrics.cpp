@@ -72,7 +72,9 @@ std::unique_ptr<Nvml> Nvml::load() {
   nvml->library_ = lib;
   nvml->api_ = std::make_unique<Api>();
   auto& a = *nvml->api_;
-  auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name)); };
+  auto sym = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(lib, name));
+  };
   sym(a.init, "nvmlInit_v2");
   sym(a.shutdown, "nvmlShutdown");
   sym(a.count, "nvmlDeviceGetCount_v2");
@@ -113,7 +115,9 @@ std::vector<GpuSample> Nvml::sample() {
   return out;
 }
 
-SystemSampler::SystemSampler() : nvml_(Nvml::load()) { read_cpu(last_busy_, last_total_); }
+SystemSampler::SystemSampler() : nvml_(Nvml::load()) {
+  read_cpu(last_busy_, last_total_);
+}
 SystemSampler::~SystemSampler() = default;
 
 std::string SystemSampler::sample(const std::map<int64_t, pid_t>& rank_pids) {
@@ -132,7 +136,8 @@ std::string SystemSampler::sample(const std::map<int64_t, pid_t>& rank_pids) {
   record["nics"] = nics;
   uint64_t busy = 0, total = 0;
   read_cpu(busy, total);
-  record["cpu_util"] = total > last_total_ ? double(busy - last_busy_) / double(total - last_total_) : 0.0;
+  record["cpu_util"] =
+      total > last_total_ ? double(busy - last_busy_) / double(total - last_total_) : 0.0;
   last_busy_ = busy;
   last_total_ = total;
   nlohmann::json rss = nlohmann::json::object();
@@ -141,8 +146,11 @@ std::string SystemSampler::sample(const std::map<int64_t, pid_t>& rank_pids) {
   if (nvml_) {
     auto gpus = nlohmann::json::array();
     for (const auto& g : nvml_->sample())
-      gpus.push_back({{"index", g.index}, {"name", g.name}, {"util", g.util_percent / 100.0},
-                      {"mem_used", g.mem_used}, {"mem_total", g.mem_total}});
+      gpus.push_back({{"index", g.index},
+                      {"name", g.name},
+                      {"util", g.util_percent / 100.0},
+                      {"mem_used", g.mem_used},
+                      {"mem_total", g.mem_total}});
     record["gpus"] = gpus;
   }
   return record.dump();

@@ -26,7 +26,9 @@
 
 namespace flotilla {
 
-std::string torch_version() { return TORCH_VERSION; }
+std::string torch_version() {
+  return TORCH_VERSION;
+}
 
 bool cuda_compiled() {
 #ifdef FLOTILLA_WITH_CUDA
@@ -36,7 +38,9 @@ bool cuda_compiled() {
 #endif
 }
 
-bool cuda_usable() { return cuda_compiled() && torch::cuda::is_available(); }
+bool cuda_usable() {
+  return cuda_compiled() && torch::cuda::is_available();
+}
 
 namespace {
 MemoryStats process_memory() {
@@ -125,9 +129,13 @@ class CudaEventTimer final : public PhaseTimer {
 };
 }  // namespace
 
-std::unique_ptr<PhaseTimer> make_cuda_event_timer() { return std::make_unique<CudaEventTimer>(); }
+std::unique_ptr<PhaseTimer> make_cuda_event_timer() {
+  return std::make_unique<CudaEventTimer>();
+}
 #else
-std::unique_ptr<PhaseTimer> make_cuda_event_timer() { return nullptr; }
+std::unique_ptr<PhaseTimer> make_cuda_event_timer() {
+  return nullptr;
+}
 #endif
 
 namespace {
@@ -161,9 +169,8 @@ class C10dGroup final : public ProcessGroupAdapter {
 
 }  // namespace
 
-std::unique_ptr<ProcessGroupAdapter> ProcessGroupAdapter::connect(const DistributedEnv& env,
-                                                                  bool cuda,
-                                                                  std::chrono::milliseconds timeout) {
+std::unique_ptr<ProcessGroupAdapter> ProcessGroupAdapter::connect(
+    const DistributedEnv& env, bool cuda, std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(env.master_port);
   store_options.isServer = env.rank == 0;

@@ -33,8 +33,9 @@ std::optional<std::pair<int64_t, int64_t>> injected_fault() {
 Trainer::Trainer(const TrainOptions& options)
     : options_(options),
       config_(options.config),
-      device_(config_.device == DeviceKind::cuda ? torch::Device(torch::kCUDA, options.env.local_rank)
-                                                 : torch::Device(torch::kCPU)) {
+      device_(config_.device == DeviceKind::cuda
+                  ? torch::Device(torch::kCUDA, options.env.local_rank)
+                  : torch::Device(torch::kCPU)) {
   if (config_.threads > 0) torch::set_num_threads(static_cast<int>(config_.threads));
   torch::manual_seed(config_.seed);
   fault_ = injected_fault();
@@ -52,11 +53,17 @@ Trainer::Trainer(const TrainOptions& options)
   }
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
 
-  data::LoaderOptions train{config_.batch_size, options.env.rank, options.env.world_size,
-                            config_.seed, true, dataset_.augment};
-  data::LoaderOptions test{std::max<int64_t>(config_.batch_size, 500), options.env.rank,
-                           options.env.world_size, config_.seed, false, false};
-  train_loader_ = std::make_unique<data::BatchLoader>(dataset_.train, dataset_.normalization, train);
+  data::LoaderOptions train{
+      config_.batch_size, options.env.rank, options.env.world_size, config_.seed, true,
+      dataset_.augment};
+  data::LoaderOptions test{std::max<int64_t>(config_.batch_size, 500),
+                           options.env.rank,
+                           options.env.world_size,
+                           config_.seed,
+                           false,
+                           false};
+  train_loader_ =
+      std::make_unique<data::BatchLoader>(dataset_.train, dataset_.normalization, train);
   test_loader_ = std::make_unique<data::BatchLoader>(dataset_.test, dataset_.normalization, test);
   timer_ = make_phase_timer(device_.is_cuda());
 
@@ -83,7 +90,9 @@ void Trainer::emit(const std::string& line) {
   if (options_.sink) options_.sink->write(line);
 }
 
-bool Trainer::done() const { return global_step_ >= total_steps_; }
+bool Trainer::done() const {
+  return global_step_ >= total_steps_;
+}
 
 double Trainer::learning_rate(int64_t epoch) const {
   const auto& s = config_.lr_schedule;
@@ -113,12 +122,7 @@ TrainResult Trainer::run() {
     record.epoch = epoch;
     record.steps = global_step_;
     record.loss = epoch_loss_count_ ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
-    auto counts = torch::stack({epoch_correct_.to(torch::kFloat64),
-                                torch::tensor(static_cast<double>(epoch_samples_),
-                                              torch::TensorOptions().dtype(torch::kFloat64).device(device_))});
-    sum_over_ranks(counts);
-    const double correct = counts[0].item<double>(), samples = counts[1].item<double>();
-    record.acc_train = samples > 0 ? correct / samples : 0.0;
+    record.acc_train = fraction_over_ranks(epoch_correct_, epoch_samples_);
     // Epoch time is training only; evaluation is timed apart, as the seeds report it.
     record.epoch_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_started).count();
@@ -266,31 +270,30 @@ double Trainer::evaluate() {
     seen += batch->targets.size(0);
   }
   model_->train();
-  auto counts = torch::stack({correct.to(torch::kFloat64),
-                              torch::tensor(static_cast<double>(seen),
-                                            torch::TensorOptions().dtype(torch::kFloat64).device(device_))});
-  sum_over_ranks(counts);
-  const double total = counts[1].item<double>();
-  return total > 0 ? counts[0].item<double>() / total : 0.0;
+  return fraction_over_ranks(correct, seen);
 }
 
-void Trainer::sum_over_ranks(torch::Tensor& values) {
-  if (!comm_) return;
-  std::vector<torch::Tensor> tensors{values};
-  comm_->allreduce_sum(tensors);
-  comm_->take_stats();  // bookkeeping traffic is not a training step's
+double Trainer::fraction_over_ranks(const torch::Tensor& hits, int64_t count) {
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
+  auto counts = torch::stack({hits.to(torch::kFloat64), torch::full({}, double(count), options)});
+  if (comm_) {
+    std::vector<torch::Tensor> tensors{counts};
+    comm_->allreduce_sum(tensors);
+    comm_->take_stats();  // bookkeeping traffic is not a training step's
+  }
+  const double total = counts[1].item<double>();
+  return total > 0 ? counts[0].item<double>() / total : 0.0;
 }
 
 void Trainer::average_gradients() {
   std::vector<torch::Tensor> grads;
   for (const auto& p : model_->parameters())
     if (p.requires_grad() && p.grad().defined()) grads.push_back(p.grad());
-  std::vector<torch::Tensor> flat{torch::cat(
-      [&] {
-        std::vector<torch::Tensor> views;
-        for (const auto& g : grads) views.push_back(g.reshape(-1));
-        return views;
-      }())};
+  std::vector<torch::Tensor> flat{torch::cat([&] {
+    std::vector<torch::Tensor> views;
+    for (const auto& g : grads) views.push_back(g.reshape(-1));
+    return views;
+  }())};
   comm_->allreduce_mean(flat);
   int64_t offset = 0;
   for (auto& g : grads) {

@@ -33,8 +33,8 @@ class Trainer {
   double evaluate();
   // Averages gradients over the data-parallel ranks (one flat all-reduce).
   void average_gradients();
-  // Sums `values` (on the device) over ranks; a no-op on one rank.
-  void sum_over_ranks(torch::Tensor& values);
+  // hits / count, each summed over every rank (hits on the device, count on the host).
+  double fraction_over_ranks(const torch::Tensor& hits, int64_t count);
   double learning_rate(int64_t epoch) const;
   void emit(const std::string& line);
   bool done() const;
@@ -47,7 +47,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<data::BatchLoader> train_loader_, test_loader_;
   std::unique_ptr<PhaseTimer> timer_;
-  std::unique_ptr<Communicator> comm_;  // null on one rank
+  std::unique_ptr<Communicator> comm_;                // null on one rank
   std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
 
   int64_t global_step_ = 0;

@@ -44,13 +44,15 @@ std::unique_ptr<FileRecordSink> FileRecordSink::open(const std::string& target) 
   if (target.rfind("fd:", 0) == 0) {
     int fd = -1;
     auto [p, ec] = std::from_chars(target.data() + 3, target.data() + target.size(), fd);
-    std::FILE* file = (ec == std::errc() && p == target.data() + target.size()) ? fdopen(fd, "a") : nullptr;
+    std::FILE* file =
+        (ec == std::errc() && p == target.data() + target.size()) ? fdopen(fd, "a") : nullptr;
     if (!file) throw std::runtime_error("--records " + target + ": not an open file descriptor");
     return std::make_unique<FileRecordSink>(file, true);
   }
   std::FILE* file = std::fopen(target.c_str(), "a");
   if (!file)
-    throw std::runtime_error("--records " + target + ": cannot open for writing: " + std::strerror(errno));
+    throw std::runtime_error("--records " + target +
+                             ": cannot open for writing: " + std::strerror(errno));
   return std::make_unique<FileRecordSink>(file, true);
 }
 
@@ -71,7 +73,8 @@ std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
   };
   // ddp is plain gradient averaging after backward for now; buckets that
   // overlap backward come with the distributed-engine issue.
-  if (c.strategy != Strategy::single && c.strategy != Strategy::ddp) not_yet("strategy", name_of(c.strategy));
+  if (c.strategy != Strategy::single && c.strategy != Strategy::ddp)
+    not_yet("strategy", name_of(c.strategy));
   if (c.model == ModelKind::vgg13 || c.model == ModelKind::vit ||
       c.model == ModelKind::transformer_encoder)
     not_yet("model", name_of(c.model));
@@ -79,10 +82,9 @@ std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
   if (c.compression.method != CompressionMethod::none)
     not_yet("compression.method", name_of(c.compression.method));
   if (c.device == DeviceKind::cuda && !cuda_usable())
-    problems.push_back(cuda_compiled()
-                           ? "device: \"cuda\" requested, but no GPU is visible"
-                           : "device: \"cuda\" requested, but this LibTorch (" + torch_version() +
-                                 ") was built without CUDA");
+    problems.push_back(cuda_compiled() ? "device: \"cuda\" requested, but no GPU is visible"
+                                       : "device: \"cuda\" requested, but this LibTorch (" +
+                                             torch_version() + ") was built without CUDA");
   return problems;
 }
 
@@ -93,9 +95,10 @@ TrainResult train(const TrainOptions& options) {
     if (auto problems = unsupported_features(options.config); !problems.empty())
       throw ConfigError(problems);
     if (options.env.world_size != options.config.world_size())
-      throw ConfigError({"WORLD_SIZE: " + std::to_string(options.env.world_size) +
-                         " ranks from the environment, but the config's ranks_per_node x nodes is " +
-                         std::to_string(options.config.world_size())});
+      throw ConfigError(
+          {"WORLD_SIZE: " + std::to_string(options.env.world_size) +
+           " ranks from the environment, but the config's ranks_per_node x nodes is " +
+           std::to_string(options.config.world_size())});
     Trainer trainer(options);
     result = trainer.run();
   } catch (...) {
@@ -142,8 +145,8 @@ std::string summary_table(const ExperimentConfig& c, const TrainResult& r) {
   row("test accuracy", num(100 * r.acc_test, 2) + " %");
   row("throughput", num(r.samples_per_s, 1) + " samples/s");
   row("step time", num(r.step_ms, 2) + " ms = data " + num(r.data_ms, 2) + " + forward " +
-                       num(r.forward_ms, 2) + " + backward " + num(r.backward_ms, 2) +
-                       " + comm " + num(r.comm_ms, 2) + " + optimizer " + num(r.optimizer_ms, 2));
+                       num(r.forward_ms, 2) + " + backward " + num(r.backward_ms, 2) + " + comm " +
+                       num(r.comm_ms, 2) + " + optimizer " + num(r.optimizer_ms, 2));
   row("wall time", num(r.elapsed_s, 1) + " s");
   return out.str();
 }

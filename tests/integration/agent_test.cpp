@@ -78,7 +78,8 @@ class AgentProcess {
         buffer_.erase(0, nl + 1);
         return json::parse(line);
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) return std::nullopt;
       pollfd fd{from_agent_, POLLIN, 0};
       if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -89,7 +90,8 @@ class AgentProcess {
     }
   }
   // Messages until `stop` holds for one (included), or the timeout.
-  std::vector<json> until(const std::function<bool(const json&)>& stop, std::chrono::seconds timeout) {
+  std::vector<json> until(const std::function<bool(const json&)>& stop,
+                          std::chrono::seconds timeout) {
     std::vector<json> out;
     const auto deadline = Clock::now() + timeout;
     while (Clock::now() < deadline) {
@@ -117,14 +119,24 @@ json start_message(const std::string& run, int64_t steps, int port) {
   json config = {{"name", run},
                  {"model", "small_cnn"},
                  {"dataset", "synthetic"},
-                 {"synthetic", {{"shape", {1, 28, 28}}, {"classes", 10}, {"train_samples", 64 * steps}, {"test_samples", 64}}},
+                 {"synthetic",
+                  {{"shape", {1, 28, 28}},
+                   {"classes", 10},
+                   {"train_samples", 64 * steps},
+                   {"test_samples", 64}}},
                  {"strategy", "ddp"},
                  {"ranks_per_node", 2},
                  {"batch_size", 32},
                  {"epochs", 1},
                  {"threads", 1}};
-  return {{"v", 1},       {"type", "start"},  {"run", run},           {"config", config},
-          {"ranks", {0, 1}}, {"world_size", 2}, {"master_addr", "127.0.0.1"}, {"master_port", port}};
+  return {{"v", 1},
+          {"type", "start"},
+          {"run", run},
+          {"config", config},
+          {"ranks", {0, 1}},
+          {"world_size", 2},
+          {"master_addr", "127.0.0.1"},
+          {"master_port", port}};
 }
 
 int free_port() {
@@ -132,7 +144,9 @@ int free_port() {
   return next++;
 }
 
-bool is_end(const json& m) { return m["type"] == "run_end"; }
+bool is_end(const json& m) {
+  return m["type"] == "run_end";
+}
 
 std::vector<int> pgids_of(const std::vector<json>& messages) {
   for (const auto& m : messages)
@@ -174,7 +188,8 @@ TEST(Agent, AnswersHelloAndRefusesAnotherProtocolVersion) {
   auto reply = agent.next(std::chrono::seconds(10));
   ASSERT_TRUE(reply);
   EXPECT_EQ((*reply)["type"], "error");
-  EXPECT_EQ((*reply)["message"], "protocol version 99 is not supported: this agent speaks version 1");
+  EXPECT_EQ((*reply)["message"],
+            "protocol version 99 is not supported: this agent speaks version 1");
   EXPECT_EQ(agent.wait_exit(), 2);
 }
 
@@ -182,10 +197,11 @@ TEST(Agent, CountsAndReportsMalformedLinesAndKeepsServing) {
   TempDir home;
   AgentProcess agent(home.path());
   agent.hello();
-  agent.send_raw("{\"v\":1,\"type\":\"status\",\"run\":\n");                     // truncated JSON
-  agent.send_raw("{\"v\":1,\"type\":\"resume\",\"run\":\"a\",\"after_seq\":\"x\"}\n");  // wrong type
-  agent.send_raw("{\"v\":1,\"type\":\"teleport\"}\n");                            // unknown type
-  agent.send_raw(std::string(17u << 20, 'x') + "\n");                              // huge line
+  agent.send_raw("{\"v\":1,\"type\":\"status\",\"run\":\n");  // truncated JSON
+  agent.send_raw(
+      "{\"v\":1,\"type\":\"resume\",\"run\":\"a\",\"after_seq\":\"x\"}\n");  // wrong type
+  agent.send_raw("{\"v\":1,\"type\":\"teleport\"}\n");                       // unknown type
+  agent.send_raw(std::string(17u << 20, 'x') + "\n");                        // huge line
   std::vector<std::string> errors;
   for (int i = 0; i < 4; ++i) {
     auto m = agent.next(std::chrono::seconds(20));
@@ -194,10 +210,12 @@ TEST(Agent, CountsAndReportsMalformedLinesAndKeepsServing) {
     errors.push_back((*m)["message"]);
   }
   EXPECT_EQ(errors[0].rfind("malformed line 2 (1 so far): not JSON", 0), 0u) << errors[0];
-  EXPECT_EQ(errors[1], "malformed line 3 (2 so far): field \"after_seq\" has the wrong type: \"x\"");
+  EXPECT_EQ(errors[1],
+            "malformed line 3 (2 so far): field \"after_seq\" has the wrong type: \"x\"");
   EXPECT_EQ(errors[2], "malformed line 4 (3 so far): unknown message type \"teleport\"");
-  EXPECT_EQ(errors[3], "malformed line 5 (4 so far): line of 17825792 bytes is longer than the "
-                       "16777216 allowed");
+  EXPECT_EQ(errors[3],
+            "malformed line 5 (4 so far): line of 17825792 bytes is longer than the "
+            "16777216 allowed");
   agent.send({{"v", 1}, {"type", "status"}, {"run", "nope"}});
   auto still = agent.next(std::chrono::seconds(10));
   ASSERT_TRUE(still);
@@ -229,8 +247,9 @@ TEST(Agent, StopLeavesNoProcessOfTheRun) {
   AgentProcess agent(home.path());
   agent.hello();
   agent.send(start_message("run-kill", 100000, free_port()));
-  auto first = agent.until([](const json& m) { return m["type"] == "record" && m["record"]["type"] == "step"; },
-                           std::chrono::seconds(60));
+  auto first = agent.until(
+      [](const json& m) { return m["type"] == "record" && m["record"]["type"] == "step"; },
+      std::chrono::seconds(60));
   const auto pgids = pgids_of(first);
   ASSERT_EQ(pgids.size(), 2u);
   ASSERT_EQ(first.back()["record"]["type"], "step");

@@ -50,7 +50,8 @@ std::vector<nlohmann::json> read_records(const fs::path& file) {
   return out;
 }
 
-std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records, const std::string& type) {
+std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records,
+                                    const std::string& type) {
   std::vector<nlohmann::json> out;
   for (const auto& r : records)
     if (r.at("type") == type) out.push_back(r);

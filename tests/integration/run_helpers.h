@@ -31,7 +31,8 @@ ProcessResult run_train(const TempDir& dir, const std::string& config_text,
                         const std::filesystem::path& records, const std::string& prefix = "");
 
 std::vector<nlohmann::json> read_records(const std::filesystem::path& file);
-std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records, const std::string& type);
+std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records,
+                                    const std::string& type);
 
 // CIFAR binary files in `dir`: `per_file` records per training file.
 void write_cifar10(const std::filesystem::path& dir, int per_file, int test);

@@ -18,11 +18,11 @@ std::string read_text(const std::filesystem::path& file) {
 }
 
 // Every field of DESIGN.md's metric table that a step record carries.
-const char* kStepFields[] = {"data_ms",     "forward_ms",    "backward_ms", "comm_ms",
-                             "comm_busy_ms", "optimizer_ms", "step_ms",     "samples_per_s",
-                             "bytes_sent",  "bytes_recv",    "algbw_gbps",  "busbw_gbps",
-                             "comm_per_s",  "mem_alloc",     "mem_reserved", "mem_peak",
-                             "loss",        "epoch",         "step",        "rank"};
+const char* kStepFields[] = {"data_ms",      "forward_ms",   "backward_ms",  "comm_ms",
+                             "comm_busy_ms", "optimizer_ms", "step_ms",      "samples_per_s",
+                             "bytes_sent",   "bytes_recv",   "algbw_gbps",   "busbw_gbps",
+                             "comm_per_s",   "mem_alloc",    "mem_reserved", "mem_peak",
+                             "loss",         "epoch",        "step",         "rank"};
 
 void expect_step_records_complete(const std::vector<nlohmann::json>& steps, int64_t count) {
   ASSERT_EQ(static_cast<int64_t>(steps.size()), count);
@@ -40,7 +40,8 @@ void expect_step_records_complete(const std::vector<nlohmann::json>& steps, int6
     EXPECT_LE(parts, step + 1e-6);
     EXPECT_GE(parts, 0.97 * step) << s;
     EXPECT_GT(s["mem_alloc"].get<int64_t>(), 0);
-    EXPECT_NEAR(s["samples_per_s"].get<double>(), s["samples"].get<double>() / (step / 1000), 1e-6 * s["samples_per_s"].get<double>());
+    EXPECT_NEAR(s["samples_per_s"].get<double>(), s["samples"].get<double>() / (step / 1000),
+                1e-6 * s["samples_per_s"].get<double>());
   }
 }
 
@@ -61,7 +62,8 @@ max_steps: 300
 optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}
 seed: 1
 threads: 2
-)", records_file);
+)",
+                                records_file);
   ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
   const auto records = read_records(records_file);
   ASSERT_EQ(records.front()["type"], "start");
@@ -106,7 +108,8 @@ batch_size: 16
 epochs: 2
 optimizer: {name: sgd, lr: 0.01, momentum: 0.9}
 threads: 2
-)", records_file);
+)",
+                                records_file);
   ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
   const auto records = read_records(records_file);
   EXPECT_EQ(records.front()["parameters"], GetParam().parameters);
@@ -119,10 +122,12 @@ TEST_P(ImageModels, TrainOnCifar10FormatFiles) {
   TempDir dir;
   write_cifar10(dir.path() / "cifar", 8, 8);
   const auto records_file = dir.path() / "records.jsonl";
-  const auto result = run_train(dir, std::string("name: cifar\nmodel: ") + GetParam().model +
-                                         "\ndataset: cifar10\ndata_dir: " + (dir.path() / "cifar").string() +
-                                         "\nbatch_size: 10\nepochs: 1\nthreads: 2\n",
-                                records_file);
+  const auto result =
+      run_train(dir,
+                std::string("name: cifar\nmodel: ") + GetParam().model +
+                    "\ndataset: cifar10\ndata_dir: " + (dir.path() / "cifar").string() +
+                    "\nbatch_size: 10\nepochs: 1\nthreads: 2\n",
+                records_file);
   ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
   const auto records = read_records(records_file);
   expect_step_records_complete(of_type(records, "step"), 4);  // 40 images / 10
@@ -140,8 +145,9 @@ TEST(TrainProcess, Cifar100FilesGiveAHundredClasses) {
   TempDir dir;
   write_cifar100(dir.path() / "c100", 24, 8);
   const auto records_file = dir.path() / "records.jsonl";
-  const auto result = run_train(dir, "name: c100\nmodel: small_cnn\ndataset: cifar100\ndata_dir: " +
-                                         (dir.path() / "c100").string() + "\nbatch_size: 8\n",
+  const auto result = run_train(dir,
+                                "name: c100\nmodel: small_cnn\ndataset: cifar100\ndata_dir: " +
+                                    (dir.path() / "c100").string() + "\nbatch_size: 8\n",
                                 records_file);
   ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
   // small_cnn's classifier: 128 x 100 + 100 parameters on top of the rest.
@@ -160,7 +166,8 @@ dataset: synthetic
 synthetic: {shape: [3, 32, 32], classes: 10, train_samples: 4096, test_samples: 16}
 batch_size: 4096
 threads: 1
-)", records_file, "ulimit -v 2621440;");
+)",
+                                records_file, "ulimit -v 2621440;");
   EXPECT_EQ(result.exit_code, 3) << result.stderr_text;
   const auto end = read_records(records_file).back();
   EXPECT_EQ(end["type"], "end");
@@ -174,8 +181,9 @@ TEST(TrainProcess, BadDataFileFailsWithItsName) {
   write_cifar100(dir.path() / "c100", 4, 4);
   std::ofstream(dir.path() / "c100" / "test.bin") << "truncated";
   const auto records_file = dir.path() / "records.jsonl";
-  const auto result = run_train(dir, "name: bad\nmodel: small_cnn\ndataset: cifar100\ndata_dir: " +
-                                         (dir.path() / "c100").string() + "\n",
+  const auto result = run_train(dir,
+                                "name: bad\nmodel: small_cnn\ndataset: cifar100\ndata_dir: " +
+                                    (dir.path() / "c100").string() + "\n",
                                 records_file);
   EXPECT_EQ(result.exit_code, 1);
   const auto end = read_records(records_file).back();
@@ -188,11 +196,13 @@ TEST(TrainProcess, MissingDataDirIsRefusedBeforeTraining) {
   TempDir dir;
   const auto records_file = dir.path() / "records.jsonl";
   const auto result = run_train(
-      dir, "name: nodata\nmodel: small_cnn\ndataset: mnist\ndata_dir: /nonexistent/mnist\n", records_file);
+      dir, "name: nodata\nmodel: small_cnn\ndataset: mnist\ndata_dir: /nonexistent/mnist\n",
+      records_file);
   EXPECT_EQ(result.exit_code, 1);
   const auto records = read_records(records_file);
   ASSERT_EQ(records.size(), 1u) << "no start record: nothing started";
-  EXPECT_EQ(records[0]["message"], "data_dir: \"/nonexistent/mnist\" is not a directory (dataset \"mnist\")");
+  EXPECT_EQ(records[0]["message"],
+            "data_dir: \"/nonexistent/mnist\" is not a directory (dataset \"mnist\")");
 }
 
 TEST(TrainProcess, InvalidConfigExitsWithTwoAndNamesTheKey) {

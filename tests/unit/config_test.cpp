@@ -36,7 +36,8 @@ std::string merged(const char* override_yaml) {
   std::string over = std::string("\n") + override_yaml;
   while (std::getline(base, line)) {
     auto colon = line.find(':');
-    if (colon != std::string::npos && over.find("\n" + line.substr(0, colon + 1)) != std::string::npos)
+    if (colon != std::string::npos &&
+        over.find("\n" + line.substr(0, colon + 1)) != std::string::npos)
       continue;
     out += line + "\n";
   }
@@ -48,7 +49,9 @@ struct BadConfig {
   const char* message;
 };
 
-void PrintTo(const BadConfig& c, std::ostream* out) { *out << "{" << c.yaml << "}"; }
+void PrintTo(const BadConfig& c, std::ostream* out) {
+  *out << "{" << c.yaml << "}";
+}
 
 class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
 
@@ -63,8 +66,10 @@ const BadConfig kBadConfigs[] = {
      "model: unknown value \"resnet50\"; allowed: small_cnn, resnet18, mobilenet_v2, vgg13, vit, "
      "transformer_encoder"},
     {"dataset: imagenet",
-     "dataset: unknown value \"imagenet\"; allowed: fashion_mnist, mnist, cifar10, cifar100, synthetic"},
-    {"strategy: fsdp", "strategy: unknown value \"fsdp\"; allowed: single, dp, ddp, pipeline, pipeline_ddp"},
+     "dataset: unknown value \"imagenet\"; allowed: fashion_mnist, mnist, cifar10, cifar100, "
+     "synthetic"},
+    {"strategy: fsdp",
+     "strategy: unknown value \"fsdp\"; allowed: single, dp, ddp, pipeline, pipeline_ddp"},
     {"strategy: pipeline\nranks_per_node: 2\nschedule: interleaved",
      "schedule: unknown value \"interleaved\"; allowed: gpipe, 1f1b"},
     {"batch_size: 0", "batch_size: must be a positive integer, got 0"},
@@ -75,27 +80,32 @@ const BadConfig kBadConfigs[] = {
     {"max_steps: -1", "max_steps: must be 0 (no limit) or positive, got -1"},
     {"strategy: pipeline\nranks_per_node: 2\nbatch_size: 8\nchunks: 16",
      "chunks: must not exceed batch_size (8), got 16"},
-    {"chunks: 4", "chunks: only pipeline strategies split a batch into micro-batches; got 4 with "
-                  "strategy \"single\""},
+    {"chunks: 4",
+     "chunks: only pipeline strategies split a batch into micro-batches; got 4 with "
+     "strategy \"single\""},
     {"strategy: pipeline\nranks_per_node: 2\nbalance: [1, 2]",
      "balance: must sum to the 4 blocks of model \"small_cnn\", got [1, 2] (sum 3)"},
     {"strategy: pipeline\nranks_per_node: 2\nbalance: [1, 1, 2]",
      "balance: needs one entry per pipeline stage (2), got 3"},
     {"strategy: pipeline\nranks_per_node: 2\nbalance: [0, 4]",
      "balance: every stage needs at least 1 block, got [0, 4]"},
-    {"strategy: pipeline", "strategy: \"pipeline\" needs at least 2 stages per pipeline, got 1 (1 "
-                           "ranks / 1 replicas)"},
+    {"strategy: pipeline",
+     "strategy: \"pipeline\" needs at least 2 stages per pipeline, got 1 (1 "
+     "ranks / 1 replicas)"},
     {"strategy: pipeline_ddp\nranks_per_node: 3\nreplicas: 2",
      "replicas: must divide the 3 ranks (ranks_per_node x nodes), got 2"},
-    {"ranks_per_node: 2", "strategy: \"single\" trains on one rank, but ranks_per_node x nodes is 2"},
-    {"strategy: dp", "strategy: \"dp\" drives several GPUs from one process and needs device \"cuda\""},
+    {"ranks_per_node: 2",
+     "strategy: \"single\" trains on one rank, but ranks_per_node x nodes is 2"},
+    {"strategy: dp",
+     "strategy: \"dp\" drives several GPUs from one process and needs device \"cuda\""},
     {"nodes: [a, a]\nstrategy: ddp", "nodes: lists \"a\" twice"},
     {"optimizer: {name: lamb}", "optimizer.name: unknown value \"lamb\"; allowed: sgd, adamw"},
     {"optimizer: {lr: 0}", "optimizer.lr: must be positive, got 0.0"},
     {"optimizer: {momentum: 1.5}", "optimizer.momentum: must be in [0, 1), got 1.5"},
     {"optimizer: sgd", "optimizer: expected a mapping of keys, got \"sgd\""},
     {"optimiser: {lr: 0.1}",
-     "optimiser: unknown key; allowed: augment, balance, batch_size, chunks, compression, data_dir, "
+     "optimiser: unknown key; allowed: augment, balance, batch_size, chunks, compression, "
+     "data_dir, "
      "dataset, device, dropout, epochs, freeze, lr_schedule, max_steps, model, name, nodes, "
      "optimizer, ranks_per_node, replicas, schedule, seed, strategy, synthetic, threads"},
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
@@ -103,13 +113,15 @@ const BadConfig kBadConfigs[] = {
     {"seed: -1", "seed: expected a non-negative integer, got -1"},
     {"threads: -2", "threads: must be 0 (LibTorch's default) or positive, got -2"},
     {"synthetic: {shape: [3, 0, 32]}",
-     "synthetic.shape: must be [channels, height, width] or [length] with positive sizes, got [3, 0, 32]"},
+     "synthetic.shape: must be [channels, height, width] or [length] with positive sizes, got [3, "
+     "0, 32]"},
     {"compression: {method: sort_quant}",
      "compression.method: \"sort_quant\" compresses activations between pipeline stages; strategy "
      "\"single\" has none"},
     {"strategy: pipeline\nranks_per_node: 2\ncompression: {method: sort_quant, bits: 20}",
      "compression.bits: must be in 1..16, got 20"},
-    {"freeze: {method: fixed}", "freeze.schedule: method \"fixed\" needs at least one {at_step, blocks} entry"},
+    {"freeze: {method: fixed}",
+     "freeze.schedule: method \"fixed\" needs at least one {at_step, blocks} entry"},
     {"freeze: {method: fixed, schedule: [{at_step: 10, blocks: 4}]}",
      "freeze.schedule[0].blocks: must grow from the previous entry's 0 and stay below the 4 blocks "
      "of the model, got 4"},

@@ -15,8 +15,9 @@ namespace fs = std::filesystem;
 
 class TempDir {
  public:
-  TempDir() : path_(fs::temp_directory_path() / ("flotilla-data-" + std::to_string(::getpid()) + "-" +
-                                                  std::to_string(counter_++))) {
+  TempDir()
+      : path_(fs::temp_directory_path() /
+              ("flotilla-data-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -67,8 +68,9 @@ TEST(Readers, TruncatedCifarFileIsNamed) {
     data::read_cifar({dir.path() / "bad.bin"}, 1);
     FAIL() << "read a truncated file";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), (dir.path() / "bad.bin").string() +
-                                         ": 3000 bytes is not a whole number of 3073-byte CIFAR records");
+    EXPECT_EQ(std::string(e.what()),
+              (dir.path() / "bad.bin").string() +
+                  ": 3000 bytes is not a whole number of 3073-byte CIFAR records");
   }
 }
 

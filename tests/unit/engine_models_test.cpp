@@ -53,14 +53,13 @@ TEST_P(ModelShapes, MapBatchesToLogitsThroughEveryBlock) {
   EXPECT_TRUE(torch::isfinite(x).all().item<bool>());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, ModelShapes,
-    ::testing::Values(ShapeCase{ModelKind::small_cnn, {1, 28, 28}, 10},
-                      ShapeCase{ModelKind::small_cnn, {3, 32, 32}, 100},
-                      ShapeCase{ModelKind::resnet18, {1, 28, 28}, 10},
-                      ShapeCase{ModelKind::resnet18, {3, 32, 32}, 100},
-                      ShapeCase{ModelKind::mobilenet_v2, {1, 28, 28}, 10},
-                      ShapeCase{ModelKind::mobilenet_v2, {3, 32, 32}, 10}));
+INSTANTIATE_TEST_SUITE_P(All, ModelShapes,
+                         ::testing::Values(ShapeCase{ModelKind::small_cnn, {1, 28, 28}, 10},
+                                           ShapeCase{ModelKind::small_cnn, {3, 32, 32}, 100},
+                                           ShapeCase{ModelKind::resnet18, {1, 28, 28}, 10},
+                                           ShapeCase{ModelKind::resnet18, {3, 32, 32}, 100},
+                                           ShapeCase{ModelKind::mobilenet_v2, {1, 28, 28}, 10},
+                                           ShapeCase{ModelKind::mobilenet_v2, {3, 32, 32}, 10}));
 
 TEST(Models, UnbuiltModelsAreRefusedByName) {
   try {

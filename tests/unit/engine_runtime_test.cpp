@@ -41,7 +41,8 @@ TEST(TorchAdapter, RecognisesEveryAllocatorsOutOfMemory) {
     FAIL() << "allocated 256 TiB";
   } catch (...) {
     EXPECT_TRUE(is_out_of_memory(std::current_exception()));
-    EXPECT_NE(error_message(std::current_exception()).find("DefaultCPUAllocator"), std::string::npos);
+    EXPECT_NE(error_message(std::current_exception()).find("DefaultCPUAllocator"),
+              std::string::npos);
   }
   EXPECT_TRUE(is_out_of_memory(std::make_exception_ptr(std::bad_alloc())));
   try {

@@ -41,7 +41,8 @@ TEST(Messages, DecodeNamesWhatIsWrong) {
   EXPECT_EQ(error_of(R"({"v":2,"type":"stop","run":"a"})"), "protocol version 2, expected 1");
   EXPECT_EQ(error_of(R"({"v":1,"type":"dance"})"), "unknown message type \"dance\"");
   EXPECT_EQ(error_of(R"([1,2])"), "not a JSON object: [1,2]");
-  EXPECT_EQ(error_of(R"({"v":1,"type":"record","run":"a","seq":1,"rank":0})"), "missing field \"record\"");
+  EXPECT_EQ(error_of(R"({"v":1,"type":"record","run":"a","seq":1,"rank":0})"),
+            "missing field \"record\"");
   // A hello of another version decodes, so that the answer can say why it is refused.
   EXPECT_EQ(std::get<Hello>(decode(R"({"v":7,"type":"hello","role":"agent"})")).version, 7);
 }
@@ -51,8 +52,9 @@ TEST(LineBuffer, SplitsAcrossChunksAndSkipsOverlongLines) {
   std::vector<std::string> lines;
   std::vector<size_t> overlong;
   auto feed = [&](std::string_view bytes) {
-    buffer.feed(bytes, [&](std::string_view l) { lines.emplace_back(l); },
-                [&](size_t n) { overlong.push_back(n); });
+    buffer.feed(
+        bytes, [&](std::string_view l) { lines.emplace_back(l); },
+        [&](size_t n) { overlong.push_back(n); });
   };
   feed("ab");
   feed("c\nde");

@@ -7,7 +7,9 @@
 namespace flotilla {
 namespace {
 
-std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string in_quotes(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
 
 std::string list_text(const std::vector<int64_t>& v) {
   std::ostringstream out;
@@ -17,7 +19,9 @@ std::string list_text(const std::vector<int64_t>& v) {
   return out.str();
 }
 
-bool is_pipeline(Strategy s) { return s == Strategy::pipeline || s == Strategy::pipeline_ddp; }
+bool is_pipeline(Strategy s) {
+  return s == Strategy::pipeline || s == Strategy::pipeline_ddp;
+}
 
 class Checker {
  public:
@@ -26,7 +30,8 @@ class Checker {
   }
   void at_least_zero(const char* key, int64_t value, const char* meaning) {
     if (value < 0)
-      add(key, std::string("must be 0 (") + meaning + ") or positive, got " + std::to_string(value));
+      add(key,
+          std::string("must be 0 (") + meaning + ") or positive, got " + std::to_string(value));
   }
   void in_range(const char* key, double value, double lo, double hi, bool hi_open) {
     bool ok = value >= lo && (hi_open ? value < hi : value <= hi);
@@ -36,7 +41,9 @@ class Checker {
       add(key, out.str());
     }
   }
-  void add(const std::string& key, const std::string& what) { problems.push_back(key + ": " + what); }
+  void add(const std::string& key, const std::string& what) {
+    problems.push_back(key + ": " + what);
+  }
 
   std::vector<std::string> problems;
 };
@@ -47,10 +54,11 @@ void check_pipeline(const ExperimentConfig& c, Checker& check) {
     if (c.replicas < 2 || world % c.replicas != 0) {
       if (c.replicas < 2)
         check.add("replicas", "pipeline_ddp needs at least 2 pipeline replicas, got " +
-                                std::to_string(c.replicas));
+                                  std::to_string(c.replicas));
       else
         check.add("replicas", "must divide the " + std::to_string(world) +
-                                  " ranks (ranks_per_node x nodes), got " + std::to_string(c.replicas));
+                                  " ranks (ranks_per_node x nodes), got " +
+                                  std::to_string(c.replicas));
       return;  // the stage count below would only repeat this
     }
   } else if (c.replicas != 1) {
@@ -61,8 +69,8 @@ void check_pipeline(const ExperimentConfig& c, Checker& check) {
   const int64_t stages = c.replicas > 0 ? world / c.replicas : 0;
   if (stages < 2)
     check.add("strategy", in_quotes(name_of(c.strategy)) +
-                              " needs at least 2 stages per pipeline, got " + std::to_string(stages) +
-                              " (" + std::to_string(world) + " ranks / " +
+                              " needs at least 2 stages per pipeline, got " +
+                              std::to_string(stages) + " (" + std::to_string(world) + " ranks / " +
                               std::to_string(c.replicas) + " replicas)");
   if (c.balance.empty()) return;
   const int64_t blocks = model_block_count(c);
@@ -110,9 +118,10 @@ void check_compression(const ExperimentConfig& c, Checker& check) {
   const auto& z = c.compression;
   if (z.method == CompressionMethod::none) return;
   if (!is_pipeline(c.strategy))
-    check.add("compression.method", in_quotes(name_of(z.method)) +
-                                        " compresses activations between pipeline stages; strategy " +
-                                        in_quotes(name_of(c.strategy)) + " has none");
+    check.add("compression.method",
+              in_quotes(name_of(z.method)) +
+                  " compresses activations between pipeline stages; strategy " +
+                  in_quotes(name_of(c.strategy)) + " has none");
   if (z.bits < 1 || z.bits > 16)
     check.add("compression.bits", "must be in 1..16, got " + std::to_string(z.bits));
   if (z.method == CompressionMethod::sort_quant) {
@@ -139,8 +148,10 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   if (c.nodes.empty()) check.add("nodes", "needs at least one node name");
   std::set<std::string> seen;
   for (const auto& n : c.nodes) {
-    if (n.empty()) check.add("nodes", "node names must not be empty");
-    else if (!seen.insert(n).second) check.add("nodes", "lists " + in_quotes(n) + " twice");
+    if (n.empty())
+      check.add("nodes", "node names must not be empty");
+    else if (!seen.insert(n).second)
+      check.add("nodes", "lists " + in_quotes(n) + " twice");
   }
   if (c.chunks > c.batch_size && c.batch_size > 0)
     check.add("chunks", "must not exceed batch_size (" + std::to_string(c.batch_size) + "), got " +
@@ -182,7 +193,8 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
       check.add("synthetic.shape",
                 "must be [channels, height, width] or [length] with positive sizes, got " +
                     list_text(s.shape));
-    if (s.classes < 2) check.add("synthetic.classes", "must be at least 2, got " + std::to_string(s.classes));
+    if (s.classes < 2)
+      check.add("synthetic.classes", "must be at least 2, got " + std::to_string(s.classes));
     check.positive("synthetic.train_samples", s.train_samples);
     check.positive("synthetic.test_samples", s.test_samples);
   }
@@ -193,12 +205,18 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
 
 int64_t model_block_count(const ExperimentConfig& c) {
   switch (c.model) {
-    case ModelKind::small_cnn: return 4;
-    case ModelKind::resnet18: return 10;      // stem, 8 basic blocks, head
-    case ModelKind::mobilenet_v2: return 20;  // stem, 17 inverted residuals, 1x1 conv, head
-    case ModelKind::vgg13: return 11;         // 10 conv blocks, classifier
-    case ModelKind::vit: return 14;           // patch embedding, 12 encoder blocks, head
-    case ModelKind::transformer_encoder: return 14;  // embedding, 12 layers, head
+    case ModelKind::small_cnn:
+      return 4;
+    case ModelKind::resnet18:
+      return 10;  // stem, 8 basic blocks, head
+    case ModelKind::mobilenet_v2:
+      return 20;  // stem, 17 inverted residuals, 1x1 conv, head
+    case ModelKind::vgg13:
+      return 11;  // 10 conv blocks, classifier
+    case ModelKind::vit:
+      return 14;  // patch embedding, 12 encoder blocks, head
+    case ModelKind::transformer_encoder:
+      return 14;  // embedding, 12 layers, head
   }
   return 0;
 }

@@ -21,7 +21,9 @@ std::vector<std::string> required_files(DatasetKind dataset) {
   return {};
 }
 
-bool is_idx(DatasetKind d) { return d == DatasetKind::fashion_mnist || d == DatasetKind::mnist; }
+bool is_idx(DatasetKind d) {
+  return d == DatasetKind::fashion_mnist || d == DatasetKind::mnist;
+}
 
 }  // namespace
 

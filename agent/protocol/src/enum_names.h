@@ -15,15 +15,15 @@ namespace flotilla::detail {
 template <typename E>
 struct EnumNames;
 
-#define FLOTILLA_ENUM_NAMES(E, ...)                                    \
-  template <>                                                          \
-  struct EnumNames<E> {                                                \
+#define FLOTILLA_ENUM_NAMES(E, ...)                                          \
+  template <>                                                                \
+  struct EnumNames<E> {                                                      \
     static constexpr std::pair<E, std::string_view> table[] = {__VA_ARGS__}; \
   };
 
-FLOTILLA_ENUM_NAMES(ModelKind, {ModelKind::small_cnn, "small_cnn"}, {ModelKind::resnet18, "resnet18"},
-                    {ModelKind::mobilenet_v2, "mobilenet_v2"}, {ModelKind::vgg13, "vgg13"},
-                    {ModelKind::vit, "vit"},
+FLOTILLA_ENUM_NAMES(ModelKind, {ModelKind::small_cnn, "small_cnn"},
+                    {ModelKind::resnet18, "resnet18"}, {ModelKind::mobilenet_v2, "mobilenet_v2"},
+                    {ModelKind::vgg13, "vgg13"}, {ModelKind::vit, "vit"},
                     {ModelKind::transformer_encoder, "transformer_encoder"})
 FLOTILLA_ENUM_NAMES(DatasetKind, {DatasetKind::fashion_mnist, "fashion_mnist"},
                     {DatasetKind::mnist, "mnist"}, {DatasetKind::cifar10, "cifar10"},

@@ -35,7 +35,8 @@ void read_freeze(FieldReader& r, FreezeConfig& f) {
       const json& item = (*list)[i];
       std::string key = "schedule[" + std::to_string(i) + "]";
       if (!item.is_object()) {
-        r.fail(key.c_str(), "expected a mapping with at_step and blocks, got " + detail::describe(item));
+        r.fail(key.c_str(),
+               "expected a mapping with at_step and blocks, got " + detail::describe(item));
         continue;
       }
       FieldReader stage = r.nested(item, key);
@@ -51,8 +52,8 @@ void read_freeze(FieldReader& r, FreezeConfig& f) {
 
 ExperimentConfig from_json(const json& root, std::string_view source) {
   if (!root.is_object())
-    throw ConfigError({std::string(source) + ": expected a mapping of keys, got " +
-                       detail::describe(root)});
+    throw ConfigError(
+        {std::string(source) + ": expected a mapping of keys, got " + detail::describe(root)});
   ExperimentConfig c;
   std::vector<std::string> problems;
   FieldReader r(root, "", problems);
@@ -185,14 +186,32 @@ std::string to_yaml(const ExperimentConfig& config) {
   return detail::json_to_yaml(to_json_value(config));
 }
 
-std::string_view name_of(ModelKind v) { return detail::enum_name(v); }
-std::string_view name_of(DatasetKind v) { return detail::enum_name(v); }
-std::string_view name_of(Strategy v) { return detail::enum_name(v); }
-std::string_view name_of(Schedule v) { return detail::enum_name(v); }
-std::string_view name_of(OptimizerKind v) { return detail::enum_name(v); }
-std::string_view name_of(LrScheduleKind v) { return detail::enum_name(v); }
-std::string_view name_of(FreezeMethod v) { return detail::enum_name(v); }
-std::string_view name_of(CompressionMethod v) { return detail::enum_name(v); }
-std::string_view name_of(DeviceKind v) { return detail::enum_name(v); }
+std::string_view name_of(ModelKind v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(DatasetKind v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(Strategy v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(Schedule v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(OptimizerKind v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(LrScheduleKind v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(FreezeMethod v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(CompressionMethod v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(DeviceKind v) {
+  return detail::enum_name(v);
+}
 
 }  // namespace flotilla

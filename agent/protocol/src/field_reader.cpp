@@ -89,8 +89,8 @@ void FieldReader::read(const char* key, std::vector<std::string>& out) {
       out = {v->get<std::string>()};
       return;
     }
-    bool ok =
-        v->is_array() && std::all_of(v->begin(), v->end(), [](const auto& x) { return x.is_string(); });
+    bool ok = v->is_array() &&
+              std::all_of(v->begin(), v->end(), [](const auto& x) { return x.is_string(); });
     if (ok)
       out = v->get<std::vector<std::string>>();
     else
@@ -121,7 +121,8 @@ void FieldReader::finish() {
   std::string allowed;
   for (const auto& k : known_) allowed += (allowed.empty() ? "" : ", ") + k;
   for (const auto& [key, value] : object_.items())
-    if (!known_.count(key)) problems_.push_back(prefix_ + key + ": unknown key; allowed: " + allowed);
+    if (!known_.count(key))
+      problems_.push_back(prefix_ + key + ": unknown key; allowed: " + allowed);
 }
 
 }  // namespace flotilla::detail

@@ -23,7 +23,9 @@ T optional_field(const json& j, const char* name, T fallback) {
   return j.contains(name) ? field<T>(j, name) : fallback;
 }
 
-json envelope(std::string_view type) { return json{{"v", kVersion}, {"type", type}}; }
+json envelope(std::string_view type) {
+  return json{{"v", kVersion}, {"type", type}};
+}
 
 struct Encoder {
   json operator()(const Hello& m) const {
@@ -81,7 +83,8 @@ struct Encoder {
   }
   json operator()(const StatusReply& m) const {
     auto j = envelope("status_reply");
-    j.update({{"run", m.run}, {"state", m.state}, {"last_seq", m.last_seq}, {"live_pids", m.live_pids}});
+    j.update(
+        {{"run", m.run}, {"state", m.state}, {"last_seq", m.last_seq}, {"live_pids", m.live_pids}});
     return j;
   }
   json operator()(const Error& m) const {
@@ -93,11 +96,13 @@ struct Encoder {
 
 }  // namespace
 
-std::string encode(const Message& message) { return std::visit(Encoder{}, message).dump(); }
+std::string encode(const Message& message) {
+  return std::visit(Encoder{}, message).dump();
+}
 
 std::string_view type_of(const Message& message) {
-  static constexpr std::string_view kNames[] = {"hello",   "start",  "stop",    "status",
-                                                "resume",  "started", "record", "run_end",
+  static constexpr std::string_view kNames[] = {"hello",        "start",   "stop",   "status",
+                                                "resume",       "started", "record", "run_end",
                                                 "status_reply", "error"};
   return kNames[message.index()];
 }
@@ -130,10 +135,12 @@ Message decode(std::string_view line) {
                     optional_field<std::string>(j, "master_addr", "127.0.0.1"),
                     optional_field<int>(j, "master_port", 29500)};
   }
-  if (type == "stop") return StopRun{field<std::string>(j, "run"), optional_field<double>(j, "grace_s", 5.0)};
+  if (type == "stop")
+    return StopRun{field<std::string>(j, "run"), optional_field<double>(j, "grace_s", 5.0)};
   if (type == "status") return StatusRequest{field<std::string>(j, "run")};
   if (type == "resume") return Resume{field<std::string>(j, "run"), field<int64_t>(j, "after_seq")};
-  if (type == "started") return Started{field<std::string>(j, "run"), field<std::vector<int64_t>>(j, "pids")};
+  if (type == "started")
+    return Started{field<std::string>(j, "run"), field<std::vector<int64_t>>(j, "pids")};
   if (type == "record") {
     const auto record = j.find("record");
     if (record == j.end() || !record->is_object()) throw DecodeError("missing field \"record\"");

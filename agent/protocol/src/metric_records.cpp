@@ -6,11 +6,10 @@ namespace flotilla::records {
 namespace {
 using nlohmann::json;
 
-constexpr std::pair<Outcome, std::string_view> kOutcomes[] = {
-    {Outcome::finished, "finished"},
-    {Outcome::failed, "failed"},
-    {Outcome::oom, "oom"},
-    {Outcome::killed, "killed"}};
+constexpr std::pair<Outcome, std::string_view> kOutcomes[] = {{Outcome::finished, "finished"},
+                                                              {Outcome::failed, "failed"},
+                                                              {Outcome::oom, "oom"},
+                                                              {Outcome::killed, "killed"}};
 }  // namespace
 
 std::string_view name_of(Outcome outcome) {
@@ -69,11 +68,9 @@ std::string to_line(const Step& r) {
 }
 
 std::string to_line(const Epoch& r) {
-  return json{{"type", "epoch"},         {"rank", r.rank},
-              {"epoch", r.epoch},        {"steps", r.steps},
-              {"loss", r.loss},          {"acc_train", r.acc_train},
-              {"acc_test", r.acc_test},  {"epoch_s", r.epoch_s},
-              {"samples_per_s", r.samples_per_s}}
+  return json{{"type", "epoch"},        {"rank", r.rank},       {"epoch", r.epoch},
+              {"steps", r.steps},       {"loss", r.loss},       {"acc_train", r.acc_train},
+              {"acc_test", r.acc_test}, {"epoch_s", r.epoch_s}, {"samples_per_s", r.samples_per_s}}
       .dump();
 }
 

@@ -12,7 +12,8 @@ int64_t payload_bytes(const std::vector<torch::Tensor>& tensors) {
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 }  // namespace
@@ -63,8 +64,12 @@ void Communicator::broadcast(std::vector<torch::Tensor>& tensors, int64_t root) 
   stats_.busy_ms += ms_since(start);
 }
 
-void Communicator::barrier() { group_->barrier(); }
+void Communicator::barrier() {
+  group_->barrier();
+}
 
-CommStats Communicator::take_stats() { return std::exchange(stats_, CommStats{}); }
+CommStats Communicator::take_stats() {
+  return std::exchange(stats_, CommStats{});
+}
 
 }  // namespace flotilla

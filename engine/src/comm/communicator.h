@@ -16,7 +16,7 @@ struct CommStats {
   int64_t bytes_sent = 0;
   int64_t bytes_recv = 0;
   int64_t operations = 0;
-  double busy_ms = 0;      // summed duration of the operations
+  double busy_ms = 0;          // summed duration of the operations
   double allreduce_bytes = 0;  // payload of all-reduces, for bus bandwidth
   double allreduce_ms = 0;
 };

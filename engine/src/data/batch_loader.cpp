@@ -14,7 +14,9 @@ BatchLoader::BatchLoader(const Split& split, Normalization normalization, Loader
   }
 }
 
-BatchLoader::~BatchLoader() { stop_worker(); }
+BatchLoader::~BatchLoader() {
+  stop_worker();
+}
 
 int64_t BatchLoader::batches_per_epoch() const {
   return (shard_size() + options_.batch_size - 1) / options_.batch_size;
@@ -30,7 +32,8 @@ std::vector<int64_t> BatchLoader::shard_indices(int64_t epoch) const {
   }
   std::vector<int64_t> shard;
   shard.reserve(shard_size());
-  for (int64_t k = 0; k < shard_size(); ++k) shard.push_back(order[k * options_.world_size + options_.rank]);
+  for (int64_t k = 0; k < shard_size(); ++k)
+    shard.push_back(order[k * options_.world_size + options_.rank]);
   return shard;
 }
 
@@ -67,9 +70,8 @@ void BatchLoader::produce(int64_t epoch, uint64_t generation) {
       const size_t end = std::min(shard.size(), begin + static_cast<size_t>(options_.batch_size));
       Batch batch = build({shard.begin() + begin, shard.begin() + end}, rng);
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] {
-        return stop_ || static_cast<int64_t>(ready_.size()) < options_.prefetch;
-      });
+      changed_.wait(
+          lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < options_.prefetch; });
       if (stop_ || generation != generation_) return;
       ready_.push_back(std::move(batch));
       changed_.notify_all();

@@ -11,7 +11,8 @@ Split idx_split(const std::filesystem::path& dir, const std::string& prefix) {
   auto images = read_idx(dir / (prefix + "-images-idx3-ubyte"));
   auto labels = read_idx(dir / (prefix + "-labels-idx1-ubyte"));
   if (images.dim() != 3 || labels.dim() != 1 || images.size(0) != labels.size(0))
-    throw std::runtime_error((dir / prefix).string() + "-*: expected N images of HxW and N labels, got " +
+    throw std::runtime_error((dir / prefix).string() +
+                             "-*: expected N images of HxW and N labels, got " +
                              std::to_string(images.size(0)) + " images and " +
                              std::to_string(labels.size(0)) + " labels");
   return {images.unsqueeze(1), labels.to(torch::kInt64)};
@@ -44,7 +45,8 @@ Dataset load_dataset(const ExperimentConfig& c) {
       break;
     case DatasetKind::cifar10: {
       std::vector<std::filesystem::path> train;
-      for (int i = 1; i <= 5; ++i) train.push_back(dir / ("data_batch_" + std::to_string(i) + ".bin"));
+      for (int i = 1; i <= 5; ++i)
+        train.push_back(dir / ("data_batch_" + std::to_string(i) + ".bin"));
       auto tr = read_cifar(train, 1), te = read_cifar({dir / "test_batch.bin"}, 1);
       d.train = {tr.images, tr.labels};
       d.test = {te.images, te.labels};
@@ -72,7 +74,8 @@ Dataset load_dataset(const ExperimentConfig& c) {
   const int64_t max_label = d.train.labels.max().item<int64_t>();
   if (max_label >= d.shape.classes)
     throw std::runtime_error(dir.string() + ": label " + std::to_string(max_label) +
-                             " is out of range for " + std::to_string(d.shape.classes) + " classes");
+                             " is out of range for " + std::to_string(d.shape.classes) +
+                             " classes");
   return d;
 }
 

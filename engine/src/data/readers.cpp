@@ -38,7 +38,8 @@ torch::Tensor read_idx(const std::filesystem::path& requested) {
   if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08 || bytes[3] == 0)
     throw std::runtime_error(file.string() + ": not an IDX file of unsigned bytes");
   const size_t dims = bytes[3];
-  if (bytes.size() < 4 + 4 * dims) throw std::runtime_error(file.string() + ": truncated IDX header");
+  if (bytes.size() < 4 + 4 * dims)
+    throw std::runtime_error(file.string() + ": truncated IDX header");
   std::vector<int64_t> shape;
   size_t count = 1;
   for (size_t d = 0; d < dims; ++d) {
@@ -49,7 +50,8 @@ torch::Tensor read_idx(const std::filesystem::path& requested) {
   if (bytes.size() != offset + count)
     throw std::runtime_error(file.string() + ": IDX header promises " + std::to_string(count) +
                              " bytes of data, file has " + std::to_string(bytes.size() - offset));
-  return torch::from_blob(const_cast<uint8_t*>(bytes.data() + offset), shape, torch::kUInt8).clone();
+  return torch::from_blob(const_cast<uint8_t*>(bytes.data() + offset), shape, torch::kUInt8)
+      .clone();
 }
 
 LabelledImages read_cifar(const std::vector<std::filesystem::path>& files, int label_bytes) {

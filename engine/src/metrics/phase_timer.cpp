@@ -4,7 +4,8 @@
 
 namespace flotilla {
 namespace {
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double ms_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 }  // namespace
@@ -26,7 +27,9 @@ void SteadyClockTimer::end_step() {
   last_ = current_;
 }
 
-std::optional<PhaseTimes> SteadyClockTimer::take_previous() { return std::exchange(previous_, std::nullopt); }
+std::optional<PhaseTimes> SteadyClockTimer::take_previous() {
+  return std::exchange(previous_, std::nullopt);
+}
 
 std::optional<PhaseTimes> SteadyClockTimer::take_last() {
   previous_.reset();

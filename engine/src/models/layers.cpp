@@ -15,7 +15,9 @@ ConvBnReluImpl::ConvBnReluImpl(int64_t in, int64_t out, int64_t kernel, int64_t 
     : conv(register_module("conv", torch::nn::Conv2d(conv_options(in, out, kernel, stride)))),
       bn(register_module("bn", torch::nn::BatchNorm2d(out))) {}
 
-torch::Tensor ConvBnReluImpl::forward(torch::Tensor x) { return torch::relu(bn(conv(x))); }
+torch::Tensor ConvBnReluImpl::forward(torch::Tensor x) {
+  return torch::relu(bn(conv(x)));
+}
 
 PoolClassifierImpl::PoolClassifierImpl(int64_t features, int64_t classes, double p)
     : dropout(register_module("dropout", torch::nn::Dropout(p))),

@@ -35,8 +35,8 @@ torch::nn::Sequential mobilenet_v2(const MobileNetV2Options& o) {
     int64_t expansion, out, blocks, stride;
   };
   // Strides of the first two stages are 1 for 32x32 inputs (CIFAR variant).
-  const Stage stages[] = {{1, 16, 1, 1},  {6, 24, 2, 1},  {6, 32, 3, 2},  {6, 64, 4, 2},
-                          {6, 96, 3, 1},  {6, 160, 3, 2}, {6, 320, 1, 1}};
+  const Stage stages[] = {{1, 16, 1, 1}, {6, 24, 2, 1},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                          {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
   torch::nn::Sequential net;
   net->push_back("stem", ConvBnRelu(o.channels, 32, 3));
   int64_t in = 32, index = 0;

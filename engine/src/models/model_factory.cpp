@@ -14,7 +14,8 @@ torch::nn::Sequential build_model(const ExperimentConfig& c, const DataShape& sh
   const int64_t channels = shape.sample[0];
   switch (c.model) {
     case ModelKind::small_cnn:
-      return models::small_cnn({channels, shape.sample[1], shape.sample[2], shape.classes, c.dropout});
+      return models::small_cnn(
+          {channels, shape.sample[1], shape.sample[2], shape.classes, c.dropout});
     case ModelKind::resnet18:
       return models::resnet18({channels, shape.classes, c.dropout});
     case ModelKind::mobilenet_v2:

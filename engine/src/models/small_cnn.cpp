@@ -3,7 +3,8 @@
 namespace flotilla::models {
 
 ConvPoolImpl::ConvPoolImpl(int64_t in, int64_t out)
-    : conv(register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)))) {}
+    : conv(register_module("conv",
+                           torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)))) {}
 
 torch::Tensor ConvPoolImpl::forward(torch::Tensor x) {
   return torch::max_pool2d(torch::relu(conv(x)), 2);

@@ -56,8 +56,8 @@ struct Record {
   std::string run;
   int64_t seq = 0;
   std::string node;
-  int64_t rank = 0;          // -1: the agent's own system metrics
-  std::string record_json;   // the engine's (or agent's) record object, verbatim
+  int64_t rank = 0;         // -1: the agent's own system metrics
+  std::string record_json;  // the engine's (or agent's) record object, verbatim
 };
 
 struct RunEnd {

@@ -30,7 +30,7 @@ struct Start {
 struct Step {
   int64_t rank = 0;
   int64_t epoch = 0;
-  int64_t step = 0;  // 1-based, counted over the whole run
+  int64_t step = 0;     // 1-based, counted over the whole run
   int64_t samples = 0;  // global samples in this step
   double loss = 0;
   double lr = 0;
@@ -56,7 +56,7 @@ struct Epoch {
   int64_t rank = 0;
   int64_t epoch = 0;
   int64_t steps = 0;
-  double loss = 0;  // mean training loss over the epoch
+  double loss = 0;       // mean training loss over the epoch
   double acc_train = 0;  // fractions in 0..1
   double acc_test = 0;
   double epoch_s = 0;
