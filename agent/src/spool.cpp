@@ -28,15 +28,14 @@ void SpoolWriter::append(const std::string& line) {
 }
 
 void SpoolReader::poll(const std::function<void(std::string_view)>& on_line) {
-  std::ifstream in(file_, std::ios::binary);
-  if (!in) return;
-  in.seekg(static_cast<std::streamoff>(offset_));
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    const auto n = static_cast<size_t>(in.gcount());
-    offset_ += n;
-    lines_.feed({buffer, n}, on_line, [](size_t) {});
+  if (!in_.is_open()) {
+    in_.open(file_, std::ios::binary);
+    if (!in_.is_open()) return;  // not written yet
   }
+  in_.clear();  // past the last poll's end of file; what was appended since follows
+  char buffer[1 << 16];
+  while (in_.read(buffer, sizeof buffer) || in_.gcount() > 0)
+    lines_.feed({buffer, static_cast<size_t>(in_.gcount())}, on_line, [](size_t) {});
 }
 
 std::optional<int64_t> seq_of(std::string_view line) {

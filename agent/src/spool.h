@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,7 +40,7 @@ class SpoolReader {
 
  private:
   std::filesystem::path file_;
-  std::uintmax_t offset_ = 0;
+  std::ifstream in_;  // opened once the file exists, then read on from where it stopped
   protocol::LineBuffer lines_;
 };
 

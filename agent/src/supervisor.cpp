@@ -92,7 +92,6 @@ class Supervisor {
                                        {"MASTER_PORT", std::to_string(start_.master_port)},
                                        {"FLOTILLA_RUN", start_.run}});
       pgids_.push_back(r->process.pid);
-      rank_pids_[rank] = r->process.pid;
       ranks_.push_back(std::move(r));
     }
     dir_.write_process_groups(pgids_);
@@ -263,6 +262,9 @@ class Supervisor {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     sample_system();
+    if (malformed_ > 0)
+      message_ += (message_.empty() ? "" : "\n") + std::to_string(malformed_) +
+                  " malformed record line(s) from the ranks, kept in their rank-N.log";
     const std::string outcome = outcome_.value_or("finished");
     protocol::RunEnd end{start_.run, spool_.next_seq(), outcome, message_};
     spool_.append(protocol::encode(end));
@@ -276,7 +278,6 @@ class Supervisor {
   SystemSampler sampler_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<int> pgids_;
-  std::map<int64_t, pid_t> rank_pids_;
   int signal_fd_ = -1;
   bool stopping_ = false;
   Clock::time_point kill_deadline_;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <torch/csrc/utils/tensor_flatten.h>
+
 #include "models/model_factory.h"
 #include "torch_adapter.h"
 
@@ -200,7 +202,9 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
                              " on rank " + std::to_string(options_.env.rank));
 
   optimizer_->step();
-  optimizer_->zero_grad();
+  // Gradients are dropped rather than zeroed, as PyTorch 2's zero_grad() does:
+  // backward then writes them fresh instead of adding to zeros.
+  for (auto& p : model_->parameters()) p.mutable_grad().reset();
   if (measure) timer_->end_phase(Phase::optimizer);
 
   ++global_step_;
@@ -289,17 +293,10 @@ void Trainer::average_gradients() {
   std::vector<torch::Tensor> grads;
   for (const auto& p : model_->parameters())
     if (p.requires_grad() && p.grad().defined()) grads.push_back(p.grad());
-  std::vector<torch::Tensor> flat{torch::cat([&] {
-    std::vector<torch::Tensor> views;
-    for (const auto& g : grads) views.push_back(g.reshape(-1));
-    return views;
-  }())};
+  std::vector<torch::Tensor> flat{torch::utils::flatten_dense_tensors(grads)};
   comm_->allreduce_mean(flat);
-  int64_t offset = 0;
-  for (auto& g : grads) {
-    g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
-    offset += g.numel();
-  }
+  const auto averaged = torch::utils::unflatten_dense_tensors(flat[0], grads);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i].copy_(averaged[i]);
 }
 
 }  // namespace flotilla

@@ -54,7 +54,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
     binary = os.path.join(a.build, "bin", "flotilla-train")
-    cases = [("small_cnn", [1, 28, 28], 64, 60), ("resnet18", [3, 32, 32], 32, 6)]
+    cases = [("small_cnn", [1, 28, 28], 64, 60), ("resnet18", [3, 32, 32], 32, 10)]
     print(f"threads={a.threads}, repeats={a.repeats} (best of each), synthetic data, SGD momentum 0.9")
     print(f"{'model':<10} {'batch':>5} {'steps':>5} {'engine/s':>10} {'pytorch/s':>10} {'ratio':>7}")
     with tempfile.TemporaryDirectory() as workdir:

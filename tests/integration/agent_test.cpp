@@ -15,7 +15,7 @@
 #include <set>
 #include <thread>
 
-#include "run_helpers.h"
+#include "temp_dir.h"
 
 namespace flotilla::testing {
 namespace {
@@ -25,7 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 class AgentProcess {
  public:
-  AgentProcess(const std::filesystem::path& home, const std::vector<std::string>& env = {}) {
+  AgentProcess(const std::filesystem::path& home, const std::vector<std::string>& env = {},
+               const std::string& train_binary = "") {
     int in[2], out[2];
     EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
@@ -34,7 +35,11 @@ class AgentProcess {
       dup2(in[0], 0);
       dup2(out[1], 1);
       for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-      execl(FLOTILLA_AGENT_BINARY, FLOTILLA_AGENT_BINARY, "--home", home.c_str(), nullptr);
+      if (train_binary.empty())
+        execl(FLOTILLA_AGENT_BINARY, FLOTILLA_AGENT_BINARY, "--home", home.c_str(), nullptr);
+      else
+        execl(FLOTILLA_AGENT_BINARY, FLOTILLA_AGENT_BINARY, "--home", home.c_str(),
+              "--train-binary", train_binary.c_str(), nullptr);
       _exit(127);
     }
     close(in[0]);
@@ -272,6 +277,26 @@ TEST(Agent, FailingRankFailsTheRunWithItsMessageAndStopsTheOther) {
   EXPECT_EQ(messages.back()["outcome"], "failed");
   EXPECT_EQ(messages.back()["message"], "rank 1: injected fault at step 3 on rank 1");
   EXPECT_TRUE(alive_in(pgids_of(messages)).empty());
+}
+
+TEST(Agent, MalformedRankOutputIsCountedAndReportedNotFatal) {
+  TempDir home;
+  // A stand-in rank that writes one record, one line of garbage, and exits cleanly.
+  const auto rank = home.write(
+      "fake-train.sh", "#!/bin/sh\necho '{\"type\":\"step\",\"step\":1}'\necho 'oops, not json'\n");
+  std::filesystem::permissions(rank, std::filesystem::perms::owner_all);
+  AgentProcess agent(home.path(), {}, rank.string());
+  agent.hello();
+  agent.send(start_message("run-garbage", 1, free_port()));
+  auto messages = agent.until(is_end, std::chrono::seconds(30));
+  ASSERT_EQ(messages.back()["type"], "run_end");
+  EXPECT_EQ(messages.back()["outcome"], "finished");
+  EXPECT_EQ(messages.back()["message"],
+            "2 malformed record line(s) from the ranks, kept in their rank-N.log");
+  int steps = 0;
+  for (const auto& m : messages) steps += m["type"] == "record" && m["record"]["type"] == "step";
+  EXPECT_EQ(steps, 2);  // one from each of the two ranks, garbage left out
+  expect_contiguous(messages, 1);
 }
 
 TEST(Agent, RunOutlivesItsSessionAndResumesFromAnySeq) {

@@ -10,44 +10,24 @@
 namespace flotilla::testing {
 namespace fs = std::filesystem;
 
-TempDir::TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "flotilla-test-XXXXXX").string();
-  if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
-fs::path TempDir::write(const std::string& name, const std::string& text) const {
-  std::ofstream(path_ / name) << text;
-  return path_ / name;
-}
-
-ProcessResult run_train(const TempDir& dir, const std::string& config_text, const fs::path& records,
-                        const std::string& prefix) {
+TrainRun run_train(const TempDir& dir, const std::string& config_text, const std::string& prefix) {
   const auto config = dir.write("run.yaml", config_text);
+  const auto records = dir.path() / "records.jsonl";
   const auto err = dir.path() / "stderr.txt";
   // Paths come from mkdtemp: no characters that need quoting beyond these quotes.
   const std::string command = prefix + " '" FLOTILLA_TRAIN_BINARY "' --config '" + config.string() +
                               "' --records '" + records.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(("/bin/bash -c \"" + command + "\"").c_str());
-  ProcessResult result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream in(err);
+  TrainRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream err_in(err);
   std::stringstream text;
-  text << in.rdbuf();
-  result.stderr_text = text.str();
-  return result;
-}
-
-std::vector<nlohmann::json> read_records(const fs::path& file) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
+  text << err_in.rdbuf();
+  run.stderr_text = text.str();
+  std::ifstream in(records);
+  for (std::string line; std::getline(in, line);)
+    run.records.push_back(nlohmann::json::parse(line));
+  return run;
 }
 
 std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records,

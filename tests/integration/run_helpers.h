@@ -7,30 +7,20 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace flotilla::testing {
 
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path write(const std::string& name, const std::string& text) const;
-
- private:
-  std::filesystem::path path_;
-};
-
-struct ProcessResult {
+struct TrainRun {
   int exit_code = -1;
   std::string stderr_text;
+  std::vector<nlohmann::json> records;  // what it wrote, in order
 };
 
-// Runs flotilla-train on `config_text` with records into `records`. `prefix`
-// goes before the command in the shell (ulimit, environment).
-ProcessResult run_train(const TempDir& dir, const std::string& config_text,
-                        const std::filesystem::path& records, const std::string& prefix = "");
-
-std::vector<nlohmann::json> read_records(const std::filesystem::path& file);
+// Runs flotilla-train in `dir` on `config_text`, records into a file there.
+// `prefix` goes before the command in the shell (ulimit, environment).
+TrainRun run_train(const TempDir& dir, const std::string& config_text,
+                   const std::string& prefix = "");
 std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records,
                                     const std::string& type);
 

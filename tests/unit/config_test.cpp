@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "flotilla/protocol/experiment_config.h"
+#include "temp_dir.h"
 
 namespace flotilla {
 namespace {
@@ -57,7 +58,7 @@ class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
 
 TEST_P(BadConfigTest, IsRejectedWithExactMessage) {
   const auto problems = problems_of(merged(GetParam().yaml));
-  ASSERT_EQ(problems.size(), 1u) << GetParam().yaml << "\n" << testing::PrintToString(problems);
+  ASSERT_EQ(problems.size(), 1u) << GetParam().yaml << "\n" << ::testing::PrintToString(problems);
   EXPECT_EQ(problems[0], GetParam().message);
 }
 
@@ -196,8 +197,8 @@ TEST(DataFiles, NamesEveryMissingFile) {
   EXPECT_EQ(missing_data_files(config),
             std::vector<std::string>{
                 "data_dir: \"/nonexistent\" is not a directory (dataset \"cifar100\")"});
-  const auto dir = std::filesystem::temp_directory_path() / "flotilla-config-test";
-  std::filesystem::create_directories(dir);
+  testing::TempDir temp;
+  const auto& dir = temp.path();
   std::ofstream(dir / "train.bin") << "x";
   config.data_dir = dir.string();
   EXPECT_EQ(missing_data_files(config),
@@ -207,7 +208,6 @@ TEST(DataFiles, NamesEveryMissingFile) {
   config.data_dir.clear();
   EXPECT_EQ(missing_data_files(config),
             std::vector<std::string>{"data_dir: dataset \"mnist\" needs a data_dir"});
-  std::filesystem::remove_all(dir);
 }
 
 TEST(DataFiles, SyntheticNeedsNone) {

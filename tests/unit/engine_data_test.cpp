@@ -7,26 +7,14 @@
 #include "data/batch_loader.h"
 #include "data/dataset.h"
 #include "data/readers.h"
+#include "temp_dir.h"
 
 namespace flotilla {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir()
-      : path_(fs::temp_directory_path() /
-              ("flotilla-data-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using testing::TempDir;
 
 // Writes `n` CIFAR records whose label (fine label for CIFAR-100) is
 // (first + i) % classes and whose pixels are all equal to that label.

@@ -3,24 +3,6 @@
 namespace flotilla {
 namespace {
 
-// What each data set reads, relative to its data_dir.
-std::vector<std::string> required_files(DatasetKind dataset) {
-  switch (dataset) {
-    case DatasetKind::fashion_mnist:
-    case DatasetKind::mnist:
-      return {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-              "t10k-labels-idx1-ubyte"};
-    case DatasetKind::cifar10:
-      return {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-              "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
-    case DatasetKind::cifar100:
-      return {"train.bin", "test.bin"};
-    case DatasetKind::synthetic:
-      break;
-  }
-  return {};
-}
-
 bool is_idx(DatasetKind d) {
   return d == DatasetKind::fashion_mnist || d == DatasetKind::mnist;
 }
@@ -34,6 +16,27 @@ std::filesystem::path resolved_data_dir(const ExperimentConfig& c) {
   return {};
 }
 
+DataFiles data_files(const ExperimentConfig& c) {
+  const auto dir = resolved_data_dir(c);
+  switch (c.dataset) {
+    case DatasetKind::fashion_mnist:
+    case DatasetKind::mnist:
+      return {{dir / "train-images-idx3-ubyte", dir / "train-labels-idx1-ubyte"},
+              {dir / "t10k-images-idx3-ubyte", dir / "t10k-labels-idx1-ubyte"}};
+    case DatasetKind::cifar10: {
+      DataFiles files{{}, {dir / "test_batch.bin"}};
+      for (int i = 1; i <= 5; ++i)
+        files.train.push_back(dir / ("data_batch_" + std::to_string(i) + ".bin"));
+      return files;
+    }
+    case DatasetKind::cifar100:
+      return {{dir / "train.bin"}, {dir / "test.bin"}};
+    case DatasetKind::synthetic:
+      break;
+  }
+  return {};
+}
+
 std::vector<std::string> missing_data_files(const ExperimentConfig& c) {
   if (c.dataset == DatasetKind::synthetic) return {};
   const auto dir = resolved_data_dir(c);
@@ -43,8 +46,9 @@ std::vector<std::string> missing_data_files(const ExperimentConfig& c) {
   if (!std::filesystem::is_directory(dir, ec))
     return {"data_dir: \"" + dir.string() + "\" is not a directory (dataset " + dataset + ")"};
   std::vector<std::string> missing;
-  for (const auto& name : required_files(c.dataset)) {
-    const auto file = dir / name;
+  auto files = data_files(c);
+  files.train.insert(files.train.end(), files.test.begin(), files.test.end());
+  for (const auto& file : files.train) {
     // IDX files are read gzipped, as distributed, or unpacked.
     bool found = std::filesystem::exists(file, ec) ||
                  (is_idx(c.dataset) && std::filesystem::exists(file.string() + ".gz", ec));

@@ -51,17 +51,15 @@ void BatchLoader::stop_worker() {
 }
 
 void BatchLoader::start_epoch(int64_t epoch) {
-  stop_worker();
-  uint64_t generation;
+  stop_worker();  // joins the previous epoch's worker: one worker at a time
   {
     std::lock_guard lock(mutex_);
     producing_done_ = false;
-    generation = ++generation_;
   }
-  worker_ = std::thread([this, epoch, generation] { produce(epoch, generation); });
+  worker_ = std::thread([this, epoch] { produce(epoch); });
 }
 
-void BatchLoader::produce(int64_t epoch, uint64_t generation) {
+void BatchLoader::produce(int64_t epoch) {
   try {
     const auto shard = shard_indices(epoch);
     std::mt19937_64 rng(options_.seed ^ (static_cast<uint64_t>(options_.rank) << 32) ^
@@ -72,7 +70,7 @@ void BatchLoader::produce(int64_t epoch, uint64_t generation) {
       std::unique_lock lock(mutex_);
       changed_.wait(
           lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < options_.prefetch; });
-      if (stop_ || generation != generation_) return;
+      if (stop_) break;
       ready_.push_back(std::move(batch));
       changed_.notify_all();
     }

@@ -52,7 +52,7 @@ class BatchLoader {
   std::vector<int64_t> shard_indices(int64_t epoch) const;
 
  private:
-  void produce(int64_t epoch, uint64_t generation);
+  void produce(int64_t epoch);
   Batch build(const std::vector<int64_t>& indices, std::mt19937_64& rng) const;
   void stop_worker();
 
@@ -66,7 +66,6 @@ class BatchLoader {
   std::deque<Batch> ready_;
   bool producing_done_ = true;
   bool stop_ = false;
-  uint64_t generation_ = 0;
   std::exception_ptr error_;
   std::thread worker_;
 };

@@ -7,15 +7,20 @@
 namespace flotilla::data {
 namespace {
 
-Split idx_split(const std::filesystem::path& dir, const std::string& prefix) {
-  auto images = read_idx(dir / (prefix + "-images-idx3-ubyte"));
-  auto labels = read_idx(dir / (prefix + "-labels-idx1-ubyte"));
+Split idx_split(const std::vector<std::filesystem::path>& images_and_labels) {
+  auto images = read_idx(images_and_labels.at(0));
+  auto labels = read_idx(images_and_labels.at(1));
   if (images.dim() != 3 || labels.dim() != 1 || images.size(0) != labels.size(0))
-    throw std::runtime_error((dir / prefix).string() +
-                             "-*: expected N images of HxW and N labels, got " +
+    throw std::runtime_error(images_and_labels[0].string() +
+                             ": expected N images of HxW beside N labels, got " +
                              std::to_string(images.size(0)) + " images and " +
                              std::to_string(labels.size(0)) + " labels");
   return {images.unsqueeze(1), labels.to(torch::kInt64)};
+}
+
+Split cifar_split(const std::vector<std::filesystem::path>& files, int label_bytes) {
+  auto data = read_cifar(files, label_bytes);
+  return {data.images, data.labels};
 }
 
 Split synthetic_split(const SyntheticConfig& s, int64_t samples, uint64_t seed) {
@@ -32,39 +37,32 @@ Split synthetic_split(const SyntheticConfig& s, int64_t samples, uint64_t seed) 
 
 Dataset load_dataset(const ExperimentConfig& c) {
   if (auto missing = missing_data_files(c); !missing.empty()) throw ConfigError(missing);
-  const auto dir = resolved_data_dir(c);
+  const auto files = data_files(c);
   Dataset d;
   switch (c.dataset) {
     case DatasetKind::fashion_mnist:
     case DatasetKind::mnist:
-      d.train = idx_split(dir, "train");
-      d.test = idx_split(dir, "t10k");
+      d.train = idx_split(files.train);
+      d.test = idx_split(files.test);
       d.shape = {{1, d.train.images.size(2), d.train.images.size(3)}, 10};
       d.normalization = c.dataset == DatasetKind::mnist ? Normalization{{0.1307}, {0.3081}}
                                                         : Normalization{{0.2860}, {0.3530}};
       break;
-    case DatasetKind::cifar10: {
-      std::vector<std::filesystem::path> train;
-      for (int i = 1; i <= 5; ++i)
-        train.push_back(dir / ("data_batch_" + std::to_string(i) + ".bin"));
-      auto tr = read_cifar(train, 1), te = read_cifar({dir / "test_batch.bin"}, 1);
-      d.train = {tr.images, tr.labels};
-      d.test = {te.images, te.labels};
+    case DatasetKind::cifar10:
+      d.train = cifar_split(files.train, 1);
+      d.test = cifar_split(files.test, 1);
       d.shape = {{3, 32, 32}, 10};
       // Mean and deviation as the seed studies normalise.
       d.normalization = {{0.4914, 0.4822, 0.4465}, {0.2023, 0.1994, 0.2010}};
       d.augment = c.augment;
       break;
-    }
-    case DatasetKind::cifar100: {
-      auto tr = read_cifar({dir / "train.bin"}, 2), te = read_cifar({dir / "test.bin"}, 2);
-      d.train = {tr.images, tr.labels};
-      d.test = {te.images, te.labels};
+    case DatasetKind::cifar100:  // two label bytes: coarse, then the fine label used
+      d.train = cifar_split(files.train, 2);
+      d.test = cifar_split(files.test, 2);
       d.shape = {{3, 32, 32}, 100};
       d.normalization = {{0.5071, 0.4865, 0.4409}, {0.2673, 0.2564, 0.2762}};
       d.augment = c.augment;
       break;
-    }
     case DatasetKind::synthetic:
       d.train = synthetic_split(c.synthetic, c.synthetic.train_samples, c.seed);
       d.test = synthetic_split(c.synthetic, c.synthetic.test_samples, c.seed + 1);
@@ -73,9 +71,9 @@ Dataset load_dataset(const ExperimentConfig& c) {
   }
   const int64_t max_label = d.train.labels.max().item<int64_t>();
   if (max_label >= d.shape.classes)
-    throw std::runtime_error(dir.string() + ": label " + std::to_string(max_label) +
-                             " is out of range for " + std::to_string(d.shape.classes) +
-                             " classes");
+    throw std::runtime_error(resolved_data_dir(c).string() + ": label " +
+                             std::to_string(max_label) + " is out of range for " +
+                             std::to_string(d.shape.classes) + " classes");
   return d;
 }
 

@@ -115,6 +115,13 @@ std::vector<std::string> validate(const ExperimentConfig& config);
 std::vector<std::string> missing_data_files(const ExperimentConfig& config);
 std::filesystem::path resolved_data_dir(const ExperimentConfig& config);
 
+// The files a data set reads, in its data_dir: for IDX data sets [images,
+// labels] of each split (NAME or NAME.gz), for CIFAR each split's record files.
+struct DataFiles {
+  std::vector<std::filesystem::path> train, test;
+};
+DataFiles data_files(const ExperimentConfig& config);
+
 std::string to_json(const ExperimentConfig& config, int indent = 2);
 std::string to_yaml(const ExperimentConfig& config);
 

@@ -57,7 +57,7 @@ struct Record {
   int64_t seq = 0;
   std::string node;
   int64_t rank = 0;         // -1: the agent's own system metrics
-  std::string record_json;  // the engine's (or agent's) record object, verbatim
+  std::string record_json;  // a JSON object, verbatim (checked by whoever produced it)
 };
 
 struct RunEnd {
