@@ -113,6 +113,20 @@ void signal_groups(const std::vector<int>& pgids, int signal) {
     if (pgid > 1) ::kill(-pgid, signal);
 }
 
+namespace {
+// State and process group of a /proc/<pid>/stat line; false if it cannot be read.
+bool read_stat(const fs::path& stat_file, char& state, int& pgrp) {
+  std::ifstream stat(stat_file);
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+  const auto close_paren = line.rfind(')');
+  int ppid = 0;
+  return close_paren != std::string::npos &&
+         std::sscanf(line.c_str() + close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3;
+}
+}  // namespace
+
 std::vector<pid_t> processes_in_groups(const std::vector<int>& pgids) {
   const std::set<int> wanted(pgids.begin(), pgids.end());
   std::vector<pid_t> found;
@@ -120,19 +134,18 @@ std::vector<pid_t> processes_in_groups(const std::vector<int>& pgids) {
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
     const auto name = entry.path().filename().string();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-    const auto close_paren = line.rfind(')');
-    if (close_paren == std::string::npos) continue;
     char state = 0;
-    int ppid = 0, pgrp = 0;
-    if (std::sscanf(line.c_str() + close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
-      continue;
-    if (state != 'Z' && wanted.count(pgrp)) found.push_back(std::stoi(name));
+    int pgrp = 0;
+    if (read_stat(entry.path() / "stat", state, pgrp) && state != 'Z' && wanted.count(pgrp))
+      found.push_back(std::stoi(name));
   }
   return found;
+}
+
+bool process_running(pid_t pid) {
+  char state = 0;
+  int pgrp = 0;
+  return read_stat(fs::path("/proc") / std::to_string(pid) / "stat", state, pgrp) && state != 'Z';
 }
 
 fs::path own_executable() {

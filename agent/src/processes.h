@@ -30,6 +30,9 @@ void signal_groups(const std::vector<int>& pgids, int signal);
 // Every live process (zombies excluded) whose process group is one of `pgids`, read from /proc.
 std::vector<pid_t> processes_in_groups(const std::vector<int>& pgids);
 
+// Alive and not a zombie (an unreaped process still answers kill(pid, 0)).
+bool process_running(pid_t pid);
+
 std::filesystem::path own_executable();
 
 }  // namespace flotilla::agent

@@ -1,5 +1,7 @@
 #include "run_directory.h"
 
+#include "processes.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -72,7 +74,7 @@ std::optional<int> RunDirectory::supervisor_pid() const {
   std::error_code ec;
   if (!fs::exists(dir_ / "supervisor.pid", ec)) return std::nullopt;
   const int pid = std::atoi(read_file(dir_ / "supervisor.pid").c_str());
-  if (pid <= 0 || ::kill(pid, 0) != 0) return std::nullopt;
+  if (pid <= 0 || !process_running(pid)) return std::nullopt;
   return pid;
 }
 

@@ -17,8 +17,8 @@ Session::Session(SessionOptions options, int in_fd, int out_fd)
 
 Session::~Session() {
   closing_ = true;
-  for (auto& [run, thread] : followers_)
-    if (thread.joinable()) thread.join();
+  for (auto& [run, follower] : followers_)
+    if (follower.thread.joinable()) follower.thread.join();
 }
 
 int Session::serve() {
@@ -125,10 +125,31 @@ void Session::stop(const protocol::StopRun& stop) {
     write_file_atomically(dir.path() / "stop_grace_s", std::to_string(stop.grace_s));
     ::kill(*pid, SIGTERM);
   } else if (!dir.final_state()) {
-    // The supervisor is gone without an ending: end what is left of the ranks here.
-    signal_groups(dir.process_groups(), SIGKILL);
+    end_orphaned_run(stop.run);
   }
-  if (!followers_.count(stop.run)) follow(stop.run, INT64_MAX);  // the run_end still comes
+  if (!followers_.count(stop.run)) follow(stop.run, kOnlyTheEnd);  // the run_end still comes
+}
+
+void Session::end_orphaned_run(const std::string& run) {
+  RunDirectory dir(options_.home, run);
+  const auto pgids = dir.process_groups();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto left = processes_in_groups(pgids);
+  for (; !left.empty() && std::chrono::steady_clock::now() < give_up;
+       left = processes_in_groups(pgids)) {
+    signal_groups(pgids, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Ranks lose their record pipe with the supervisor and usually die of it.
+  std::string message = "the run's supervisor had died; no process of the run is left";
+  std::string outcome = "killed";
+  if (!left.empty()) {
+    outcome = "failed";
+    message += ", but " + std::to_string(left.size()) + " process(es) survive SIGKILL";
+  }
+  SpoolWriter spool(dir.spool());
+  spool.append(protocol::encode(protocol::RunEnd{run, spool.next_seq(), outcome, message}));
+  dir.write_final({outcome, message, spool.last_seq()});
 }
 
 void Session::status(const protocol::StatusRequest& request) {
@@ -151,18 +172,21 @@ void Session::status(const protocol::StatusRequest& request) {
 
 void Session::follow(const std::string& run, int64_t after_seq) {
   if (auto it = followers_.find(run); it != followers_.end()) {
-    if (it->second.joinable()) it->second.join();
+    *it->second.cancelled = true;
+    if (it->second.thread.joinable()) it->second.thread.join();
     followers_.erase(it);
   }
-  followers_[run] = std::thread([this, run, after_seq] {
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  followers_[run].cancelled = cancelled;
+  followers_[run].thread = std::thread([this, run, after_seq, cancelled] {
     RunDirectory dir(options_.home, run);
     SpoolReader reader(dir.spool());
     bool ended = false;
-    while (!ended && !closing_) {
+    while (!ended && !closing_ && !*cancelled) {
       reader.poll([&](std::string_view line) {
         if (line.find("\"type\":\"run_end\"") != std::string_view::npos) ended = true;
         const auto seq = seq_of(line).value_or(0);
-        if (seq > after_seq || (ended && after_seq == INT64_MAX)) send_line(std::string(line));
+        if (seq > after_seq || (ended && after_seq == kOnlyTheEnd)) send_line(std::string(line));
       });
       if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

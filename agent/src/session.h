@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,7 +35,12 @@ class Session {
   void start(const protocol::StartRun& start);
   void stop(const protocol::StopRun& stop);
   void status(const protocol::StatusRequest& request);
+  // Streams the run's spool after `after_seq` until its run_end, replacing an
+  // earlier stream of the same run. kOnlyTheEnd: just the run_end.
+  static constexpr int64_t kOnlyTheEnd = INT64_MAX;
   void follow(const std::string& run, int64_t after_seq);
+  // A stop for a run whose supervisor died: end the ranks and the run here.
+  void end_orphaned_run(const std::string& run);
   void send(const protocol::Message& message);
   void send_line(const std::string& line);
   void report_malformed(const std::string& reason);
@@ -48,7 +54,11 @@ class Session {
   int64_t line_number_ = 0;
   std::atomic<int64_t> malformed_{0};
   std::atomic<bool> closing_{false};
-  std::map<std::string, std::thread> followers_;
+  struct Follower {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> cancelled;
+  };
+  std::map<std::string, Follower> followers_;  // one spool stream per run
 };
 
 }  // namespace flotilla::agent

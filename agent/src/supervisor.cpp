@@ -6,10 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -215,7 +217,7 @@ class Supervisor {
         r->exited = true;
         r->status = status;
         const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!clean && !outcome_) on_rank_failed(*r);
+        if (!clean) on_rank_failed(*r);
       }
     }
   }
@@ -235,8 +237,22 @@ class Supervisor {
         message += (message.empty() ? "" : "\n") + std::string("killed by signal ") +
                    std::to_string(WTERMSIG(r.status));
     }
-    request_stop(outcome == "finished" ? "failed" : outcome,
-                 "rank " + std::to_string(r.rank) + ": " + message);
+    if (outcome_ == "killed") return;  // stopping on request: these exits are ours
+    const double at = r.end_record ? r.end_record->value("wall_time", kNever) : kNever;
+    failures_.push_back({outcome == "finished" ? "failed" : outcome,
+                         "rank " + std::to_string(r.rank) + ": " + message, at});
+    request_stop(failures_.back().outcome, failures_.back().message);
+  }
+
+  // One rank's failure makes its peers fail in their collectives ("connection
+  // closed by peer"), and any of them may be reaped first: the cause is the
+  // failure that happened first.
+  void settle_failure() {
+    if (failures_.empty() || outcome_ == "killed") return;
+    const auto first = std::min_element(failures_.begin(), failures_.end(),
+                                        [](const auto& a, const auto& b) { return a.at < b.at; });
+    outcome_ = first->outcome;
+    message_ = first->message;
   }
 
   void drain_outputs() {
@@ -247,6 +263,7 @@ class Supervisor {
   }
 
   void finish() {
+    settle_failure();
     // A run is over only when no process of it is left, whatever the ranks said.
     const auto give_up = Clock::now() + std::chrono::seconds(30);
     for (auto left = processes_in_groups(pgids_); !left.empty();
@@ -282,6 +299,12 @@ class Supervisor {
   bool stopping_ = false;
   Clock::time_point kill_deadline_;
   std::optional<std::string> outcome_;
+  struct Failure {
+    std::string outcome, message;
+    double at;  // the rank's own wall time of failing, kNever when it could not say
+  };
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  std::vector<Failure> failures_;
   std::string message_;
   int64_t malformed_ = 0;
 };

@@ -104,6 +104,8 @@ TrainResult train(const TrainOptions& options) {
   } catch (...) {
     error = std::current_exception();
   }
+  const double decided_at =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (error) {
     result.outcome = is_out_of_memory(error) ? records::Outcome::oom : records::Outcome::failed;
     result.message = error_message(error);
@@ -119,6 +121,7 @@ TrainResult train(const TrainOptions& options) {
     end.steps = result.steps;
     end.epochs = result.epochs;
     end.elapsed_s = result.elapsed_s;
+    end.wall_time = decided_at;
     options.sink->write(records::to_line(end));
   }
   return result;

@@ -299,6 +299,57 @@ TEST(Agent, MalformedRankOutputIsCountedAndReportedNotFatal) {
   expect_contiguous(messages, 1);
 }
 
+TEST(Agent, ASecondStreamOfARunReplacesTheFirstWithoutBlocking) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  agent.send(start_message("run-twice", 100000, free_port()));
+  auto first =
+      agent.until([](const json& m) { return m["type"] == "record"; }, std::chrono::seconds(60));
+  const auto pgids = pgids_of(first);
+  agent.send({{"v", 1}, {"type", "resume"}, {"run", "run-twice"}, {"after_seq", 0}});
+  agent.send({{"v", 1}, {"type", "status"}, {"run", "run-twice"}});
+  auto replies = agent.until([](const json& m) { return m["type"] == "status_reply"; },
+                             std::chrono::seconds(10));
+  ASSERT_FALSE(replies.empty());
+  ASSERT_EQ(replies.back()["type"], "status_reply") << "the session kept serving";
+  EXPECT_EQ(replies.back()["state"], "running");
+  agent.send({{"v", 1}, {"type", "stop"}, {"run", "run-twice"}, {"grace_s", 2}});
+  auto rest = agent.until(is_end, std::chrono::seconds(15));
+  ASSERT_EQ(rest.back()["type"], "run_end");
+  EXPECT_EQ(rest.back()["outcome"], "killed");
+  EXPECT_TRUE(alive_in(pgids).empty());
+}
+
+TEST(Agent, StopOfARunWhoseSupervisorDiedEndsItAnyway) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  agent.send(start_message("run-orphan", 100000, free_port()));
+  auto first =
+      agent.until([](const json& m) { return m["type"] == "record"; }, std::chrono::seconds(60));
+  const auto pgids = pgids_of(first);
+  ASSERT_EQ(pgids.size(), 2u);
+  std::ifstream pid_file(home.path() / "runs" / "run-orphan" / "supervisor.pid");
+  int supervisor = 0;
+  pid_file >> supervisor;
+  ASSERT_GT(supervisor, 1);
+  ASSERT_EQ(kill(supervisor, SIGKILL), 0);
+  // Gone once /proc says so: PID 1 here may be slow to reap it, or never do.
+  auto running = [](int pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    return std::getline(stat, line) && line[line.rfind(')') + 2] != 'Z';
+  };
+  while (running(supervisor)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  agent.send({{"v", 1}, {"type", "stop"}, {"run", "run-orphan"}});
+  auto rest = agent.until(is_end, std::chrono::seconds(40));
+  ASSERT_EQ(rest.back()["type"], "run_end");
+  EXPECT_EQ(rest.back()["outcome"], "killed");
+  EXPECT_EQ(rest.back()["message"], "the run's supervisor had died; no process of the run is left");
+  EXPECT_TRUE(alive_in(pgids).empty());
+}
+
 TEST(Agent, RunOutlivesItsSessionAndResumesFromAnySeq) {
   TempDir home;
   std::vector<json> before;

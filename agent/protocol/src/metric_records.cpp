@@ -82,7 +82,8 @@ std::string to_line(const End& r) {
               {"batch_size", r.batch_size},
               {"steps", r.steps},
               {"epochs", r.epochs},
-              {"elapsed_s", r.elapsed_s}}
+              {"elapsed_s", r.elapsed_s},
+              {"wall_time", r.wall_time}}
       .dump();
 }
 

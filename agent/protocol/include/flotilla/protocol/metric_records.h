@@ -71,6 +71,7 @@ struct End {
   int64_t steps = 0;
   int64_t epochs = 0;
   double elapsed_s = 0;
+  double wall_time = 0;  // seconds since the Unix epoch when the outcome was decided
 };
 
 std::string to_line(const Start& r);
