@@ -40,6 +40,20 @@ int Session::serve() {
   return exit_code_;
 }
 
+namespace {
+template <typename M>
+auto run_of_message(const M& m, int) -> decltype(std::string(m.run)) {
+  return m.run;
+}
+template <typename M>
+std::string run_of_message(const M&, long) {
+  return {};
+}
+std::string run_of(const protocol::Message& message) {
+  return std::visit([](const auto& m) { return run_of_message(m, 0); }, message);
+}
+}  // namespace
+
 void Session::report_malformed(const std::string& reason) {
   ++malformed_;
   send(protocol::Error{"malformed line " + std::to_string(line_number_) + " (" +
@@ -59,7 +73,8 @@ void Session::handle_line(std::string_view line) {
   try {
     handle(message);
   } catch (const std::exception& e) {
-    send(protocol::Error{std::string(protocol::type_of(message)) + ": " + e.what()});
+    send(protocol::Error{std::string(protocol::type_of(message)) + ": " + e.what(),
+                         run_of(message)});
   }
 }
 

@@ -83,6 +83,7 @@ struct Encoder {
   json operator()(const Error& m) const {
     auto j = envelope("error");
     j["message"] = m.message;
+    if (!m.run.empty()) j["run"] = m.run;
     return j;
   }
 };
@@ -156,7 +157,8 @@ Message decode(std::string_view line) {
     return StatusReply{field<std::string>(j, "run"), field<std::string>(j, "state"),
                        field<int64_t>(j, "last_seq"),
                        optional_field<std::vector<int64_t>>(j, "live_pids", {})};
-  if (type == "error") return Error{field<std::string>(j, "message")};
+  if (type == "error")
+    return Error{field<std::string>(j, "message"), optional_field<std::string>(j, "run", "")};
   throw DecodeError("unknown message type \"" + type + "\"");
 }
 

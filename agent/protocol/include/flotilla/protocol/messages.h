@@ -76,6 +76,7 @@ struct StatusReply {
 
 struct Error {
   std::string message;
+  std::string run;  // the run a failed request was about; empty when none
 };
 
 using Message = std::variant<Hello, StartRun, StopRun, StatusRequest, Resume, Started, Record,

@@ -1,0 +1,329 @@
+#include "cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <QString>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "controller.h"
+#include "paths.h"
+#include "run_summary.h"
+
+namespace flotilla::controller {
+namespace {
+
+enum Exit { kFinished = 0, kFailed = 1, kBadInput = 2, kOom = 3, kKilled = 4 };
+
+int exit_status(RunState state) {
+  switch (state) {
+    case RunState::finished:
+      return kFinished;
+    case RunState::oom:
+      return kOom;
+    case RunState::killed:
+      return kKilled;
+    default:
+      return kFailed;
+  }
+}
+
+// Prints what happens to followed runs: states, a throttled progress line
+// from rank 0's steps, problems on stderr.
+class ConsoleObserver final : public ControllerObserver {
+ public:
+  ConsoleObserver() : tty_(::isatty(STDOUT_FILENO)) {}
+  void record_received(const std::string& run, const RecordRow& record) override {
+    if (record.rank != 0) return;
+    std::lock_guard lock(mutex_);
+    if (record.type == "start") {
+      const auto j = nlohmann::json::parse(record.body, nullptr, false);
+      if (j.is_object()) steps_per_epoch_ = j.value("steps_per_epoch", int64_t{0});
+      return;
+    }
+    if (record.type != "step") return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_print_ < (tty_ ? std::chrono::milliseconds(250) : std::chrono::seconds(2)))
+      return;
+    last_print_ = now;
+    const std::string line = run + "  " + progress_line(record, steps_per_epoch_);
+    if (tty_)
+      std::cout << "\r\033[K" << line << std::flush;
+    else
+      std::cout << line << std::endl;
+  }
+  void state_changed(const std::string& run, RunState state, const std::string& reason) override {
+    std::lock_guard lock(mutex_);
+    if (tty_) std::cout << "\r\033[K";
+    std::cout << run << "  " << name_of(state) << (reason.empty() ? "" : ": " + reason)
+              << std::endl;
+  }
+  void problem(const std::string& message) override {
+    std::lock_guard lock(mutex_);
+    std::cerr << "flotilla: " << message << std::endl;
+  }
+
+ private:
+  bool tty_;
+  std::mutex mutex_;
+  int64_t steps_per_epoch_ = 0;
+  std::chrono::steady_clock::time_point last_print_{};
+};
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');)
+    if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+void print_config_error(const std::string& source, const ConfigError& e) {
+  std::cerr << "flotilla: " << source << " cannot run:\n";
+  for (const auto& problem : e.problems()) std::cerr << "  " << problem << "\n";
+}
+
+std::string duration_text(const RunRow& run) {
+  if (!run.running_ms) return "";
+  const int64_t end = run.ended_ms.value_or(now_ms());
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << (end - *run.running_ms) / 1000.0 << " s";
+  return s.str();
+}
+
+// Follows `runs` to their ends and prints each one's summary; the status of the last.
+int follow_to_end(Store& store, Controller& controller, const std::vector<std::string>& runs) {
+  int status = kFinished;
+  for (const auto& run : runs) {
+    while (!controller.wait_for_end(run, std::chrono::seconds(1))) {
+    }
+    const auto row = store.run(run);
+    std::cout << "\n" << summary_table(summarize(*row, store.records(run)));
+    status = exit_status(row->state);
+  }
+  return status;
+}
+
+int command_run(Store& store, const std::string& file, const std::string& nodes) {
+  ExperimentConfig config;
+  try {
+    config = load_experiment(file);
+  } catch (const ConfigError& e) {
+    print_config_error(file, e);
+    return kBadInput;
+  }
+  if (!nodes.empty()) config.nodes = split_commas(nodes);
+  const int64_t experiment_id = store.save_experiment(config.name, to_json(config));
+  ConsoleObserver observer;
+  Controller controller(store);
+  controller.set_observer(&observer);
+  std::string run;
+  try {
+    run = controller.start_run(config, experiment_id);
+  } catch (const ConfigError& e) {
+    print_config_error(file, e);
+    return kBadInput;
+  }
+  std::string node_list;
+  for (const auto& node : config.nodes) node_list += (node_list.empty() ? "" : ",") + node;
+  std::cout << "run " << run << ": " << config.name << ", " << config.world_size() << " rank(s) on "
+            << node_list << "\n(Ctrl-C leaves it running: `flotilla attach " << run
+            << "` follows it again, `flotilla kill " << run << "` stops it)" << std::endl;
+  return follow_to_end(store, controller, {run});
+}
+
+int command_attach(Store& store, std::vector<std::string> runs) {
+  ConsoleObserver observer;
+  Controller controller(store);
+  controller.set_observer(&observer);
+  if (runs.empty()) {
+    runs = controller.attach_live_runs();
+    if (runs.empty()) std::cout << "no live runs in " << store.path().toStdString() << "\n";
+  } else {
+    for (const auto& run : runs) {
+      if (!store.run(run)) throw std::runtime_error("no run \"" + run + "\" in the database");
+      controller.attach(run);
+    }
+  }
+  for (const auto& run : runs) std::cout << "attached to " << run << std::endl;
+  return follow_to_end(store, controller, runs);
+}
+
+int command_kill(Store& store, const std::string& run, double grace_s) {
+  ConsoleObserver observer;
+  Controller controller(store);
+  controller.set_observer(&observer);
+  if (!controller.kill_run(run, grace_s)) {
+    std::cout << "run " << run << " had already ended: " << name_of(store.run(run)->state) << "\n";
+    return kFinished;
+  }
+  const auto limit = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000) + 60000);
+  if (!controller.wait_for_end(run, limit)) {
+    std::cerr << "flotilla: run " << run << " did not confirm its end within "
+              << limit.count() / 1000 << " s\n";
+    return kFailed;
+  }
+  const auto row = store.run(run);
+  std::cout << "run " << run << " " << name_of(row->state)
+            << (row->reason.empty() ? "" : ": " + row->reason) << "\n";
+  return row->state == RunState::killed ? kFinished : exit_status(row->state);
+}
+
+int command_runs(Store& store) {
+  std::cout << std::left << std::setw(23) << "RUN" << std::setw(28) << "EXPERIMENT" << std::setw(10)
+            << "STATE" << std::setw(14) << "NODES" << std::setw(7) << "RANKS" << std::setw(11)
+            << "DURATION"
+            << "REASON\n";
+  for (const auto& run : store.runs()) {
+    std::string reason = run.reason.substr(0, run.reason.find('\n'));
+    if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
+    std::cout << std::left << std::setw(23) << run.id << std::setw(28)
+              << run.experiment_name.substr(0, 27) << std::setw(10) << name_of(run.state)
+              << std::setw(14) << run.nodes.substr(0, 13) << std::setw(7) << run.world_size
+              << std::setw(11) << duration_text(run) << reason << "\n";
+  }
+  return kFinished;
+}
+
+int command_show(Store& store, const std::string& run, const std::string& format) {
+  const auto row = store.run(run);
+  if (!row) throw std::runtime_error("no run \"" + run + "\" in " + store.path().toStdString());
+  const auto records = store.records(run);
+  if (format == "json")
+    std::cout << summary_json(summarize(*row, records)) << "\n";
+  else if (format == "csv")
+    std::cout << steps_csv(records);
+  else
+    std::cout << summary_table(summarize(*row, records));
+  return kFinished;
+}
+
+int command_experiments_list(Store& store) {
+  std::cout << std::left << std::setw(32) << "NAME" << std::setw(16) << "MODEL" << std::setw(16)
+            << "DATASET" << std::setw(14) << "STRATEGY"
+            << "RANKS\n";
+  for (const auto& row : store.experiments()) {
+    try {
+      const auto c = parse_experiment(row.config_json, row.name);
+      std::cout << std::left << std::setw(32) << row.name << std::setw(16) << name_of(c.model)
+                << std::setw(16) << name_of(c.dataset) << std::setw(14) << name_of(c.strategy)
+                << c.world_size() << "\n";
+    } catch (const ConfigError& e) {
+      std::cout << std::left << std::setw(32) << row.name
+                << "(stored config no longer valid: " << e.problems().front() << ")\n";
+    }
+  }
+  return kFinished;
+}
+
+int command_experiments_import(Store& store, const std::vector<std::string>& files,
+                               const std::string& name) {
+  if (!name.empty() && files.size() != 1) throw std::runtime_error("--name needs exactly one file");
+  int status = kFinished;
+  for (const auto& file : files) {
+    try {
+      auto config = load_experiment(file);
+      if (!name.empty()) config.name = name;
+      store.save_experiment(config.name, to_json(config));
+      std::cout << "imported " << config.name << " from " << file << "\n";
+    } catch (const ConfigError& e) {
+      print_config_error(file, e);
+      status = kBadInput;
+    }
+  }
+  return status;
+}
+
+int command_experiments_export(Store& store, const std::string& name, const std::string& output) {
+  const auto row = store.experiment(name);
+  if (!row) throw std::runtime_error("no experiment \"" + name + "\" in the database");
+  const std::string yaml = to_yaml(parse_experiment(row->config_json, name));
+  if (output.empty() || output == "-") {
+    std::cout << yaml;
+    return kFinished;
+  }
+  std::ofstream out(output);
+  if (!(out << yaml)) throw std::runtime_error("cannot write " + output);
+  std::cout << "exported " << name << " to " << output << "\n";
+  return kFinished;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"Flotilla: design, run, watch and compare distributed training experiments."};
+  app.require_subcommand(1);
+  app.fallthrough();
+  std::string db = default_database_path().toStdString();
+  app.add_option("--db", db, "the SQLite database")->capture_default_str();
+
+  auto* run = app.add_subcommand("run", "run an experiment and follow it to its end");
+  std::string file, nodes;
+  run->add_option("experiment", file, "experiment file (YAML or JSON)")->required();
+  run->add_option("--nodes", nodes, "comma-separated nodes, overriding the file's `nodes`");
+
+  auto* attach = app.add_subcommand("attach", "follow live runs again (all when none is named)");
+  std::vector<std::string> attach_runs;
+  attach->add_option("runs", attach_runs, "run ids");
+
+  auto* runs = app.add_subcommand("runs", "list runs");
+
+  auto* show = app.add_subcommand("show", "a run's summary, summary as JSON, or steps as CSV");
+  std::string show_run, format = "table";
+  show->add_option("run", show_run, "run id")->required();
+  show->add_option("--format", format, "table, json or csv")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
+      ->capture_default_str();
+
+  auto* kill = app.add_subcommand("kill", "stop a run: SIGTERM, then SIGKILL after the grace");
+  std::string kill_run;
+  double grace_s = 5.0;
+  kill->add_option("run", kill_run, "run id")->required();
+  kill->add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+
+  auto* experiments = app.add_subcommand("experiments", "stored experiments");
+  experiments->require_subcommand(1);
+  auto* list = experiments->add_subcommand("list", "list stored experiments");
+  auto* import = experiments->add_subcommand("import", "store experiment files");
+  std::vector<std::string> import_files;
+  std::string import_name;
+  import->add_option("files", import_files, "YAML or JSON files")->required();
+  import->add_option("--name", import_name, "store under this name (one file only)");
+  auto* export_ = experiments->add_subcommand("export", "write a stored experiment as YAML");
+  std::string export_name, export_output;
+  export_->add_option("name", export_name, "experiment name")->required();
+  export_->add_option("-o,--output", export_output, "file (default: standard output)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kBadInput;
+  }
+
+  try {
+    Store store(QString::fromStdString(db));
+    if (*run) return command_run(store, file, nodes);
+    if (*attach) return command_attach(store, attach_runs);
+    if (*runs) return command_runs(store);
+    if (*show) return command_show(store, show_run, format);
+    if (*kill) return command_kill(store, kill_run, grace_s);
+    if (*list) return command_experiments_list(store);
+    if (*import) return command_experiments_import(store, import_files, import_name);
+    if (*export_) return command_experiments_export(store, export_name, export_output);
+  } catch (const ConfigError& e) {
+    print_config_error("the experiment", e);
+  } catch (const std::exception& e) {
+    std::cerr << "flotilla: " << e.what() << "\n";
+  }
+  return kBadInput;
+}
+
+}  // namespace flotilla::controller

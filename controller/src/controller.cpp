@@ -1,0 +1,297 @@
+#include "controller.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <QDateTime>
+#include <QRandomGenerator>
+
+#include <nlohmann/json.hpp>
+
+#include "paths.h"
+
+namespace flotilla::controller {
+namespace {
+
+std::string new_run_id() {
+  return QDateTime::currentDateTimeUtc().toString("yyyyMMdd-HHmmss").toStdString() + "-" +
+         QString::number(QRandomGenerator::global()->bounded(0x10000), 16)
+             .rightJustified(4, '0')
+             .toStdString();
+}
+
+// A TCP port free on this machine for the ranks' rendezvous.
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+    port = ntohs(address.sin_port);
+  if (fd >= 0) ::close(fd);
+  if (port == 0) throw std::runtime_error("no free TCP port on 127.0.0.1 for the rendezvous");
+  return port;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
+  return out;
+}
+
+std::string record_type(const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("type") && j["type"].is_string()) return j["type"];
+  return "unknown";
+}
+
+}  // namespace
+
+Controller::Controller(Store& store, ControllerOptions options, TransportFactory transports)
+    : store_(store), options_(std::move(options)), transports_(std::move(transports)) {
+  if (options_.agent_binary.empty()) options_.agent_binary = sibling_program("flotilla-agent");
+  if (!transports_) {
+    transports_ = [agent = options_.agent_binary](const std::string& node) {
+      if (node != "local")
+        throw std::runtime_error("node " + node +
+                                 ": only the local node can run until SSH nodes are supported");
+      return start_local_agent(agent);
+    };
+  }
+}
+
+Controller::~Controller() {
+  std::map<std::string, std::unique_ptr<AgentLink>> links;
+  std::vector<std::unique_ptr<AgentLink>> closed;
+  {
+    std::lock_guard lock(mutex_);
+    links.swap(links_);
+    closed.swap(closed_links_);
+  }
+  // Destroyed here, outside the lock: their reader threads may be calling in.
+}
+
+std::vector<std::string> Controller::nodes_of(const RunRow& run) const {
+  std::vector<std::string> nodes;
+  QString list = QString::fromStdString(run.nodes);
+  for (const QString& n : list.split(',', Qt::SkipEmptyParts)) nodes.push_back(n.toStdString());
+  return nodes;
+}
+
+AgentLink& Controller::link_for(const std::string& node) {
+  std::unique_lock lock(mutex_);
+  if (auto it = links_.find(node); it != links_.end()) {
+    if (it->second->open()) return *it->second;
+    closed_links_.push_back(std::move(it->second));
+    links_.erase(it);
+  }
+  lock.unlock();
+  // Opening may take seconds (starting a process, later an SSH handshake).
+  auto transport = transports_(node);
+  LinkEvents events;
+  events.on_message = [this, node](const protocol::Message& m) { handle(node, m); };
+  events.on_problem = [this](const std::string& message) { note_problem(message); };
+  events.on_closed = [this, node] {
+    note_problem("node " + node +
+                 ": the connection to its agent closed; its runs go on and are followed "
+                 "again on the next attach");
+  };
+  auto link = std::make_unique<AgentLink>(node, std::move(transport), std::move(events),
+                                          options_.hello_timeout);
+  lock.lock();
+  auto& slot = links_[node];
+  if (slot) closed_links_.push_back(std::move(slot));  // another thread opened one meanwhile
+  slot = std::move(link);
+  return *slot;
+}
+
+std::string Controller::start_run(const ExperimentConfig& config,
+                                  std::optional<int64_t> experiment_id) {
+  auto problems = validate(config);
+  const auto known = store_.node_names();
+  for (const auto& node : config.nodes)
+    if (std::find(known.begin(), known.end(), node) == known.end())
+      problems.push_back("nodes: \"" + node + "\" is not a known node (known: " + join(known) +
+                         ")");
+  if (std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end()) {
+    // The local node's data can be checked before anything starts.
+    for (auto& missing : missing_data_files(config)) problems.push_back(missing);
+  }
+  if (!problems.empty()) throw ConfigError(problems);
+
+  RunRow row;
+  row.id = new_run_id();
+  row.experiment_id = experiment_id;
+  row.experiment_name = config.name;
+  row.config_json = to_json(config);
+  row.nodes = join(config.nodes);
+  row.world_size = config.world_size();
+  row.created_ms = now_ms();
+  store_.create_run(row);
+  if (observer_) observer_->state_changed(row.id, RunState::created, "");
+  store_.transition(row.id, RunState::starting);
+  if (observer_) observer_->state_changed(row.id, RunState::starting, "");
+  {
+    std::lock_guard lock(mutex_);
+    followed_.insert(row.id);
+  }
+  try {
+    const int port = free_local_port();
+    int64_t first_rank = 0;
+    for (const auto& node : config.nodes) {
+      protocol::StartRun start;
+      start.run = row.id;
+      start.node = node;
+      start.config_json = row.config_json;
+      for (int64_t r = 0; r < config.ranks_per_node; ++r) start.ranks.push_back(first_rank + r);
+      first_rank += config.ranks_per_node;
+      start.world_size = row.world_size;
+      start.master_addr = "127.0.0.1";
+      start.master_port = port;
+      if (!link_for(node).send(start))
+        throw std::runtime_error("node " + node + ": the agent went away before the start");
+    }
+  } catch (const std::exception& e) {
+    end_run(row.id, RunState::failed, e.what());
+  }
+  return row.id;
+}
+
+bool Controller::kill_run(const std::string& run, double grace_s) {
+  const auto row = store_.run(run);
+  if (!row) throw std::runtime_error("no run \"" + run + "\" in " + store_.path().toStdString());
+  if (is_terminal(row->state)) return false;
+  if (row->state == RunState::created) {
+    end_run(run, RunState::killed, "killed before it started");
+    return true;
+  }
+  attach(run);  // the end, and every record before it, must reach this controller
+  for (const auto& node : nodes_of(*row)) {
+    try {
+      link_for(node).send(protocol::StopRun{run, grace_s});
+    } catch (const std::exception& e) {
+      note_problem("kill " + run + ": " + e.what());
+    }
+  }
+  return true;
+}
+
+void Controller::attach(const std::string& run) {
+  const auto row = store_.run(run);
+  if (!row) throw std::runtime_error("no run \"" + run + "\" in " + store_.path().toStdString());
+  if (is_terminal(row->state)) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (followed_.count(run)) {
+      // Followed already, unless the link it came through has closed since.
+      bool all_open = true;
+      for (const auto& node : nodes_of(*row)) {
+        auto it = links_.find(node);
+        all_open = all_open && it != links_.end() && it->second->open();
+      }
+      if (all_open) return;
+    }
+    followed_.insert(run);
+  }
+  for (const auto& node : nodes_of(*row)) {
+    try {
+      link_for(node).send(protocol::Resume{run, store_.last_seq(run, node)});
+    } catch (const std::exception& e) {
+      note_problem("attach " + run + ": " + e.what());
+    }
+  }
+}
+
+std::vector<std::string> Controller::attach_live_runs() {
+  std::vector<std::string> runs;
+  for (const auto& row : store_.live_runs()) {
+    if (row.state == RunState::created) {
+      // It never reached an agent: nothing of it can be running.
+      end_run(row.id, RunState::failed, "the controller stopped before the run was started");
+      continue;
+    }
+    attach(row.id);
+    runs.push_back(row.id);
+  }
+  return runs;
+}
+
+bool Controller::wait_for_end(const std::string& run, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  const bool ended = ended_changed_.wait_for(lock, timeout, [&] { return ended_.count(run) > 0; });
+  if (ended) return true;
+  lock.unlock();
+  const auto row = store_.run(run);
+  return row && is_terminal(row->state);
+}
+
+int64_t Controller::malformed_lines() const {
+  std::lock_guard lock(mutex_);
+  int64_t total = 0;
+  for (const auto& [node, link] : links_) total += link->malformed_lines();
+  for (const auto& link : closed_links_) total += link->malformed_lines();
+  return total;
+}
+
+void Controller::note_problem(const std::string& message) {
+  if (observer_) observer_->problem(message);
+}
+
+void Controller::end_run(const std::string& run, RunState state, const std::string& reason) {
+  const bool moved = store_.transition(run, state, reason);
+  store_.flush();
+  // Observers hear of the end before waiters wake, so that a printed end
+  // comes before whatever the waiter prints next.
+  if (moved && observer_) observer_->state_changed(run, state, reason);
+  {
+    std::lock_guard lock(mutex_);
+    ended_.insert(run);
+    followed_.erase(run);
+  }
+  ended_changed_.notify_all();
+}
+
+void Controller::handle(const std::string& node, const protocol::Message& message) {
+  if (const auto* record = std::get_if<protocol::Record>(&message)) {
+    RecordRow row{record->seq, record->node.empty() ? node : record->node, record->rank,
+                  record_type(record->record_json), record->record_json};
+    store_.append_record(record->run, row);
+    if (observer_) observer_->record_received(record->run, row);
+    return;
+  }
+  if (const auto* end = std::get_if<protocol::RunEnd>(&message)) {
+    RecordRow row{end->seq, node, -1, "run_end", protocol::encode(*end)};
+    store_.append_record(end->run, row);
+    if (observer_) observer_->record_received(end->run, row);
+    const auto state = run_state_from_name(end->outcome);
+    end_run(
+        end->run, state && is_terminal(*state) ? *state : RunState::failed,
+        end->message.empty() && !state ? "unknown outcome \"" + end->outcome + "\"" : end->message);
+    return;
+  }
+  if (const auto* started = std::get_if<protocol::Started>(&message)) {
+    if (store_.transition(started->run, RunState::running) && observer_)
+      observer_->state_changed(started->run, RunState::running, "");
+    return;
+  }
+  if (const auto* error = std::get_if<protocol::Error>(&message)) {
+    if (!error->run.empty()) {
+      const auto row = store_.run(error->run);
+      if (row && !is_terminal(row->state)) {
+        end_run(error->run, RunState::failed, "node " + node + ": " + error->message);
+        return;
+      }
+    }
+    note_problem("node " + node + ": " + error->message);
+    return;
+  }
+  note_problem("node " + node + ": unexpected \"" + std::string(protocol::type_of(message)) +
+               "\" message");
+}
+
+}  // namespace flotilla::controller

@@ -1,0 +1,88 @@
+#pragma once
+// Starts, follows, stops and reattaches runs: the store on one side, one
+// AgentLink per node on the other. Thread-safe; messages from the agents
+// arrive on the links' reader threads, and observers are called there.
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent_link.h"
+#include "flotilla/protocol/experiment_config.h"
+#include "store.h"
+
+namespace flotilla::controller {
+
+class ControllerObserver {
+ public:
+  virtual ~ControllerObserver() = default;
+  // A record has been queued for the store (it is committed soon after).
+  virtual void record_received(const std::string& run, const RecordRow& record) {}
+  // A state is stored; for an end, every record before it is stored too.
+  virtual void state_changed(const std::string& run, RunState state, const std::string& reason) {}
+  // Something that is not a run's state: a malformed line, a lost agent.
+  virtual void problem(const std::string& message) {}
+};
+
+struct ControllerOptions {
+  std::filesystem::path agent_binary;  // empty: flotilla-agent next to this program
+  std::chrono::milliseconds hello_timeout{30000};
+};
+
+// Opens the connection to a node's agent; tests replace it.
+using TransportFactory = std::function<std::unique_ptr<Transport>(const std::string& node)>;
+
+class Controller {
+ public:
+  explicit Controller(Store& store, ControllerOptions options = {},
+                      TransportFactory transports = {});
+  ~Controller();  // closes the links; runs go on and can be reattached
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Set before the first run; called on the links' threads.
+  void set_observer(ControllerObserver* observer) { observer_ = observer; }
+
+  // Stores a run of `config` and starts it on the config's nodes; returns the
+  // run id. Throws ConfigError for a config that cannot run (every problem
+  // named); a node that cannot be reached makes the run `failed`, not a throw.
+  std::string start_run(const ExperimentConfig& config,
+                        std::optional<int64_t> experiment_id = std::nullopt);
+  // Asks every node of the run to stop it (SIGTERM, SIGKILL after grace_s);
+  // the end, `killed` once no process is left, comes through the stream.
+  // Returns false when the run had already ended. Throws for an unknown run.
+  bool kill_run(const std::string& run, double grace_s = 5.0);
+  // Follows a live run again from the last record stored for each node.
+  void attach(const std::string& run);
+  std::vector<std::string> attach_live_runs();
+  // Waits for the run's end to be stored; false after `timeout`.
+  bool wait_for_end(const std::string& run, std::chrono::milliseconds timeout);
+  int64_t malformed_lines() const;
+
+ private:
+  AgentLink& link_for(const std::string& node);
+  void handle(const std::string& node, const protocol::Message& message);
+  void end_run(const std::string& run, RunState state, const std::string& reason);
+  void note_problem(const std::string& message);
+  std::vector<std::string> nodes_of(const RunRow& run) const;
+
+  Store& store_;
+  ControllerOptions options_;
+  TransportFactory transports_;
+  ControllerObserver* observer_ = nullptr;
+  mutable std::mutex mutex_;
+  std::condition_variable ended_changed_;
+  std::set<std::string> ended_;     // runs whose end this controller stored
+  std::set<std::string> followed_;  // runs this controller streams
+  std::map<std::string, std::unique_ptr<AgentLink>> links_;
+  std::vector<std::unique_ptr<AgentLink>> closed_links_;  // joined later, not on their own thread
+};
+
+}  // namespace flotilla::controller

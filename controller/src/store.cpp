@@ -1,0 +1,392 @@
+#include "store.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
+#include <QVariant>
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+
+#include "migrations.h"
+
+namespace flotilla::controller {
+namespace {
+
+std::atomic<int64_t> connection_counter{0};
+
+QString unique_connection_name(const char* role) {
+  return QStringLiteral("flotilla-%1-%2").arg(role).arg(connection_counter++);
+}
+
+QVariant optional_value(const std::optional<int64_t>& v) {
+  return v ? QVariant::fromValue<qlonglong>(*v) : QVariant();
+}
+
+std::optional<int64_t> optional_of(const QVariant& v) {
+  if (v.isNull()) return std::nullopt;
+  return v.toLongLong();
+}
+
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+std::string ss(const QVariant& v) {
+  return v.toString().toStdString();
+}
+
+class Sql {
+ public:
+  Sql(QSqlDatabase& db, const QString& path) : query_(db), path_(path) {}
+  Sql& run(const QString& sql, const QVariantList& binds = {}) {
+    bool ok = query_.prepare(sql);
+    for (const auto& b : binds) query_.addBindValue(b);
+    ok = ok && query_.exec();
+    if (!ok)
+      throw StoreError("database " + path_.toStdString() + ": " +
+                       query_.lastError().text().toStdString() +
+                       " (in: " + sql.simplified().left(80).toStdString() + ")");
+    return *this;
+  }
+  bool next() { return query_.next(); }
+  QVariant at(int i) const { return query_.value(i); }
+
+ private:
+  QSqlQuery query_;
+  const QString& path_;
+};
+
+void open_connection(QSqlDatabase& db, const QString& path, bool read_only) {
+  db.setDatabaseName(path);
+  db.setConnectOptions(read_only ? "QSQLITE_BUSY_TIMEOUT=10000;QSQLITE_OPEN_READONLY"
+                                 : "QSQLITE_BUSY_TIMEOUT=10000");
+  if (!db.open())
+    throw StoreError("cannot open database " + path.toStdString() + ": " +
+                     db.lastError().text().toStdString());
+}
+
+const char* kRunColumns =
+    "id, experiment_id, experiment_name, config_json, nodes, world_size, state, reason, "
+    "created_ms, starting_ms, running_ms, ended_ms";
+
+RunRow run_of(const Sql& q) {
+  RunRow r;
+  r.id = ss(q.at(0));
+  r.experiment_id = optional_of(q.at(1));
+  r.experiment_name = ss(q.at(2));
+  r.config_json = ss(q.at(3));
+  r.nodes = ss(q.at(4));
+  r.world_size = q.at(5).toLongLong();
+  r.state = run_state_from_name(ss(q.at(6))).value_or(RunState::failed);
+  r.reason = ss(q.at(7));
+  r.created_ms = q.at(8).toLongLong();
+  r.starting_ms = optional_of(q.at(9));
+  r.running_ms = optional_of(q.at(10));
+  r.ended_ms = optional_of(q.at(11));
+  return r;
+}
+
+}  // namespace
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Store::Store(QString path) : path_(std::move(path)) {
+  const QFileInfo info(path_);
+  if (!QDir().mkpath(info.absolutePath()))
+    throw StoreError("cannot create the directory of database " + path_.toStdString());
+  writer_connection_ = unique_connection_name("write");
+  auto ready = writer_ready_.get_future();
+  writer_ = std::thread([this] { writer_loop(); });
+  ready.wait();
+  if (!open_error_.empty()) {
+    writer_.join();
+    throw StoreError(open_error_);
+  }
+}
+
+Store::~Store() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+int Store::latest_schema_version() {
+  return latest_migration();
+}
+
+template <typename F>
+auto Store::with_reader(F&& read) const {
+  const QString name = unique_connection_name("read");
+  struct Remove {
+    QString name;
+    ~Remove() { QSqlDatabase::removeDatabase(name); }
+  } remove{name};
+  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
+  open_connection(db, path_, true);
+  Sql q(db, path_);
+  return read(q);
+}
+
+int Store::schema_version() const {
+  return with_reader([](Sql& q) {
+    q.run("SELECT version FROM schema_version");
+    return q.next() ? q.at(0).toInt() : 0;
+  });
+}
+
+std::vector<ExperimentRow> Store::experiments() const {
+  return with_reader([](Sql& q) {
+    std::vector<ExperimentRow> rows;
+    q.run("SELECT id, name, config_json, created_ms, updated_ms FROM experiments ORDER BY name");
+    while (q.next())
+      rows.push_back({q.at(0).toLongLong(), ss(q.at(1)), ss(q.at(2)), q.at(3).toLongLong(),
+                      q.at(4).toLongLong()});
+    return rows;
+  });
+}
+
+std::optional<ExperimentRow> Store::experiment(const std::string& name) const {
+  for (auto& row : experiments())
+    if (row.name == name) return row;
+  return std::nullopt;
+}
+
+std::vector<RunRow> Store::runs() const {
+  return with_reader([](Sql& q) {
+    std::vector<RunRow> rows;
+    q.run(QString("SELECT %1 FROM runs ORDER BY created_ms, id").arg(kRunColumns));
+    while (q.next()) rows.push_back(run_of(q));
+    return rows;
+  });
+}
+
+std::optional<RunRow> Store::run(const std::string& id) const {
+  return with_reader([&](Sql& q) -> std::optional<RunRow> {
+    q.run(QString("SELECT %1 FROM runs WHERE id = ?").arg(kRunColumns), {qs(id)});
+    if (!q.next()) return std::nullopt;
+    return run_of(q);
+  });
+}
+
+std::vector<RunRow> Store::live_runs() const {
+  return with_reader([](Sql& q) {
+    std::vector<RunRow> rows;
+    q.run(QString("SELECT %1 FROM runs WHERE state IN ('created', 'starting', 'running') "
+                  "ORDER BY created_ms")
+              .arg(kRunColumns));
+    while (q.next()) rows.push_back(run_of(q));
+    return rows;
+  });
+}
+
+std::vector<RecordRow> Store::records(const std::string& run, int64_t after_seq) const {
+  return with_reader([&](Sql& q) {
+    std::vector<RecordRow> rows;
+    q.run(
+        "SELECT seq, node, rank, type, body FROM records WHERE run_id = ? AND seq > ? "
+        "ORDER BY node, seq",
+        {qs(run), QVariant::fromValue<qlonglong>(after_seq)});
+    while (q.next())
+      rows.push_back(
+          {q.at(0).toLongLong(), ss(q.at(1)), q.at(2).toLongLong(), ss(q.at(3)), ss(q.at(4))});
+    return rows;
+  });
+}
+
+int64_t Store::last_seq(const std::string& run, const std::string& node) const {
+  return with_reader([&](Sql& q) {
+    q.run("SELECT COALESCE(MAX(seq), 0) FROM records WHERE run_id = ? AND node = ?",
+          {qs(run), qs(node)});
+    return q.next() ? q.at(0).toLongLong() : int64_t{0};
+  });
+}
+
+std::vector<TransitionRow> Store::transitions(const std::string& run) const {
+  return with_reader([&](Sql& q) {
+    std::vector<TransitionRow> rows;
+    q.run("SELECT state, at_ms, reason FROM run_transitions WHERE run_id = ? ORDER BY rowid",
+          {qs(run)});
+    while (q.next())
+      rows.push_back({run_state_from_name(ss(q.at(0))).value_or(RunState::failed),
+                      q.at(1).toLongLong(), ss(q.at(2))});
+    return rows;
+  });
+}
+
+std::vector<std::string> Store::node_names() const {
+  return with_reader([](Sql& q) {
+    std::vector<std::string> names;
+    q.run("SELECT name FROM nodes ORDER BY name");
+    while (q.next()) names.push_back(ss(q.at(0)));
+    return names;
+  });
+}
+
+int64_t Store::save_experiment(const std::string& name, const std::string& config_json) {
+  int64_t id = 0;
+  write_and_wait([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    const auto now = QVariant::fromValue<qlonglong>(now_ms());
+    q.run(
+        "INSERT INTO experiments (name, config_json, created_ms, updated_ms) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET config_json = excluded.config_json, "
+        "updated_ms = excluded.updated_ms",
+        {qs(name), qs(config_json), now, now});
+    q.run("SELECT id FROM experiments WHERE name = ?", {qs(name)});
+    if (q.next()) id = q.at(0).toLongLong();
+  });
+  return id;
+}
+
+void Store::create_run(const RunRow& r) {
+  write_and_wait([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    q.run(
+        "INSERT INTO runs (id, experiment_id, experiment_name, config_json, nodes, world_size, "
+        "state, reason, created_ms) VALUES (?, ?, ?, ?, ?, ?, 'created', ?, ?)",
+        {qs(r.id), optional_value(r.experiment_id), qs(r.experiment_name), qs(r.config_json),
+         qs(r.nodes), QVariant::fromValue<qlonglong>(r.world_size), qs(r.reason),
+         QVariant::fromValue<qlonglong>(r.created_ms)});
+    q.run("INSERT INTO run_transitions (run_id, state, at_ms, reason) VALUES (?, 'created', ?, ?)",
+          {qs(r.id), QVariant::fromValue<qlonglong>(r.created_ms), qs(r.reason)});
+  });
+}
+
+bool Store::transition(const std::string& run, RunState to, const std::string& reason) {
+  bool moved = false;
+  write_and_wait([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    q.run("SELECT state FROM runs WHERE id = ?", {qs(run)});
+    if (!q.next()) throw StoreError("no run \"" + run + "\" in " + path_.toStdString());
+    const auto from = run_state_from_name(ss(q.at(0))).value_or(RunState::failed);
+    if (!can_transition(from, to)) return;
+    const auto at = QVariant::fromValue<qlonglong>(now_ms());
+    const QString column = to == RunState::starting  ? "starting_ms"
+                           : to == RunState::running ? "running_ms"
+                                                     : "ended_ms";
+    q.run(QString("UPDATE runs SET state = ?, reason = ?, %1 = ? WHERE id = ?").arg(column),
+          {qs(std::string(name_of(to))), qs(reason), at, qs(run)});
+    q.run("INSERT INTO run_transitions (run_id, state, at_ms, reason) VALUES (?, ?, ?, ?)",
+          {qs(run), qs(std::string(name_of(to))), at, qs(reason)});
+    moved = true;
+  });
+  return moved;
+}
+
+void Store::append_record(const std::string& run, RecordRow record) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({QueuedRecord{run, std::move(record)}, nullptr});
+  }
+  queued_.notify_one();
+}
+
+void Store::flush() {
+  write_and_wait([](QSqlDatabase&) {});
+}
+
+void Store::write_and_wait(Write write) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto future = done->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({std::move(write), done});
+  }
+  queued_.notify_one();
+  future.get();
+}
+
+void Store::writer_loop() {
+  struct Remove {
+    QString name;
+    ~Remove() { QSqlDatabase::removeDatabase(name); }
+  } remove{writer_connection_};
+  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", writer_connection_);
+  try {
+    open_connection(db, path_, false);
+    Sql pragmas(db, path_);
+    pragmas.run("PRAGMA journal_mode = WAL");
+    pragmas.run("PRAGMA synchronous = NORMAL");
+    pragmas.run("PRAGMA foreign_keys = ON");
+    migrate(db);
+  } catch (const std::exception& e) {
+    open_error_ = e.what();
+    writer_ready_.set_value();
+    return;
+  }
+  writer_ready_.set_value();
+
+  QSqlQuery insert(db);
+  insert.prepare(
+      "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) VALUES (?, ?, ?, ?, ?, "
+      "?)");
+  for (;;) {
+    std::deque<Item> batch;
+    {
+      std::unique_lock lock(mutex_);
+      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) break;  // stopping, and everything is committed
+      batch.swap(queue_);
+    }
+    std::vector<std::exception_ptr> errors(batch.size());
+    // A batch that fails to commit (another process held the database past
+    // the busy timeout) is rolled back and tried again as a whole.
+    for (int attempt = 0;; ++attempt) {
+      std::exception_ptr failure;
+      Sql begin(db, path_);
+      try {
+        begin.run("BEGIN IMMEDIATE");
+        for (size_t i = 0; i < batch.size(); ++i) {
+          errors[i] = nullptr;
+          if (auto* r = std::get_if<QueuedRecord>(&batch[i].what)) {
+            insert.addBindValue(qs(r->run));
+            insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.seq));
+            insert.addBindValue(qs(r->record.node));
+            insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.rank));
+            insert.addBindValue(qs(r->record.type));
+            insert.addBindValue(qs(r->record.body));
+            if (!insert.exec())
+              std::cerr << "flotilla: record " << r->run << "#" << r->record.seq
+                        << " not stored: " << insert.lastError().text().toStdString() << "\n";
+          } else {
+            try {
+              std::get<Write>(batch[i].what)(db);
+            } catch (...) {
+              errors[i] = std::current_exception();
+            }
+          }
+        }
+        begin.run("COMMIT");
+      } catch (...) {
+        failure = std::current_exception();
+        QSqlQuery(db).exec("ROLLBACK");
+      }
+      if (!failure) break;
+      if (attempt == 2) {
+        for (auto& e : errors) e = failure;
+        break;
+      }
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!batch[i].done) continue;
+      if (errors[i])
+        batch[i].done->set_exception(errors[i]);
+      else
+        batch[i].done->set_value();
+    }
+  }
+  insert = QSqlQuery();
+  db.close();
+}
+
+}  // namespace flotilla::controller

@@ -1,0 +1,138 @@
+#pragma once
+// The controller's SQLite database: experiments, runs, nodes and records.
+//
+// Reads may come from any thread (each read opens its own connection; SQLite
+// in WAL mode lets them run beside the writer). Every write goes through one
+// writer thread, in the order it was queued; the writer commits whatever has
+// queued up since its last commit as one transaction, so a burst of records
+// costs one fsync, not one each. A record is stored once: (run, node, seq) is
+// the primary key (seq counts per run on each node's agent; with the one
+// `local` node that is the pair (run, seq)), and a record seen again after a
+// reattach is ignored.
+
+#include <QString>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "run_state.h"
+
+class QSqlDatabase;
+
+namespace flotilla::controller {
+
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ExperimentRow {
+  int64_t id = 0;
+  std::string name;
+  std::string config_json;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+};
+
+struct RunRow {
+  std::string id;
+  std::optional<int64_t> experiment_id;
+  std::string experiment_name;
+  std::string config_json;
+  std::string nodes;  // comma-separated node names
+  int64_t world_size = 1;
+  RunState state = RunState::created;
+  std::string reason;
+  int64_t created_ms = 0;
+  std::optional<int64_t> starting_ms, running_ms, ended_ms;
+};
+
+struct RecordRow {
+  int64_t seq = 0;
+  std::string node;
+  int64_t rank = 0;  // -1: the agent's system metrics
+  std::string type;  // start, step, epoch, end, system, run_end
+  std::string body;  // the JSON object as the agent sent it
+};
+
+struct TransitionRow {
+  RunState state;
+  int64_t at_ms = 0;
+  std::string reason;
+};
+
+int64_t now_ms();
+
+class Store {
+ public:
+  // Opens (creating when missing) and migrates the database at `path`. Throws
+  // StoreError naming the file and what went wrong.
+  explicit Store(QString path);
+  ~Store();  // commits everything queued, then stops the writer
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const QString& path() const { return path_; }
+  int schema_version() const;
+  static int latest_schema_version();
+
+  // Reads.
+  std::vector<ExperimentRow> experiments() const;
+  std::optional<ExperimentRow> experiment(const std::string& name) const;
+  std::vector<RunRow> runs() const;
+  std::optional<RunRow> run(const std::string& id) const;
+  std::vector<RunRow> live_runs() const;  // created, starting or running
+  std::vector<RecordRow> records(const std::string& run, int64_t after_seq = 0) const;
+  int64_t last_seq(const std::string& run, const std::string& node) const;
+  std::vector<TransitionRow> transitions(const std::string& run) const;
+  std::vector<std::string> node_names() const;
+
+  // Writes, queued in order to the writer thread.
+  // Inserts or replaces the experiment named `name`; returns its id.
+  int64_t save_experiment(const std::string& name, const std::string& config_json);
+  void create_run(const RunRow& run);  // waits until stored
+  // Moves a run to `to` if the state machine allows it from the stored state,
+  // atomically; returns whether it moved (a second end of one run does not).
+  bool transition(const std::string& run, RunState to, const std::string& reason = {});
+  void append_record(const std::string& run, RecordRow record);  // does not wait
+  void flush();  // waits until everything queued so far is committed
+
+ private:
+  using Write = std::function<void(QSqlDatabase&)>;
+  struct QueuedRecord {
+    std::string run;
+    RecordRow record;
+  };
+  struct Item {
+    std::variant<QueuedRecord, Write> what;
+    std::shared_ptr<std::promise<void>> done;  // set after the commit
+  };
+  // Runs `write` on the writer thread in order and waits for its commit;
+  // rethrows what it threw.
+  void write_and_wait(Write write);
+  void writer_loop();
+  template <typename F>
+  auto with_reader(F&& read) const;
+
+  QString path_;
+  QString writer_connection_;
+  mutable std::mutex mutex_;
+  std::condition_variable queued_;
+  std::deque<Item> queue_;
+  bool stopping_ = false;
+  std::string open_error_;
+  std::promise<void> writer_ready_;
+  std::thread writer_;
+};
+
+}  // namespace flotilla::controller

@@ -1,0 +1,289 @@
+// The `flotilla` CLI as a real process: controller, agent and training ranks
+// on the local node, with the database read back afterwards.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <QString>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "processes.h"
+#include "store.h"
+#include "temp_dir.h"
+
+namespace flotilla::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using controller::RecordRow;
+using controller::RunState;
+using controller::Store;
+using nlohmann::json;
+
+// A Fashion-MNIST experiment from the preset with `overrides` appended.
+std::string preset_with(const std::string& overrides) {
+  std::ifstream in(std::string(FLOTILLA_PRESETS_DIR) + "/fashion_mnist_small_cnn.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Later keys win in the overrides: drop the preset's lines for them.
+  std::string kept;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto key = line.substr(0, line.find(':'));
+    if (!key.empty() && key[0] != ' ' && overrides.find("\n" + key + ":") != std::string::npos)
+      continue;
+    kept += line + "\n";
+  }
+  return kept + overrides;
+}
+
+class Flotilla {
+ public:
+  Flotilla() : db_((dir_.path() / "flotilla.db").string()) {}
+  // Nothing of a test outlives it, passed or failed: supervisors and ranks
+  // carry the agent home (in this test's directory) on their command lines.
+  ~Flotilla() {
+    for (pid_t pid : live_processes_with({home()})) ::kill(pid, SIGKILL);
+  }
+  const TempDir& dir() const { return dir_; }
+  std::string home() const { return (dir_.path() / "agent-home").string(); }
+  std::vector<std::string> env(const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> e{"FLOTILLA_HOME=" + home()};
+    e.insert(e.end(), extra.begin(), extra.end());
+    return e;
+  }
+  std::unique_ptr<ChildProcess> start(const std::vector<std::string>& args,
+                                      const std::string& output_name,
+                                      const std::vector<std::string>& extra_env = {}) const {
+    std::vector<std::string> argv{FLOTILLA_CLI_BINARY, "--db", db_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return std::make_unique<ChildProcess>(argv, dir_.path() / output_name, env(extra_env));
+  }
+  // Runs to the end; returns the exit status and output.
+  std::pair<int, std::string> run(const std::vector<std::string>& args,
+                                  std::chrono::seconds limit = 300s) const {
+    auto child = start(args, "out-" + std::to_string(++calls_) + ".txt");
+    const auto status = child->wait(limit);
+    EXPECT_TRUE(status) << "flotilla " << args.front() << " still running after " << limit.count()
+                        << " s:\n"
+                        << child->output();
+    return {status.value_or(-1), child->output()};
+  }
+  Store store() const { return Store(QString::fromStdString(db_)); }
+  // The one run in the database, once it has `records` stored records.
+  std::string wait_for_run_with_records(size_t records, std::chrono::seconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (std::filesystem::exists(db_)) {
+        auto s = store();
+        const auto runs = s.runs();
+        if (!runs.empty() && s.records(runs.front().id).size() >= records) return runs.front().id;
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    ADD_FAILURE() << "no run with " << records << " records within " << limit.count() << " s";
+    return {};
+  }
+  std::filesystem::path spool(const std::string& run) const {
+    return std::filesystem::path(home()) / "runs" / run / "spool.jsonl";
+  }
+
+ private:
+  TempDir dir_;
+  std::string db_;
+  mutable int calls_ = 0;
+};
+
+// Every record of the run stored once, seq 1..N with nothing missing, the
+// last one the run's end; N is what the agent's spool holds.
+void expect_complete(const Flotilla& f, const std::string& run) {
+  const auto records = f.store().records(run);
+  ASSERT_FALSE(records.empty());
+  for (size_t i = 0; i < records.size(); ++i)
+    ASSERT_EQ(records[i].seq, static_cast<int64_t>(i + 1)) << "seq not contiguous at " << i;
+  EXPECT_EQ(records.back().type, "run_end");
+  std::ifstream spool(f.spool(run));
+  size_t spooled = 0;
+  for (std::string line; std::getline(spool, line);) ++spooled;
+  EXPECT_EQ(records.size(), spooled);
+}
+
+std::vector<json> bodies_of(const std::vector<RecordRow>& records, const std::string& type,
+                            int64_t rank) {
+  std::vector<json> out;
+  for (const auto& r : records)
+    if (r.type == type && r.rank == rank) out.push_back(json::parse(r.body));
+  return out;
+}
+
+std::string value_after(const std::string& text, const std::string& label) {
+  std::smatch m;
+  const std::regex pattern("\\n  " + label + " +([^\\n]*)");
+  if (!std::regex_search(text, m, pattern)) return "(no \"" + label + "\" line)";
+  return m[1];
+}
+
+TEST(FlotillaCli, RunsTwoRanksOnFashionMnistAndStoresEveryRecord) {
+  Flotilla f;
+  const auto file = f.dir().write(
+      "exp.yaml", preset_with("\nname: e2e\nstrategy: ddp\nranks_per_node: 2\nepochs: 1\n"
+                              "max_steps: 60\nthreads: 1\n"));
+  const auto [status, output] = f.run({"run", file.string(), "--nodes", "local"});
+  ASSERT_EQ(status, 0) << output;
+  std::smatch id;
+  ASSERT_TRUE(std::regex_search(output, id, std::regex("run ([0-9]{8}-[0-9]{6}-[0-9a-f]{4}):")))
+      << output;
+  const std::string run = id[1];
+
+  auto store = f.store();
+  const auto row = store.run(run);
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->state, RunState::finished);
+  EXPECT_EQ(row->world_size, 2);
+  ASSERT_TRUE(row->running_ms && row->ended_ms);
+  expect_complete(f, run);
+  const auto records = store.records(run);
+  for (int64_t rank : {0, 1}) {
+    const auto steps = bodies_of(records, "step", rank);
+    ASSERT_EQ(steps.size(), 60u) << "rank " << rank;
+    for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i]["step"], i + 1);
+    EXPECT_EQ(bodies_of(records, "end", rank).size(), 1u);
+  }
+  EXPECT_FALSE(bodies_of(records, "system", -1).empty());  // the agent's own records
+
+  // The printed summary is the database's.
+  const auto epoch = bodies_of(records, "epoch", 0).at(0);
+  char accuracy[32];
+  std::snprintf(accuracy, sizeof accuracy, "%.2f %%", 100 * epoch["acc_test"].get<double>());
+  EXPECT_EQ(value_after(output, "test accuracy"), accuracy);
+  EXPECT_EQ(value_after(output, "records"),
+            std::to_string(records.size()) + " (seq 1.." + std::to_string(records.size()) + ")");
+  EXPECT_EQ(value_after(output, "steps / epochs"), "60 / 1");
+  EXPECT_GT(epoch["acc_test"].get<double>(), 0.5);  // it learned: chance is 0.1
+
+  const auto [show_status, show] = f.run({"show", run, "--format", "json"});
+  ASSERT_EQ(show_status, 0) << show;
+  const auto shown = json::parse(show);
+  EXPECT_EQ(shown["run"]["state"], "finished");
+  EXPECT_EQ(shown["summary"]["records"], records.size());
+  EXPECT_EQ(shown["summary"]["acc_test"], epoch["acc_test"]);
+  const auto [csv_status, csv] = f.run({"show", run, "--format", "csv"});
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 120);  // header, 60 steps × 2 ranks
+  const auto [runs_status, runs] = f.run({"runs"});
+  EXPECT_NE(runs.find(run), std::string::npos);
+  EXPECT_NE(runs.find("finished"), std::string::npos);
+}
+
+TEST(FlotillaCli, KillsARunSoThatNoRankIsLeft) {
+  Flotilla f;
+  const auto file = f.dir().write(
+      "long.yaml", preset_with("\nname: to-kill\nstrategy: ddp\nranks_per_node: 2\nepochs: 50\n"
+                               "threads: 1\n"));
+  auto runner = f.start({"run", file.string()}, "run.txt");
+  const auto run = f.wait_for_run_with_records(10, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  ASSERT_EQ(live_processes_with({"flotilla-train", "--config", run}).size(), 2u);
+
+  const auto killed_at = std::chrono::steady_clock::now();
+  auto killer = f.start({"kill", run, "--grace", "3"}, "kill.txt");
+  std::vector<pid_t> left;
+  do {
+    left = live_processes_with({"flotilla-train", "--config", run});
+    if (left.empty()) break;
+    std::this_thread::sleep_for(50ms);
+  } while (std::chrono::steady_clock::now() - killed_at < 10s);
+  EXPECT_TRUE(left.empty()) << left.size() << " rank(s) of " << run << " alive 10 s after kill";
+  ASSERT_EQ(killer->wait(30s), 0) << killer->output();
+  EXPECT_NE(killer->output().find("run " + run + " killed"), std::string::npos) << killer->output();
+  EXPECT_EQ(runner->wait(30s), 4) << runner->output();  // the runner saw the end too
+  EXPECT_EQ(f.store().run(run)->state, RunState::killed);
+  expect_complete(f, run);
+  // A second kill finds it over.
+  const auto [again, again_output] = f.run({"kill", run});
+  EXPECT_EQ(again, 0);
+  EXPECT_NE(again_output.find("had already ended: killed"), std::string::npos) << again_output;
+}
+
+TEST(FlotillaCli, ReattachesAfterTheControllerIsKilledAndStoresEveryRecordOnce) {
+  Flotilla f;
+  const auto file = f.dir().write(
+      "exp.yaml", preset_with("\nname: reattach\nstrategy: ddp\nranks_per_node: 2\nepochs: 1\n"
+                              "max_steps: 150\nthreads: 1\n"));
+  auto runner = f.start({"run", file.string()}, "run.txt");
+  const auto run = f.wait_for_run_with_records(20, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  runner->kill(SIGKILL);
+  ASSERT_TRUE(runner->wait(10s));
+  const auto stored_at_kill = f.store().records(run).size();
+  std::this_thread::sleep_for(2s);  // the run goes on without a controller
+  ASSERT_EQ(f.store().run(run)->state, RunState::running);
+  EXPECT_EQ(f.store().records(run).size(), stored_at_kill);
+
+  const auto [status, output] = f.run({"attach"});
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("attached to " + run), std::string::npos) << output;
+  EXPECT_EQ(f.store().run(run)->state, RunState::finished);
+  expect_complete(f, run);
+  const auto records = f.store().records(run);
+  EXPECT_GT(records.size(), stored_at_kill);
+  EXPECT_EQ(bodies_of(records, "step", 0).size(), 150u);
+  EXPECT_EQ(bodies_of(records, "step", 1).size(), 150u);
+}
+
+TEST(FlotillaCli, ARankThatThrowsFailsTheRunAndStopsTheOther) {
+  Flotilla f;
+  const auto file = f.dir().write(
+      "exp.yaml", preset_with("\nname: faulty\nstrategy: ddp\nranks_per_node: 2\nepochs: 1\n"
+                              "threads: 1\n"));
+  auto child = f.start({"run", file.string()}, "run.txt", {"FLOTILLA_FAULT=1:3"});
+  ASSERT_EQ(child->wait(120s), 1) << child->output();
+  auto store = f.store();
+  const auto runs = store.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].state, RunState::failed);
+  EXPECT_NE(runs[0].reason.find("rank 1: injected fault at step 3 on rank 1"), std::string::npos)
+      << runs[0].reason;
+  EXPECT_TRUE(live_processes_with({"flotilla-train", "--config", runs[0].id}).empty());
+  expect_complete(f, runs[0].id);
+}
+
+TEST(FlotillaCli, RefusesABadExperimentNamingTheFieldAndStoresNoRun) {
+  Flotilla f;
+  const auto file =
+      f.dir().write("bad.yaml", preset_with("\nbatch_size: 0\nnodes: [local, mars]\n"));
+  const auto [status, output] = f.run({"run", file.string()});
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("batch_size"), std::string::npos) << output;
+  const auto [ok, runs] = f.run({"runs"});
+  EXPECT_EQ(std::count(runs.begin(), runs.end(), '\n'), 1) << runs;  // the header only
+
+  const auto good = f.dir().write("good.yaml", preset_with("\nname: imported\n"));
+  const auto [unknown_status, unknown] = f.run({"run", good.string(), "--nodes", "mars"});
+  EXPECT_EQ(unknown_status, 2);
+  EXPECT_NE(unknown.find("nodes: \"mars\" is not a known node"), std::string::npos) << unknown;
+}
+
+TEST(FlotillaCli, ImportsListsAndExportsExperiments) {
+  Flotilla f;
+  const auto a = f.dir().write("a.yaml", preset_with("\nname: alpha\nbatch_size: 32\n"));
+  const auto bad = f.dir().write("bad.yaml", "model: resnet1000\n");
+  const auto [status, output] = f.run({"experiments", "import", a.string(), bad.string()});
+  EXPECT_EQ(status, 2);  // one file was bad; the good one is stored anyway
+  EXPECT_NE(output.find("imported alpha"), std::string::npos) << output;
+  EXPECT_NE(output.find("model"), std::string::npos) << output;
+  const auto [list_status, list] = f.run({"experiments", "list"});
+  EXPECT_NE(list.find("alpha"), std::string::npos) << list;
+  const auto out = f.dir().path() / "alpha-out.yaml";
+  EXPECT_EQ(f.run({"experiments", "export", "alpha", "-o", out.string()}).first, 0);
+  std::ifstream in(out);
+  std::string exported((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(exported.find("batch_size: 32"), std::string::npos) << exported;
+  const auto [missing_status, missing] = f.run({"experiments", "export", "beta"});
+  EXPECT_EQ(missing_status, 2);
+  EXPECT_NE(missing.find("no experiment \"beta\""), std::string::npos) << missing;
+}
+
+}  // namespace
+}  // namespace flotilla::testing
