@@ -12,6 +12,12 @@ using TestApplication = QCoreApplication;
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // Listing the tests (CMake's discovery) needs no application and no display.
+  if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
+#ifdef FLOTILLA_TEST_WIDGETS
+  // Windows are drawn off screen unless a platform (xcb under Xvfb) is asked for.
+  if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+#endif
   TestApplication app(argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -1,0 +1,126 @@
+#include "controller_worker.h"
+
+#include <nlohmann/json.hpp>
+
+namespace flotilla::gui {
+
+std::optional<ChartSample> chart_sample_of(const controller::RecordRow& record) {
+  if (record.type != "step" || record.rank != 0) return std::nullopt;
+  const auto j = nlohmann::json::parse(record.body, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  return ChartSample{j.value("step", qint64{0}), j.value("samples_per_s", 0.0),
+                     j.value("loss", 0.0)};
+}
+
+ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent_binary)
+    : database_(std::move(database)), agent_binary_(std::move(agent_binary)) {
+  qRegisterMetaType<QVector<ExperimentItem>>();
+  qRegisterMetaType<QVector<RunItem>>();
+  qRegisterMetaType<QVector<ChartSample>>();
+}
+
+ControllerWorker::~ControllerWorker() {
+  controller_.reset();  // links close first; their threads call into this object
+}
+
+void ControllerWorker::open() {
+  try {
+    store_ = std::make_unique<controller::Store>(database_);
+    controller::ControllerOptions options;
+    options.agent_binary = agent_binary_;
+    controller_ = std::make_unique<controller::Controller>(*store_, options);
+    controller_->set_observer(this);
+    emit opened(database_);
+    refresh();
+    controller_->attach_live_runs();
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::refresh() {
+  if (!store_) return;
+  try {
+    QVector<ExperimentItem> experiments;
+    for (const auto& e : store_->experiments())
+      experiments.push_back(
+          {QString::fromStdString(e.name), QString::fromStdString(e.config_json)});
+    emit experimentsChanged(experiments);
+    QVector<RunItem> runs;
+    for (const auto& r : store_->runs())
+      runs.push_back({QString::fromStdString(r.id), QString::fromStdString(r.experiment_name),
+                      QString::fromUtf8(name_of(r.state).data(), name_of(r.state).size()),
+                      QString::fromStdString(r.reason), QString::fromStdString(r.nodes),
+                      r.world_size, r.created_ms});
+    emit runsChanged(runs);
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::saveExperiment(const QString& name, const QString& config_json) {
+  if (!store_) return;
+  try {
+    store_->save_experiment(name.toStdString(), config_json.toStdString());
+    refresh();
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::startRun(const QString& config_json) {
+  if (!controller_) return;
+  try {
+    const auto config = parse_experiment(config_json.toStdString(), "the form");
+    const auto id = store_->save_experiment(config.name, config_json.toStdString());
+    const auto run = controller_->start_run(config, id);
+    emit runStarted(QString::fromStdString(run));
+    refresh();
+  } catch (const ConfigError& e) {
+    QString text = "The experiment cannot run:";
+    for (const auto& p : e.problems()) text += "\n" + QString::fromStdString(p);
+    emit failed(text);
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::killRun(const QString& run) {
+  if (!controller_) return;
+  try {
+    controller_->kill_run(run.toStdString());
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::loadHistory(const QString& run) {
+  if (!store_) return;
+  try {
+    QVector<ChartSample> samples;
+    for (const auto& record : store_->records(run.toStdString()))
+      if (auto sample = chart_sample_of(record)) samples.push_back(*sample);
+    emit historyLoaded(run, samples);
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::record_received(const std::string& run,
+                                       const controller::RecordRow& record) {
+  if (auto sample = chart_sample_of(record))
+    emit samplesArrived(QString::fromStdString(run), {*sample});
+}
+
+void ControllerWorker::state_changed(const std::string& run, controller::RunState state,
+                                     const std::string& reason) {
+  emit runStateChanged(QString::fromStdString(run),
+                       QString::fromUtf8(name_of(state).data(), name_of(state).size()),
+                       QString::fromStdString(reason));
+}
+
+void ControllerWorker::problem(const std::string& message) {
+  emit failed(QString::fromStdString(message));
+}
+
+}  // namespace flotilla::gui

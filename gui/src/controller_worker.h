@@ -1,0 +1,80 @@
+#pragma once
+// The controller on its own thread, for the window: every slot runs there (so
+// SQL, starting agents and waiting on them never block the GUI thread), and
+// every result comes back as a queued signal.
+
+#include <QObject>
+#include <QString>
+#include <QVector>
+
+#include <filesystem>
+#include <memory>
+
+#include "controller.h"
+
+namespace flotilla::gui {
+
+struct ExperimentItem {
+  QString name;
+  QString config_json;
+};
+
+struct RunItem {
+  QString id, experiment, state, reason, nodes;
+  qint64 world_size = 0;
+  qint64 created_ms = 0;
+};
+
+// One of rank 0's steps, as the live chart plots it.
+struct ChartSample {
+  qint64 step = 0;
+  double samples_per_s = 0;
+  double loss = 0;
+};
+
+class ControllerWorker : public QObject, private controller::ControllerObserver {
+  Q_OBJECT
+ public:
+  ControllerWorker(QString database, std::filesystem::path agent_binary);
+  ~ControllerWorker() override;
+
+ public slots:
+  // Opens the database, follows the runs that are still live, lists everything.
+  void open();
+  void refresh();
+  void saveExperiment(const QString& name, const QString& config_json);
+  void startRun(const QString& config_json);
+  void killRun(const QString& run);
+  void loadHistory(const QString& run);
+
+ signals:
+  void opened(const QString& database);
+  void failed(const QString& message);
+  void experimentsChanged(const QVector<flotilla::gui::ExperimentItem>& experiments);
+  void runsChanged(const QVector<flotilla::gui::RunItem>& runs);
+  void runStarted(const QString& run);
+  void runStateChanged(const QString& run, const QString& state, const QString& reason);
+  void samplesArrived(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
+  void historyLoaded(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
+
+ private:
+  // ControllerObserver: called on the agent links' threads.
+  void record_received(const std::string& run, const controller::RecordRow& record) override;
+  void state_changed(const std::string& run, controller::RunState state,
+                     const std::string& reason) override;
+  void problem(const std::string& message) override;
+
+  QString database_;
+  std::filesystem::path agent_binary_;
+  std::unique_ptr<controller::Store> store_;
+  std::unique_ptr<controller::Controller> controller_;
+};
+
+// The step record's point, if it is one of rank 0's steps.
+std::optional<ChartSample> chart_sample_of(const controller::RecordRow& record);
+
+}  // namespace flotilla::gui
+
+Q_DECLARE_METATYPE(flotilla::gui::ExperimentItem)
+Q_DECLARE_METATYPE(flotilla::gui::RunItem)
+Q_DECLARE_METATYPE(flotilla::gui::ChartSample)

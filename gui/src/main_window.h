@@ -1,0 +1,65 @@
+#pragma once
+// Flotilla's main window: experiments on the left with the runs below them,
+// the experiment form and the live chart of the selected run on the right.
+// Everything that touches the database or an agent goes to the worker thread.
+
+#include <QMainWindow>
+#include <QThread>
+#include <QVector>
+
+#include <filesystem>
+
+#include "controller_worker.h"
+
+class QListWidget;
+class QPushButton;
+class QTableWidget;
+
+namespace flotilla::gui {
+
+class ExperimentForm;
+class LiveChart;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  MainWindow(const QString& database, const std::filesystem::path& agent_binary,
+             QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  ExperimentForm* form() const { return form_; }
+  LiveChart* chart() const { return chart_; }
+  // The state the run list shows for `run`, empty when it is not listed.
+  QString listedState(const QString& run) const;
+
+ signals:
+  // To the worker thread.
+  void requestRefresh();
+  void requestSave(const QString& name, const QString& config_json);
+  void requestStart(const QString& config_json);
+  void requestKill(const QString& run);
+  void requestHistory(const QString& run);
+
+ private:
+  void buildWidgets();
+  void connectWorker();
+  void showExperiments(const QVector<ExperimentItem>& experiments);
+  void showRuns(const QVector<RunItem>& runs);
+  void updateRunState(const QString& run, const QString& state, const QString& reason);
+  void selectRun(const QString& run);
+  QString selectedRun() const;
+  void updateButtons();
+  void importExperiment();
+  void exportExperiment();
+
+  QThread worker_thread_;
+  ControllerWorker* worker_;
+  QVector<ExperimentItem> experiments_;
+  QListWidget* experiment_list_;
+  QTableWidget* run_table_;
+  ExperimentForm* form_;
+  LiveChart* chart_;
+  QPushButton *run_button_, *kill_button_, *save_button_;
+};
+
+}  // namespace flotilla::gui
