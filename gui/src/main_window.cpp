@@ -21,7 +21,7 @@
 
 namespace flotilla::gui {
 namespace {
-enum RunColumn { kRunId, kRunExperiment, kRunState, kRunRanks, kRunReason, kRunColumns };
+enum RunColumn { kRunId, kRunState, kRunExperiment, kRunRanks, kRunReason, kRunColumns };
 bool live(const QString& state) {
   return state == "created" || state == "starting" || state == "running";
 }
@@ -53,7 +53,7 @@ void MainWindow::buildWidgets() {
   experiment_list_->setObjectName("experimentList");
   run_table_ = new QTableWidget(0, kRunColumns);
   run_table_->setObjectName("runTable");
-  run_table_->setHorizontalHeaderLabels({"Run", "Experiment", "State", "Ranks", "Reason"});
+  run_table_->setHorizontalHeaderLabels({"Run", "State", "Experiment", "Ranks", "Reason"});
   run_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   run_table_->setSelectionMode(QAbstractItemView::SingleSelection);
   run_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -97,6 +97,7 @@ void MainWindow::buildWidgets() {
   splitter->setStretchFactor(1, 2);
   setCentralWidget(splitter);
   resize(1280, 860);
+  splitter->setSizes({470, 810});
 
   connect(new_button, &QPushButton::clicked, this,
           [this] { form_->setConfigJson(QString::fromStdString(to_json(ExperimentConfig{}))); });
@@ -170,7 +171,7 @@ void MainWindow::showRuns(const QVector<RunItem>& runs) {
   for (int row = 0; row < runs.size(); ++row) {
     // Newest first.
     const auto& r = runs[runs.size() - 1 - row];
-    const QStringList cells{r.id, r.experiment, r.state, QString::number(r.world_size),
+    const QStringList cells{r.id, r.state, r.experiment, QString::number(r.world_size),
                             r.reason.section('\n', 0, 0)};
     for (int column = 0; column < kRunColumns; ++column) {
       auto* item = new QTableWidgetItem(cells[column]);
