@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "comm/communicator.h"
 #include "flotilla/engine/training.h"
 #include "metrics/phase_timer.h"
 
@@ -148,12 +149,44 @@ using CollectiveGroup = c10d::Backend;
 using CollectiveGroup = c10d::ProcessGroup;
 #endif
 
+class C10dPending final : public PendingCollective {
+ public:
+  using WorkPtr = decltype(std::declval<CollectiveGroup&>().allreduce(
+      std::declval<std::vector<at::Tensor>&>()));
+  explicit C10dPending(WorkPtr work) : work_(std::move(work)) {
+    // The future's callback notes when the operation really ended, which for
+    // an overlapped bucket is long before anyone waits on it.
+    auto completed = completed_;
+    work_->getFuture()->addCallback([completed](c10::ivalue::Future&) {
+      completed->store(std::chrono::steady_clock::now().time_since_epoch().count());
+    });
+  }
+  void wait() override {
+    work_->wait();
+    // The callback may run just after wait() returns: take the later of the two.
+    if (completed_->load() == 0)
+      completed_->store(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  std::chrono::steady_clock::time_point completed_at() const override {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(completed_->load()));
+  }
+
+ private:
+  WorkPtr work_;
+  std::shared_ptr<std::atomic<int64_t>> completed_ = std::make_shared<std::atomic<int64_t>>(0);
+};
+
 class C10dGroup final : public ProcessGroupAdapter {
  public:
   C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<CollectiveGroup> group)
       : store_(std::move(store)), group_(std::move(group)) {}
   void allreduce_sum(std::vector<at::Tensor>& tensors) override {
     group_->allreduce(tensors)->wait();
+  }
+  std::unique_ptr<PendingCollective> allreduce_sum_async(at::Tensor tensor) override {
+    std::vector<at::Tensor> one{std::move(tensor)};
+    return std::make_unique<C10dPending>(group_->allreduce(one));
   }
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     c10d::BroadcastOptions options;

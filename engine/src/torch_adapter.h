@@ -18,6 +18,7 @@ class Tensor;
 namespace flotilla {
 
 struct DistributedEnv;
+class PendingCollective;
 
 class PhaseTimer;
 
@@ -46,6 +47,7 @@ class ProcessGroupAdapter {
   virtual ~ProcessGroupAdapter() = default;
   // Each waits for completion.
   virtual void allreduce_sum(std::vector<at::Tensor>& tensors) = 0;
+  virtual std::unique_ptr<PendingCollective> allreduce_sum_async(at::Tensor tensor) = 0;
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
 };

@@ -52,6 +52,11 @@ Trainer::Trainer(const TrainOptions& options)
     torch::NoGradGuard no_grad;
     comm_->broadcast(state, 0);
     comm_->take_stats();
+    std::vector<torch::Tensor> trainable;
+    for (const auto& p : model_->parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    buckets_ = std::make_unique<GradientBuckets>(
+        trainable, *comm_, static_cast<int64_t>(config_.bucket_mb * 1024 * 1024));
   }
   optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
 
@@ -193,8 +198,9 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   loss.backward();
   if (measure) timer_->end_phase(Phase::backward);
 
-  if (comm_) {
-    average_gradients();
+  if (buckets_) {
+    // Most buckets are in flight or done by now; this is the exposed wait.
+    buckets_->finish();
     if (measure) timer_->end_phase(Phase::comm);
   }
   if (fault_ && fault_->first == options_.env.rank && fault_->second == global_step_ + 1)
@@ -287,16 +293,6 @@ double Trainer::fraction_over_ranks(const torch::Tensor& hits, int64_t count) {
   }
   const double total = counts[1].item<double>();
   return total > 0 ? counts[0].item<double>() / total : 0.0;
-}
-
-void Trainer::average_gradients() {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : model_->parameters())
-    if (p.requires_grad() && p.grad().defined()) grads.push_back(p.grad());
-  std::vector<torch::Tensor> flat{torch::utils::flatten_dense_tensors(grads)};
-  comm_->allreduce_mean(flat);
-  const auto averaged = torch::utils::unflatten_dense_tensors(flat[0], grads);
-  for (size_t i = 0; i < grads.size(); ++i) grads[i].copy_(averaged[i]);
 }
 
 }  // namespace flotilla

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "comm/communicator.h"
+#include "comm/gradient_buckets.h"
 #include "data/batch_loader.h"
 #include "data/dataset.h"
 #include "flotilla/engine/training.h"
@@ -31,8 +32,6 @@ class Trainer {
   // Emits the record of a step whose times have become known.
   void finish_step(PendingStep& pending, const PhaseTimes& times);
   double evaluate();
-  // Averages gradients over the data-parallel ranks (one flat all-reduce).
-  void average_gradients();
   // hits / count, each summed over every rank (hits on the device, count on the host).
   double fraction_over_ranks(const torch::Tensor& hits, int64_t count);
   double learning_rate(int64_t epoch) const;
@@ -48,6 +47,7 @@ class Trainer {
   std::unique_ptr<data::BatchLoader> train_loader_, test_loader_;
   std::unique_ptr<PhaseTimer> timer_;
   std::unique_ptr<Communicator> comm_;                // null on one rank
+  std::unique_ptr<GradientBuckets> buckets_;          // ddp: all-reduce overlapping backward
   std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
 
   int64_t global_step_ = 0;

@@ -79,6 +79,7 @@ const BadConfig kBadConfigs[] = {
     {"batch_size: 12.5", "batch_size: expected an integer, got 12.5"},
     {"epochs: 0", "epochs: must be a positive integer, got 0"},
     {"max_steps: -1", "max_steps: must be 0 (no limit) or positive, got -1"},
+    {"bucket_mb: 0", "bucket_mb: must be above 0 and at most 4096 (MiB), got 0.0"},
     {"strategy: pipeline\nranks_per_node: 2\nbatch_size: 8\nchunks: 16",
      "chunks: must not exceed batch_size (8), got 16"},
     {"chunks: 4",
@@ -105,7 +106,8 @@ const BadConfig kBadConfigs[] = {
     {"optimizer: {momentum: 1.5}", "optimizer.momentum: must be in [0, 1), got 1.5"},
     {"optimizer: sgd", "optimizer: expected a mapping of keys, got \"sgd\""},
     {"optimiser: {lr: 0.1}",
-     "optimiser: unknown key; allowed: augment, balance, batch_size, chunks, compression, "
+     "optimiser: unknown key; allowed: augment, balance, batch_size, bucket_mb, chunks, "
+     "compression, "
      "data_dir, "
      "dataset, device, dropout, epochs, freeze, lr_schedule, max_steps, model, name, nodes, "
      "optimizer, ranks_per_node, replicas, schedule, seed, strategy, synthetic, threads"},

@@ -142,6 +142,9 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   check.positive("batch_size", c.batch_size);
   check.positive("epochs", c.epochs);
   check.at_least_zero("max_steps", c.max_steps, "no limit");
+  if (!(c.bucket_mb > 0) || c.bucket_mb > 4096)
+    check.add("bucket_mb",
+              "must be above 0 and at most 4096 (MiB), got " + detail::describe(c.bucket_mb));
   check.at_least_zero("threads", c.threads, "LibTorch's default");
   check.positive("ranks_per_node", c.ranks_per_node);
   check.positive("chunks", c.chunks);

@@ -73,6 +73,7 @@ ExperimentConfig from_json(const json& root, std::string_view source) {
   r.read("balance", c.balance);
   r.read("epochs", c.epochs);
   r.read("max_steps", c.max_steps);
+  r.read("bucket_mb", c.bucket_mb);
   if (auto o = r.child("optimizer")) {
     o->read_enum("name", c.optimizer.name);
     o->read("lr", c.optimizer.lr);
@@ -152,6 +153,7 @@ static json to_json_value(const ExperimentConfig& c) {
       {"balance", c.balance},
       {"epochs", c.epochs},
       {"max_steps", c.max_steps},
+      {"bucket_mb", c.bucket_mb},
       {"optimizer",
        {{"name", name_of(c.optimizer.name)},
         {"lr", c.optimizer.lr},

@@ -47,6 +47,29 @@ void Communicator::allreduce_sum(std::vector<torch::Tensor>& tensors) {
   stats_.allreduce_ms += ms;
 }
 
+AsyncAllreduce Communicator::start_allreduce_sum(torch::Tensor tensor) {
+  AsyncAllreduce operation;
+  operation.started = std::chrono::steady_clock::now();
+  operation.pending = group_->allreduce_sum_async(tensor);
+  operation.tensor = std::move(tensor);
+  return operation;
+}
+
+void Communicator::finish(AsyncAllreduce& operation) {
+  operation.pending->wait();
+  const double ms = std::chrono::duration<double, std::milli>(operation.pending->completed_at() -
+                                                              operation.started)
+                        .count();
+  const int64_t bytes = operation.tensor.numel() * operation.tensor.element_size();
+  std::lock_guard lock(stats_mutex_);
+  stats_.bytes_sent += bytes;
+  stats_.bytes_recv += bytes;
+  stats_.operations += 1;
+  stats_.busy_ms += ms;
+  stats_.allreduce_bytes += static_cast<double>(bytes);
+  stats_.allreduce_ms += ms;
+}
+
 void Communicator::allreduce_mean(std::vector<torch::Tensor>& tensors) {
   allreduce_sum(tensors);
   for (auto& t : tensors) t.div_(static_cast<double>(size_));
@@ -69,6 +92,7 @@ void Communicator::barrier() {
 }
 
 CommStats Communicator::take_stats() {
+  std::lock_guard lock(stats_mutex_);
   return std::exchange(stats_, CommStats{});
 }
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 
 #include "flotilla/engine/training.h"
 
@@ -23,6 +24,22 @@ struct CommStats {
 
 class ProcessGroupAdapter;  // c10d, behind torch_adapter.cpp
 
+// A collective under way; c10d's Work behind torch_adapter.cpp.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+  // When the operation completed (known once wait() returned).
+  virtual std::chrono::steady_clock::time_point completed_at() const = 0;
+};
+
+// An all-reduce started by Communicator::start_allreduce_sum, finished by finish().
+struct AsyncAllreduce {
+  torch::Tensor tensor;
+  std::chrono::steady_clock::time_point started;
+  std::unique_ptr<PendingCollective> pending;
+};
+
 class Communicator {
  public:
   // Joins the rendezvous at env.master_addr:master_port (rank 0 serves the
@@ -37,6 +54,10 @@ class Communicator {
   // In place, blocking: the sum over ranks, divided by their number for the mean.
   void allreduce_sum(std::vector<torch::Tensor>& tensors);
   void allreduce_mean(std::vector<torch::Tensor>& tensors);
+  // In place, without waiting: the sum over ranks lands in `tensor` by finish().
+  AsyncAllreduce start_allreduce_sum(torch::Tensor tensor);
+  // Waits for it and counts it; busy time runs from its start to its completion.
+  void finish(AsyncAllreduce& operation);
   void broadcast(std::vector<torch::Tensor>& tensors, int64_t root);
   void barrier();
 
@@ -48,6 +69,7 @@ class Communicator {
 
   std::unique_ptr<ProcessGroupAdapter> group_;
   int64_t rank_, size_;
+  std::mutex stats_mutex_;  // asynchronous operations may be started from autograd's threads
   CommStats stats_;
 };
 

@@ -80,6 +80,7 @@ struct ExperimentConfig {
   std::vector<int64_t> balance;  // blocks per pipeline stage; empty: automatic
   int64_t epochs = 1;
   int64_t max_steps = 0;  // 0: no limit besides epochs
+  double bucket_mb = 25.0;  // ddp: gradient bucket size in MiB (PyTorch DDP's bucket_cap_mb)
   OptimizerConfig optimizer;
   LrScheduleConfig lr_schedule;
   FreezeConfig freeze;

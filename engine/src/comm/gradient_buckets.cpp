@@ -1,0 +1,104 @@
+#include "comm/gradient_buckets.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/utils/tensor_flatten.h>
+
+namespace flotilla {
+
+GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, Communicator& comm,
+                                 int64_t bucket_bytes)
+    : parameters_(std::move(parameters)),
+      comm_(comm),
+      bucket_of_(parameters_.size()),
+      ready_(parameters_.size(), 0),
+      self_(std::make_shared<std::atomic<GradientBuckets*>>(this)) {
+  int64_t filled = 0;
+  for (size_t i = parameters_.size(); i-- > 0;) {
+    const int64_t bytes = parameters_[i].numel() * parameters_[i].element_size();
+    if (buckets_.empty() || (filled > 0 && filled + bytes > bucket_bytes)) {
+      buckets_.emplace_back();
+      filled = 0;
+    }
+    buckets_.back().parameters.push_back(i);
+    bucket_of_[i] = buckets_.size() - 1;
+    filled += bytes;
+  }
+  for (auto& bucket : buckets_) bucket.waiting = bucket.parameters.size();
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[i]);
+    TORCH_CHECK(accumulator, "parameter ", i, " has no gradient accumulator: is it trainable?");
+    auto self = self_;
+    const uintptr_t key =
+        accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [self, i](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list&) {
+              if (auto* buckets = self->load()) buckets->gradient_ready(i);
+              return outputs;
+            }));
+    hooks_.push_back({std::move(accumulator), key});
+  }
+}
+
+GradientBuckets::~GradientBuckets() {
+  self_->store(nullptr);
+  for (auto& hook : hooks_) hook.accumulator->del_post_hook(hook.key);
+}
+
+std::vector<std::vector<size_t>> GradientBuckets::bucket_layout() const {
+  std::vector<std::vector<size_t>> layout;
+  for (const auto& bucket : buckets_) layout.push_back(bucket.parameters);
+  return layout;
+}
+
+void GradientBuckets::gradient_ready(size_t parameter) {
+  std::lock_guard lock(mutex_);
+  if (ready_[parameter]) return;  // a parameter used twice in one graph
+  ready_[parameter] = 1;
+  auto& bucket = buckets_[bucket_of_[parameter]];
+  if (--bucket.waiting == 0) {
+    start(bucket);
+    if (!finishing_) ++started_during_backward_;
+  }
+}
+
+void GradientBuckets::start(Bucket& bucket) {
+  std::vector<torch::Tensor> grads;
+  grads.reserve(bucket.parameters.size());
+  for (size_t i : bucket.parameters) {
+    const auto& grad = parameters_[i].grad();
+    grads.push_back(grad.defined() ? grad : torch::zeros_like(parameters_[i]));
+  }
+  bucket.operation = comm_.start_allreduce_sum(torch::utils::flatten_dense_tensors(grads));
+}
+
+void GradientBuckets::finish() {
+  std::lock_guard lock(mutex_);
+  finishing_ = true;
+  for (auto& bucket : buckets_)
+    if (!bucket.operation) start(bucket);
+  const double ranks = static_cast<double>(comm_.size());
+  for (auto& bucket : buckets_) {
+    comm_.finish(*bucket.operation);
+    auto& sum = bucket.operation->tensor;
+    sum.div_(ranks);
+    std::vector<torch::Tensor> like;
+    for (size_t i : bucket.parameters) like.push_back(parameters_[i]);
+    const auto averaged = torch::utils::unflatten_dense_tensors(sum, like);
+    for (size_t k = 0; k < bucket.parameters.size(); ++k) {
+      auto& p = parameters_[bucket.parameters[k]];
+      if (p.grad().defined())
+        p.mutable_grad().copy_(averaged[k]);
+      else
+        p.mutable_grad() = averaged[k].clone();
+    }
+    bucket.operation.reset();
+    bucket.waiting = bucket.parameters.size();
+  }
+  std::fill(ready_.begin(), ready_.end(), 0);
+  last_started_during_backward_ = std::exchange(started_during_backward_, 0);
+  finishing_ = false;
+}
+
+}  // namespace flotilla
