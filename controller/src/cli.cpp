@@ -75,6 +75,16 @@ class ConsoleObserver final : public ControllerObserver {
   std::chrono::steady_clock::time_point last_print_{};
 };
 
+// A controller whose runs are reported on the console. The observer comes
+// first so that it outlives the controller's link threads, which call it.
+struct ConsoleController {
+  explicit ConsoleController(Store& store) : controller(store) {
+    controller.set_observer(&observer);
+  }
+  ConsoleObserver observer;
+  Controller controller;
+};
+
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream in(text);
@@ -119,9 +129,8 @@ int command_run(Store& store, const std::string& file, const std::string& nodes)
   }
   if (!nodes.empty()) config.nodes = split_commas(nodes);
   const int64_t experiment_id = store.save_experiment(config.name, to_json(config));
-  ConsoleObserver observer;
-  Controller controller(store);
-  controller.set_observer(&observer);
+  ConsoleController console(store);
+  Controller& controller = console.controller;
   std::string run;
   try {
     run = controller.start_run(config, experiment_id);
@@ -138,9 +147,8 @@ int command_run(Store& store, const std::string& file, const std::string& nodes)
 }
 
 int command_attach(Store& store, std::vector<std::string> runs) {
-  ConsoleObserver observer;
-  Controller controller(store);
-  controller.set_observer(&observer);
+  ConsoleController console(store);
+  Controller& controller = console.controller;
   if (runs.empty()) {
     runs = controller.attach_live_runs();
     if (runs.empty()) std::cout << "no live runs in " << store.path().toStdString() << "\n";
@@ -155,9 +163,8 @@ int command_attach(Store& store, std::vector<std::string> runs) {
 }
 
 int command_kill(Store& store, const std::string& run, double grace_s) {
-  ConsoleObserver observer;
-  Controller controller(store);
-  controller.set_observer(&observer);
+  ConsoleController console(store);
+  Controller& controller = console.controller;
   if (!controller.kill_run(run, grace_s)) {
     std::cout << "run " << run << " had already ended: " << name_of(store.run(run)->state) << "\n";
     return kFinished;

@@ -8,8 +8,6 @@
 #include <QDateTime>
 #include <QRandomGenerator>
 
-#include <nlohmann/json.hpp>
-
 #include "paths.h"
 
 namespace flotilla::controller {
@@ -44,25 +42,18 @@ std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
-std::string record_type(const std::string& body) {
-  const auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_object() && j.contains("type") && j["type"].is_string()) return j["type"];
-  return "unknown";
-}
-
 }  // namespace
 
-Controller::Controller(Store& store, ControllerOptions options, TransportFactory transports)
-    : store_(store), options_(std::move(options)), transports_(std::move(transports)) {
+Controller::Controller(Store& store, ControllerOptions options)
+    : store_(store), options_(std::move(options)) {
   if (options_.agent_binary.empty()) options_.agent_binary = sibling_program("flotilla-agent");
-  if (!transports_) {
-    transports_ = [agent = options_.agent_binary](const std::string& node) {
-      if (node != "local")
-        throw std::runtime_error("node " + node +
-                                 ": only the local node can run until SSH nodes are supported");
-      return start_local_agent(agent);
-    };
-  }
+}
+
+std::unique_ptr<Transport> Controller::open_transport(const std::string& node) const {
+  if (node != "local")
+    throw std::runtime_error("node " + node +
+                             ": only the local node can run until SSH nodes are supported");
+  return start_local_agent(options_.agent_binary);
 }
 
 Controller::~Controller() {
@@ -92,7 +83,7 @@ AgentLink& Controller::link_for(const std::string& node) {
   }
   lock.unlock();
   // Opening may take seconds (starting a process, later an SSH handshake).
-  auto transport = transports_(node);
+  auto transport = open_transport(node);
   LinkEvents events;
   events.on_message = [this, node](const protocol::Message& m) { handle(node, m); };
   events.on_problem = [this](const std::string& message) { note_problem(message); };
@@ -134,8 +125,7 @@ std::string Controller::start_run(const ExperimentConfig& config,
   row.created_ms = now_ms();
   store_.create_run(row);
   if (observer_) observer_->state_changed(row.id, RunState::created, "");
-  store_.transition(row.id, RunState::starting);
-  if (observer_) observer_->state_changed(row.id, RunState::starting, "");
+  move_run(row.id, RunState::starting);
   {
     std::lock_guard lock(mutex_);
     followed_.insert(row.id);
@@ -230,24 +220,22 @@ bool Controller::wait_for_end(const std::string& run, std::chrono::milliseconds 
   return row && is_terminal(row->state);
 }
 
-int64_t Controller::malformed_lines() const {
-  std::lock_guard lock(mutex_);
-  int64_t total = 0;
-  for (const auto& [node, link] : links_) total += link->malformed_lines();
-  for (const auto& link : closed_links_) total += link->malformed_lines();
-  return total;
-}
-
 void Controller::note_problem(const std::string& message) {
   if (observer_) observer_->problem(message);
 }
 
-void Controller::end_run(const std::string& run, RunState state, const std::string& reason) {
+bool Controller::move_run(const std::string& run, RunState state, const std::string& reason) {
   const bool moved = store_.transition(run, state, reason);
-  store_.flush();
-  // Observers hear of the end before waiters wake, so that a printed end
-  // comes before whatever the waiter prints next.
   if (moved && observer_) observer_->state_changed(run, state, reason);
+  return moved;
+}
+
+void Controller::end_run(const std::string& run, RunState state, const std::string& reason) {
+  // The transition is committed behind every record queued before it, so
+  // once it returns the store holds the run's records up to its end. The
+  // observer hears of the end before waiters wake, so that a printed end
+  // comes before whatever the waiter prints next.
+  move_run(run, state, reason);
   {
     std::lock_guard lock(mutex_);
     ended_.insert(run);
@@ -259,7 +247,8 @@ void Controller::end_run(const std::string& run, RunState state, const std::stri
 void Controller::handle(const std::string& node, const protocol::Message& message) {
   if (const auto* record = std::get_if<protocol::Record>(&message)) {
     RecordRow row{record->seq, record->node.empty() ? node : record->node, record->rank,
-                  record_type(record->record_json), record->record_json};
+                  record->record_type.empty() ? "unknown" : record->record_type,
+                  record->record_json};
     store_.append_record(record->run, row);
     if (observer_) observer_->record_received(record->run, row);
     return;
@@ -269,14 +258,15 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     store_.append_record(end->run, row);
     if (observer_) observer_->record_received(end->run, row);
     const auto state = run_state_from_name(end->outcome);
-    end_run(
-        end->run, state && is_terminal(*state) ? *state : RunState::failed,
-        end->message.empty() && !state ? "unknown outcome \"" + end->outcome + "\"" : end->message);
+    if (state && is_terminal(*state))
+      end_run(end->run, *state, end->message);
+    else
+      end_run(end->run, RunState::failed,
+              "the agent reported an unknown outcome \"" + end->outcome + "\": " + end->message);
     return;
   }
   if (const auto* started = std::get_if<protocol::Started>(&message)) {
-    if (store_.transition(started->run, RunState::running) && observer_)
-      observer_->state_changed(started->run, RunState::running, "");
+    move_run(started->run, RunState::running);
     return;
   }
   if (const auto* error = std::get_if<protocol::Error>(&message)) {

@@ -36,13 +36,9 @@ struct ControllerOptions {
   std::chrono::milliseconds hello_timeout{30000};
 };
 
-// Opens the connection to a node's agent; tests replace it.
-using TransportFactory = std::function<std::unique_ptr<Transport>(const std::string& node)>;
-
 class Controller {
  public:
-  explicit Controller(Store& store, ControllerOptions options = {},
-                      TransportFactory transports = {});
+  explicit Controller(Store& store, ControllerOptions options = {});
   ~Controller();  // closes the links; runs go on and can be reattached
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
@@ -64,10 +60,12 @@ class Controller {
   std::vector<std::string> attach_live_runs();
   // Waits for the run's end to be stored; false after `timeout`.
   bool wait_for_end(const std::string& run, std::chrono::milliseconds timeout);
-  int64_t malformed_lines() const;
 
  private:
   AgentLink& link_for(const std::string& node);
+  std::unique_ptr<Transport> open_transport(const std::string& node) const;
+  // Stores the move (if the state machine allows it) and tells the observer.
+  bool move_run(const std::string& run, RunState state, const std::string& reason = {});
   void handle(const std::string& node, const protocol::Message& message);
   void end_run(const std::string& run, RunState state, const std::string& reason);
   void note_problem(const std::string& message);
@@ -75,7 +73,6 @@ class Controller {
 
   Store& store_;
   ControllerOptions options_;
-  TransportFactory transports_;
   ControllerObserver* observer_ = nullptr;
   mutable std::mutex mutex_;
   std::condition_variable ended_changed_;

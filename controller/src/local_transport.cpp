@@ -1,4 +1,6 @@
-// The local node: flotilla-agent as a child process on two pipes.
+// The local node: flotilla-agent as a child process on two pipes. Plain
+// POSIX rather than QProcess: the link reads on its own thread and writes from
+// others, and a QProcess may only be used from the thread that created it.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>

@@ -1,5 +1,6 @@
 #include "paths.h"
 
+#include <QCoreApplication>
 #include <QStandardPaths>
 
 namespace flotilla::controller {
@@ -10,7 +11,7 @@ QString default_database_path() {
 }
 
 std::filesystem::path sibling_program(const std::string& name) {
-  return std::filesystem::read_symlink("/proc/self/exe").parent_path() / name;
+  return std::filesystem::path(QCoreApplication::applicationDirPath().toStdString()) / name;
 }
 
 }  // namespace flotilla::controller

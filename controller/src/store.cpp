@@ -144,21 +144,29 @@ int Store::schema_version() const {
   });
 }
 
+namespace {
+const char* kExperimentColumns = "id, name, config_json, created_ms, updated_ms";
+ExperimentRow experiment_of(const Sql& q) {
+  return {q.at(0).toLongLong(), ss(q.at(1)), ss(q.at(2)), q.at(3).toLongLong(),
+          q.at(4).toLongLong()};
+}
+}  // namespace
+
 std::vector<ExperimentRow> Store::experiments() const {
   return with_reader([](Sql& q) {
     std::vector<ExperimentRow> rows;
-    q.run("SELECT id, name, config_json, created_ms, updated_ms FROM experiments ORDER BY name");
-    while (q.next())
-      rows.push_back({q.at(0).toLongLong(), ss(q.at(1)), ss(q.at(2)), q.at(3).toLongLong(),
-                      q.at(4).toLongLong()});
+    q.run(QString("SELECT %1 FROM experiments ORDER BY name").arg(kExperimentColumns));
+    while (q.next()) rows.push_back(experiment_of(q));
     return rows;
   });
 }
 
 std::optional<ExperimentRow> Store::experiment(const std::string& name) const {
-  for (auto& row : experiments())
-    if (row.name == name) return row;
-  return std::nullopt;
+  return with_reader([&](Sql& q) -> std::optional<ExperimentRow> {
+    q.run(QString("SELECT %1 FROM experiments WHERE name = ?").arg(kExperimentColumns), {qs(name)});
+    if (!q.next()) return std::nullopt;
+    return experiment_of(q);
+  });
 }
 
 std::vector<RunRow> Store::runs() const {
@@ -371,7 +379,10 @@ void Store::writer_loop() {
         failure = std::current_exception();
         QSqlQuery(db).exec("ROLLBACK");
       }
-      if (!failure) break;
+      if (!failure) {
+        ++commits_;
+        break;
+      }
       if (attempt == 2) {
         for (auto& e : errors) e = failure;
         break;

@@ -12,6 +12,7 @@
 
 #include <QString>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -106,6 +107,8 @@ class Store {
   bool transition(const std::string& run, RunState to, const std::string& reason = {});
   void append_record(const std::string& run, RecordRow record);  // does not wait
   void flush();  // waits until everything queued so far is committed
+  // Transactions the writer has committed: a burst of records is one, not one each.
+  int64_t commits() const { return commits_; }
 
  private:
   using Write = std::function<void(QSqlDatabase&)>;
@@ -130,6 +133,7 @@ class Store {
   std::condition_variable queued_;
   std::deque<Item> queue_;
   bool stopping_ = false;
+  std::atomic<int64_t> commits_{0};
   std::string open_error_;
   std::promise<void> writer_ready_;
   std::thread writer_;

@@ -157,15 +157,13 @@ class C10dPending final : public PendingCollective {
     // The future's callback notes when the operation really ended, which for
     // an overlapped bucket is long before anyone waits on it.
     auto completed = completed_;
-    work_->getFuture()->addCallback([completed](c10::ivalue::Future&) {
-      completed->store(std::chrono::steady_clock::now().time_since_epoch().count());
-    });
+    work_->getFuture()->addCallback([completed](c10::ivalue::Future&) { note_now(*completed); });
   }
   void wait() override {
     work_->wait();
-    // The callback may run just after wait() returns: take the later of the two.
-    if (completed_->load() == 0)
-      completed_->store(std::chrono::steady_clock::now().time_since_epoch().count());
+    // The callback may not have run yet when wait() returns; then this is the
+    // earliest moment the operation is known to have ended.
+    note_now(*completed_);
   }
   std::chrono::steady_clock::time_point completed_at() const override {
     return std::chrono::steady_clock::time_point(
@@ -173,6 +171,12 @@ class C10dPending final : public PendingCollective {
   }
 
  private:
+  // The first of the callback and wait() to see the end wins.
+  static void note_now(std::atomic<int64_t>& completed) {
+    int64_t unset = 0;
+    completed.compare_exchange_strong(unset,
+                                      std::chrono::steady_clock::now().time_since_epoch().count());
+  }
   WorkPtr work_;
   std::shared_ptr<std::atomic<int64_t>> completed_ = std::make_shared<std::atomic<int64_t>>(0);
 };

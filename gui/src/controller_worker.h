@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <tuple>
 
 #include "controller.h"
 
@@ -17,12 +18,19 @@ namespace flotilla::gui {
 struct ExperimentItem {
   QString name;
   QString config_json;
+  bool operator==(const ExperimentItem& o) const {
+    return name == o.name && config_json == o.config_json;
+  }
 };
 
 struct RunItem {
   QString id, experiment, state, reason, nodes;
   qint64 world_size = 0;
   qint64 created_ms = 0;
+  bool operator==(const RunItem& o) const {
+    return std::tie(id, experiment, state, reason, nodes, world_size, created_ms) ==
+           std::tie(o.id, o.experiment, o.state, o.reason, o.nodes, o.world_size, o.created_ms);
+  }
 };
 
 // One of rank 0's steps, as the live chart plots it.

@@ -52,15 +52,22 @@ qsizetype LiveChart::lossPoints() const {
 
 void LiveChart::showRun(const QString& run, const QVector<ChartSample>& history) {
   run_ = run;
-  samples_ = history;
+  throughput_points_.clear();
+  loss_points_.clear();
+  max_throughput_ = max_loss_ = 0;
   chart()->setTitle("Run " + run);
-  dirty_ = true;
+  appendSamples(run, history);
   redraw();
 }
 
 void LiveChart::appendSamples(const QString& run, const QVector<ChartSample>& samples) {
   if (run != run_) return;
-  samples_ += samples;
+  for (const auto& s : samples) {
+    throughput_points_.push_back({double(s.step), s.samples_per_s});
+    loss_points_.push_back({double(s.step), s.loss});
+    max_throughput_ = std::max(max_throughput_, s.samples_per_s);
+    max_loss_ = std::max(max_loss_, s.loss);
+  }
   dirty_ = true;  // drawn on the next tick, however many arrive before it
 }
 
@@ -93,24 +100,14 @@ QVector<QPointF> LiveChart::decimate(const QVector<QPointF>& points, int columns
 
 void LiveChart::redraw() {
   dirty_ = false;
-  QVector<QPointF> throughput, loss;
-  throughput.reserve(samples_.size());
-  loss.reserve(samples_.size());
-  for (const auto& s : samples_) {
-    throughput.push_back({double(s.step), s.samples_per_s});
-    loss.push_back({double(s.step), s.loss});
-  }
   const int columns = std::max(1, int(chart()->plotArea().width()));
-  throughput_->replace(decimate(throughput, columns));
-  loss_->replace(decimate(loss, columns));
-  if (samples_.isEmpty()) return;
-  auto max_of = [](const QVector<QPointF>& p) {
-    return std::max_element(p.begin(), p.end(), [](auto a, auto b) { return a.y() < b.y(); })->y();
-  };
-  step_axis_->setRange(samples_.front().step,
-                       std::max(samples_.back().step, samples_.front().step + 1));
-  throughput_axis_->setRange(0, std::max(1.0, max_of(throughput) * 1.1));
-  loss_axis_->setRange(0, std::max(0.1, max_of(loss) * 1.1));
+  throughput_->replace(decimate(throughput_points_, columns));
+  loss_->replace(decimate(loss_points_, columns));
+  if (throughput_points_.isEmpty()) return;
+  const double first = throughput_points_.front().x(), last = throughput_points_.back().x();
+  step_axis_->setRange(first, std::max(last, first + 1));
+  throughput_axis_->setRange(0, std::max(1.0, max_throughput_ * 1.1));
+  loss_axis_->setRange(0, std::max(0.1, max_loss_ * 1.1));
 }
 
 }  // namespace flotilla::gui

@@ -24,7 +24,7 @@ class LiveChart : public QChartView {
   void showRun(const QString& run, const QVector<ChartSample>& history);
   const QString& run() const { return run_; }
   // All samples received for the shown run (not the decimated points).
-  qsizetype sampleCount() const { return samples_.size(); }
+  qsizetype sampleCount() const { return throughput_points_.size(); }
   qsizetype throughputPoints() const;
   qsizetype lossPoints() const;
 
@@ -38,7 +38,10 @@ class LiveChart : public QChartView {
   void redraw();
 
   QString run_;
-  QVector<ChartSample> samples_;
+  // Every sample at full resolution, kept as points (step, value); a redraw
+  // only decimates them. The maxima scale the axes.
+  QVector<QPointF> throughput_points_, loss_points_;
+  double max_throughput_ = 0, max_loss_ = 0;
   bool dirty_ = false;
   QTimer redraw_timer_;
   QLineSeries* throughput_;

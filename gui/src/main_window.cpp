@@ -154,6 +154,7 @@ void MainWindow::connectWorker() {
 }
 
 void MainWindow::showExperiments(const QVector<ExperimentItem>& experiments) {
+  if (experiments == experiments_) return;  // the periodic refresh found nothing new
   const QString current =
       experiment_list_->currentItem() ? experiment_list_->currentItem()->text() : QString();
   experiments_ = experiments;
@@ -165,6 +166,8 @@ void MainWindow::showExperiments(const QVector<ExperimentItem>& experiments) {
 }
 
 void MainWindow::showRuns(const QVector<RunItem>& runs) {
+  if (runs == runs_) return;  // the periodic refresh found nothing new
+  runs_ = runs;
   const QString selected = selectedRun().isEmpty() ? chart_->run() : selectedRun();
   QSignalBlocker block(run_table_);
   run_table_->setRowCount(int(runs.size()));
@@ -193,6 +196,8 @@ void MainWindow::updateRunState(const QString& run, const QString& state, const 
     run_table_->item(row, kRunReason)->setToolTip(reason);
     listed = true;
   }
+  for (auto& item : runs_)
+    if (item.id == run) item.state = state, item.reason = reason;
   if (!listed) emit requestRefresh();
   if (!live(state)) statusBar()->showMessage("Run " + run + " " + state, 10000);
   updateButtons();

@@ -55,6 +55,7 @@ class MainWindow : public QMainWindow {
   QThread worker_thread_;
   ControllerWorker* worker_;
   QVector<ExperimentItem> experiments_;
+  QVector<RunItem> runs_;  // as the table shows them
   QListWidget* experiment_list_;
   QTableWidget* run_table_;
   ExperimentForm* form_;

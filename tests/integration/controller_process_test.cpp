@@ -39,6 +39,17 @@ std::string preset_with(const std::string& overrides) {
   return kept + overrides;
 }
 
+// The preset as two ddp ranks of one thread each, named `name`, plus `extra` keys.
+std::string two_ranks(const std::string& name, const std::string& extra) {
+  return preset_with("\nname: " + name + "\nstrategy: ddp\nranks_per_node: 2\nthreads: 1\n" +
+                     extra);
+}
+
+// The run's training processes that are alive, as /proc shows them.
+std::vector<pid_t> ranks_alive(const std::string& run) {
+  return live_processes_with({"flotilla-train", "--config", run});
+}
+
 class Flotilla {
  public:
   Flotilla() : db_((dir_.path() / "flotilla.db").string()) {}
@@ -86,6 +97,19 @@ class Flotilla {
     ADD_FAILURE() << "no run with " << records << " records within " << limit.count() << " s";
     return {};
   }
+  struct Background {
+    std::unique_ptr<ChildProcess> runner;
+    std::string run;  // empty if it never stored `records` records
+  };
+  // `flotilla run` of `experiment` in the background, once its run has `records` records.
+  Background run_in_background(const std::string& experiment, size_t records) const {
+    const auto file = dir_.write("background.yaml", experiment);
+    Background b;
+    b.runner = start({"run", file.string()}, "run.txt");
+    b.run = wait_for_run_with_records(records, 120s);
+    EXPECT_FALSE(b.run.empty()) << b.runner->output();
+    return b;
+  }
   std::filesystem::path spool(const std::string& run) const {
     return std::filesystem::path(home()) / "runs" / run / "spool.jsonl";
   }
@@ -127,9 +151,7 @@ std::string value_after(const std::string& text, const std::string& label) {
 
 TEST(FlotillaCli, RunsTwoRanksOnFashionMnistAndStoresEveryRecord) {
   Flotilla f;
-  const auto file = f.dir().write(
-      "exp.yaml", preset_with("\nname: e2e\nstrategy: ddp\nranks_per_node: 2\nepochs: 1\n"
-                              "max_steps: 60\nthreads: 1\n"));
+  const auto file = f.dir().write("exp.yaml", two_ranks("e2e", "epochs: 1\nmax_steps: 60\n"));
   const auto [status, output] = f.run({"run", file.string(), "--nodes", "local"});
   ASSERT_EQ(status, 0) << output;
   std::smatch id;
@@ -178,19 +200,15 @@ TEST(FlotillaCli, RunsTwoRanksOnFashionMnistAndStoresEveryRecord) {
 
 TEST(FlotillaCli, KillsARunSoThatNoRankIsLeft) {
   Flotilla f;
-  const auto file = f.dir().write(
-      "long.yaml", preset_with("\nname: to-kill\nstrategy: ddp\nranks_per_node: 2\nepochs: 50\n"
-                               "threads: 1\n"));
-  auto runner = f.start({"run", file.string()}, "run.txt");
-  const auto run = f.wait_for_run_with_records(10, 120s);
-  ASSERT_FALSE(run.empty()) << runner->output();
-  ASSERT_EQ(live_processes_with({"flotilla-train", "--config", run}).size(), 2u);
+  auto [runner, run] = f.run_in_background(two_ranks("to-kill", "epochs: 50\n"), 10);
+  ASSERT_FALSE(run.empty());
+  ASSERT_EQ(ranks_alive(run).size(), 2u);
 
   const auto killed_at = std::chrono::steady_clock::now();
   auto killer = f.start({"kill", run, "--grace", "3"}, "kill.txt");
   std::vector<pid_t> left;
   do {
-    left = live_processes_with({"flotilla-train", "--config", run});
+    left = ranks_alive(run);
     if (left.empty()) break;
     std::this_thread::sleep_for(50ms);
   } while (std::chrono::steady_clock::now() - killed_at < 10s);
@@ -208,12 +226,9 @@ TEST(FlotillaCli, KillsARunSoThatNoRankIsLeft) {
 
 TEST(FlotillaCli, ReattachesAfterTheControllerIsKilledAndStoresEveryRecordOnce) {
   Flotilla f;
-  const auto file = f.dir().write(
-      "exp.yaml", preset_with("\nname: reattach\nstrategy: ddp\nranks_per_node: 2\nepochs: 1\n"
-                              "max_steps: 150\nthreads: 1\n"));
-  auto runner = f.start({"run", file.string()}, "run.txt");
-  const auto run = f.wait_for_run_with_records(20, 120s);
-  ASSERT_FALSE(run.empty()) << runner->output();
+  auto [runner, run] =
+      f.run_in_background(two_ranks("reattach", "epochs: 1\nmax_steps: 150\n"), 20);
+  ASSERT_FALSE(run.empty());
   runner->kill(SIGKILL);
   ASSERT_TRUE(runner->wait(10s));
   const auto stored_at_kill = f.store().records(run).size();
@@ -234,9 +249,7 @@ TEST(FlotillaCli, ReattachesAfterTheControllerIsKilledAndStoresEveryRecordOnce) 
 
 TEST(FlotillaCli, ARankThatThrowsFailsTheRunAndStopsTheOther) {
   Flotilla f;
-  const auto file = f.dir().write(
-      "exp.yaml", preset_with("\nname: faulty\nstrategy: ddp\nranks_per_node: 2\nepochs: 1\n"
-                              "threads: 1\n"));
+  const auto file = f.dir().write("exp.yaml", two_ranks("faulty", "epochs: 1\n"));
   auto child = f.start({"run", file.string()}, "run.txt", {"FLOTILLA_FAULT=1:3"});
   ASSERT_EQ(child->wait(120s), 1) << child->output();
   auto store = f.store();
@@ -245,7 +258,7 @@ TEST(FlotillaCli, ARankThatThrowsFailsTheRunAndStopsTheOther) {
   EXPECT_EQ(runs[0].state, RunState::failed);
   EXPECT_NE(runs[0].reason.find("rank 1: injected fault at step 3 on rank 1"), std::string::npos)
       << runs[0].reason;
-  EXPECT_TRUE(live_processes_with({"flotilla-train", "--config", runs[0].id}).empty());
+  EXPECT_TRUE(ranks_alive(runs[0].id).empty());
   expect_complete(f, runs[0].id);
 }
 

@@ -140,6 +140,22 @@ TEST(AgentLink, RefusesAnAgentOfAnotherProtocolVersion) {
   }
 }
 
+TEST(AgentLink, RefusesAnAgentWhoseHelloIsOfAnotherVersion) {
+  Collected c;
+  try {
+    AgentLink link("n3",
+                   std::make_unique<ScriptedTransport>(std::deque<std::string>{
+                       R"({"v":2,"type":"hello","role":"agent","software":"future"})"
+                       "\n"}),
+                   collect_into(c), 5s);
+    FAIL() << "accepted an agent of protocol version 2";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("node n3: the agent speaks protocol version 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(AgentLink, GivesUpOnASilentAgentWithAClearError) {
   Collected c;
   auto silent = std::make_unique<ScriptedTransport>(std::deque<std::string>{});

@@ -197,6 +197,31 @@ TEST(Store, CommitsRecordsFromManyThreadsInBatches) {
   EXPECT_EQ(store.last_seq("r1", "local"), kThreads * kEach);
 }
 
+TEST(Store, CommitsABurstOfRecordsAsOneTransactionNotOneEach) {
+  TempDir dir;
+  Store store(db_in(dir));
+  store.create_run(a_run("r1"));
+  const int64_t before = store.commits();
+  {
+    // Another process holds the write lock, so the burst piles up in the queue.
+    auto db = QSqlDatabase::addDatabase("QSQLITE", "holder");
+    db.setDatabaseName(db_in(dir));
+    ASSERT_TRUE(db.open());
+    QSqlQuery hold(db);
+    ASSERT_TRUE(hold.exec("BEGIN IMMEDIATE"));
+    for (int64_t seq = 1; seq <= 1000; ++seq) store.append_record("r1", a_record(seq));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(hold.exec("COMMIT"));
+    hold = QSqlQuery();
+    db.close();
+  }
+  QSqlDatabase::removeDatabase("holder");
+  store.flush();
+  EXPECT_EQ(count_rows(db_in(dir), "SELECT COUNT(*) FROM records"), 1000);
+  // At most: the records the writer took before the lock, the rest, the flush.
+  EXPECT_LE(store.commits() - before, 3);
+}
+
 TEST(Store, ReportsAWriteThatFailsWithoutLosingWhatCameBefore) {
   TempDir dir;
   Store store(db_in(dir));

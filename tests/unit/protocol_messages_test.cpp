@@ -17,7 +17,8 @@ TEST(Messages, EveryTypeRoundTrips) {
       Record{"r1", 42, "node-a", 1, R"({"loss":0.5,"type":"step"})"},
       RunEnd{"r1", 43, "failed", "rank 1: \"seq\":7 in a message"},
       StatusReply{"r1", "running", 43, {100}},
-      Error{"something"}};
+      Error{"something"},
+      Error{"start: run \"r1\" already exists on this node", "r1"}};
   for (const auto& m : messages) {
     const auto line = encode(m);
     EXPECT_EQ(line.find('\n'), std::string::npos);
@@ -25,6 +26,9 @@ TEST(Messages, EveryTypeRoundTrips) {
     EXPECT_EQ(back.index(), m.index()) << line;
     EXPECT_EQ(encode(back), line);
   }
+  // A record's own type is read out while decoding; an error keeps its run.
+  EXPECT_EQ(std::get<Record>(decode(encode(messages[6]))).record_type, "step");
+  EXPECT_EQ(std::get<Error>(decode(encode(messages[10]))).run, "r1");
 }
 
 TEST(Messages, DecodeNamesWhatIsWrong) {

@@ -146,9 +146,15 @@ Message decode(std::string_view line) {
   if (type == "record") {
     const auto record = j.find("record");
     if (record == j.end() || !record->is_object()) throw DecodeError("missing field \"record\"");
-    return Record{field<std::string>(j, "run"), field<int64_t>(j, "seq"),
-                  optional_field<std::string>(j, "node", ""), field<int64_t>(j, "rank"),
-                  record->dump()};
+    const auto record_type = record->find("type");
+    return Record{field<std::string>(j, "run"),
+                  field<int64_t>(j, "seq"),
+                  optional_field<std::string>(j, "node", ""),
+                  field<int64_t>(j, "rank"),
+                  record->dump(),
+                  record_type != record->end() && record_type->is_string()
+                      ? record_type->get<std::string>()
+                      : std::string()};
   }
   if (type == "run_end")
     return RunEnd{field<std::string>(j, "run"), field<int64_t>(j, "seq"),

@@ -86,13 +86,11 @@ void GradientBuckets::finish() {
     std::vector<torch::Tensor> like;
     for (size_t i : bucket.parameters) like.push_back(parameters_[i]);
     const auto averaged = torch::utils::unflatten_dense_tensors(sum, like);
-    for (size_t k = 0; k < bucket.parameters.size(); ++k) {
-      auto& p = parameters_[bucket.parameters[k]];
-      if (p.grad().defined())
-        p.mutable_grad().copy_(averaged[k]);
-      else
-        p.mutable_grad() = averaged[k].clone();
-    }
+    // The averaged gradients stay views of the bucket: no copy back. The
+    // trainer drops gradients after each step, so the next backward writes
+    // fresh ones rather than adding into these.
+    for (size_t k = 0; k < bucket.parameters.size(); ++k)
+      parameters_[bucket.parameters[k]].mutable_grad() = averaged[k];
     bucket.operation.reset();
     bucket.waiting = bucket.parameters.size();
   }

@@ -37,7 +37,7 @@ class GradientBuckets {
 
   // After backward: starts the buckets whose gradients did not all arrive
   // (unused parameters count as zero), waits for every bucket, and leaves each
-  // parameter's gradient averaged over the ranks.
+  // parameter's gradient averaged over the ranks, as a view of its bucket.
   void finish();
 
   size_t bucket_count() const { return buckets_.size(); }

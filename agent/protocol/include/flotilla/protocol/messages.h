@@ -58,6 +58,10 @@ struct Record {
   std::string node;
   int64_t rank = 0;         // -1: the agent's own system metrics
   std::string record_json;  // a JSON object, verbatim (checked by whoever produced it)
+  // The record's own "type" (step, epoch, ...), read by decode() while it has
+  // the object parsed anyway, so receivers need not parse it again. Not sent
+  // apart from record_json.
+  std::string record_type;
 };
 
 struct RunEnd {
