@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -181,10 +182,49 @@ class C10dPending final : public PendingCollective {
   std::shared_ptr<std::atomic<int64_t>> completed_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
+// Point-to-point work has no future in every version (Gloo's send/recv work
+// in 1.13 throws on getFuture()): its end is the moment wait() returns.
+class C10dWaited final : public PendingCollective {
+ public:
+  using WorkPtr = C10dPending::WorkPtr;
+  explicit C10dWaited(WorkPtr work) : work_(std::move(work)) {}
+  void wait() override {
+    work_->wait();
+    completed_ = std::chrono::steady_clock::now();
+  }
+  std::chrono::steady_clock::time_point completed_at() const override { return completed_; }
+
+ private:
+  WorkPtr work_;
+  std::chrono::steady_clock::time_point completed_;
+};
+
+c10::intrusive_ptr<CollectiveGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                               int rank, int size, bool cuda,
+                                               std::chrono::milliseconds timeout) {
+  if (cuda) {
+#if defined(FLOTILLA_WITH_CUDA) && defined(USE_C10D_NCCL)
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+#else
+    throw std::runtime_error("this LibTorch (" + torch_version() + ") has no NCCL");
+#endif
+  }
+  auto options = c10d::ProcessGroupGloo::Options::create();
+  options->timeout = timeout;
+  options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
 class C10dGroup final : public ProcessGroupAdapter {
  public:
-  C10dGroup(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<CollectiveGroup> group)
-      : store_(std::move(store)), group_(std::move(group)) {}
+  C10dGroup(c10::intrusive_ptr<c10d::Store> store, int rank, int size, bool cuda,
+            std::chrono::milliseconds timeout)
+      : store_(std::move(store)),
+        group_(make_group(store_, rank, size, cuda, timeout)),
+        cuda_(cuda),
+        timeout_(timeout) {}
   void allreduce_sum(std::vector<at::Tensor>& tensors) override {
     group_->allreduce(tensors)->wait();
   }
@@ -192,16 +232,31 @@ class C10dGroup final : public ProcessGroupAdapter {
     std::vector<at::Tensor> one{std::move(tensor)};
     return std::make_unique<C10dPending>(group_->allreduce(one));
   }
+  std::unique_ptr<PendingCollective> send_async(at::Tensor tensor, int to, int tag) override {
+    std::vector<at::Tensor> one{std::move(tensor)};
+    return std::make_unique<C10dWaited>(group_->send(one, to, tag));
+  }
+  std::unique_ptr<PendingCollective> recv_async(at::Tensor tensor, int from, int tag) override {
+    std::vector<at::Tensor> one{std::move(tensor)};
+    return std::make_unique<C10dWaited>(group_->recv(one, from, tag));
+  }
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     c10d::BroadcastOptions options;
     options.rootRank = root;
     group_->broadcast(tensors, options)->wait();
   }
   void barrier() override { group_->barrier()->wait(); }
+  std::unique_ptr<ProcessGroupAdapter> subgroup(const std::string& name, int rank,
+                                                int size) override {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store_);
+    return std::make_unique<C10dGroup>(std::move(prefixed), rank, size, cuda_, timeout_);
+  }
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<CollectiveGroup> group_;
+  bool cuda_;
+  std::chrono::milliseconds timeout_;
 };
 
 }  // namespace
@@ -221,22 +276,8 @@ std::unique_ptr<ProcessGroupAdapter> ProcessGroupAdapter::connect(
     throw std::runtime_error("rendezvous at " + env.master_addr + ":" +
                              std::to_string(env.master_port) + " failed: " + e.what());
   }
-  const int rank = static_cast<int>(env.rank), size = static_cast<int>(env.world_size);
-  if (cuda) {
-#if defined(FLOTILLA_WITH_CUDA) && defined(USE_C10D_NCCL)
-    auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = timeout;
-    return std::make_unique<C10dGroup>(
-        store, c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options));
-#else
-    throw std::runtime_error("this LibTorch (" + torch_version() + ") has no NCCL");
-#endif
-  }
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->timeout = timeout;
-  options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  return std::make_unique<C10dGroup>(
-      store, c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options));
+  return std::make_unique<C10dGroup>(std::move(store), static_cast<int>(env.rank),
+                                     static_cast<int>(env.world_size), cuda, timeout);
 }
 
 bool is_out_of_memory(const std::exception_ptr& error) {

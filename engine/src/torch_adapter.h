@@ -48,6 +48,12 @@ class ProcessGroupAdapter {
   // Each waits for completion.
   virtual void allreduce_sum(std::vector<at::Tensor>& tensors) = 0;
   virtual std::unique_ptr<PendingCollective> allreduce_sum_async(at::Tensor tensor) = 0;
+  virtual std::unique_ptr<PendingCollective> send_async(at::Tensor tensor, int to, int tag) = 0;
+  virtual std::unique_ptr<PendingCollective> recv_async(at::Tensor tensor, int from, int tag) = 0;
+  // A group of `size` ranks over the same rendezvous, its keys prefixed with
+  // `name`; only its members create it.
+  virtual std::unique_ptr<ProcessGroupAdapter> subgroup(const std::string& name, int rank,
+                                                        int size) = 0;
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
 };

@@ -6,7 +6,9 @@
 
 #include <torch/csrc/utils/tensor_flatten.h>
 
+#include "codec/activation_codec.h"
 #include "models/model_factory.h"
+#include "pipeline/stage_setup.h"
 #include "torch_adapter.h"
 
 namespace flotilla {
@@ -39,58 +41,157 @@ Trainer::Trainer(const TrainOptions& options)
                   ? torch::Device(torch::kCUDA, options.env.local_rank)
                   : torch::Device(torch::kCPU)) {
   if (config_.threads > 0) torch::set_num_threads(static_cast<int>(config_.threads));
+  // Every rank builds the whole model from the same seed: a pipeline stage
+  // keeps its blocks of it, exactly as the unpipelined model has them.
   torch::manual_seed(config_.seed);
   fault_ = injected_fault();
   dataset_ = data::load_dataset(config_);
-  model_ = build_model(config_, dataset_.shape);
-  model_->to(device_);
-  if (options.env.world_size > 1) {
-    comm_ = Communicator::connect(options.env, device_.is_cuda(), std::chrono::minutes(5));
-    // Every replica starts from rank 0's parameters and buffers, as DDP does.
-    auto state = model_->parameters();
-    for (const auto& b : model_->buffers()) state.push_back(b);
-    torch::NoGradGuard no_grad;
-    comm_->broadcast(state, 0);
-    comm_->take_stats();
-    std::vector<torch::Tensor> trainable;
-    for (const auto& p : model_->parameters())
-      if (p.requires_grad()) trainable.push_back(p);
-    buckets_ = std::make_unique<GradientBuckets>(
-        trainable, *comm_, static_cast<int64_t>(config_.bucket_mb * 1024 * 1024));
-  }
-  optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
+  auto full_model = build_model(config_, dataset_.shape);
+  full_model->to(device_);
+  total_blocks_ = static_cast<int64_t>(full_model->size());
 
-  data::LoaderOptions train{
-      config_.batch_size, options.env.rank, options.env.world_size, config_.seed, true,
-      dataset_.augment};
-  data::LoaderOptions test{std::max<int64_t>(config_.batch_size, 500),
-                           options.env.rank,
-                           options.env.world_size,
-                           config_.seed,
-                           false,
-                           false};
+  const auto& env = options.env;
+  const bool pipelined =
+      config_.strategy == Strategy::pipeline || config_.strategy == Strategy::pipeline_ddp;
+  // ddp on one rank still goes through a process group: NCCL's one-rank path.
+  if (env.world_size > 1 || config_.strategy == Strategy::ddp)
+    comm_ = Communicator::connect(env, device_.is_cuda(), std::chrono::minutes(5));
+  const int64_t stages = pipelined ? env.world_size / config_.replicas : 1;
+  replicas_ = pipelined ? config_.replicas : env.world_size;
+  const int64_t replica = env.rank / stages;
+
+  data::LoaderOptions train{config_.batch_size, replica, replicas_,
+                            config_.seed,       true,    dataset_.augment};
+  data::LoaderOptions test{
+      std::max<int64_t>(config_.batch_size, 500), replica, replicas_, config_.seed, false, false};
   train_loader_ =
       std::make_unique<data::BatchLoader>(dataset_.train, dataset_.normalization, train);
   test_loader_ = std::make_unique<data::BatchLoader>(dataset_.test, dataset_.normalization, test);
+
+  if (pipelined) {
+    set_up_pipeline(full_model, stages);
+  } else {
+    model_ = full_model;
+    if (comm_) {
+      // Every replica starts from rank 0's parameters and buffers, as DDP does.
+      broadcast_state(*comm_);
+      gradient_comm_ = comm_.get();
+    }
+  }
+  freezer_ = std::make_unique<Freezer>(config_.freeze, total_blocks_);
+  rebuild_buckets();
+  optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
   timer_ = make_phase_timer(device_.is_cuda());
 
   total_steps_ = config_.epochs * train_loader_->batches_per_epoch();
   if (config_.max_steps > 0) total_steps_ = std::min(total_steps_, config_.max_steps);
-  result_.parameters = parameter_count(*model_);
+  result_.parameters = parameter_count(*full_model);
 
   records::Start start;
-  start.rank = options.env.rank;
-  start.world_size = options.env.world_size;
+  start.rank = env.rank;
+  start.world_size = env.world_size;
   start.model = name_of(config_.model);
   start.dataset = name_of(config_.dataset);
   start.device = device_.str();
   start.parameters = result_.parameters;
-  start.trainable_parameters = parameter_count(*model_, true);
-  start.blocks = static_cast<int64_t>(model_->size());
+  start.trainable_parameters = parameter_count(*full_model, true);
+  start.blocks = total_blocks_;
+  for (auto it = full_model->begin(); it != full_model->end(); ++it)
+    start.block_parameters.push_back(parameter_count(*it->ptr()));
+  if (pipeline_) start.balance = pipeline_->plan().balance;
   start.steps_per_epoch = train_loader_->batches_per_epoch();
   start.threads = torch::get_num_threads();
   start.torch_version = torch_version();
   emit(records::to_line(start));
+}
+
+void Trainer::broadcast_state(Communicator& group) {
+  auto state = model_->parameters();
+  for (const auto& b : model_->buffers()) state.push_back(b);
+  torch::NoGradGuard no_grad;
+  Communicator::Uncounted setup(group);
+  group.broadcast(state, 0);
+}
+
+void Trainer::set_up_pipeline(torch::nn::Sequential full_model, int64_t stages) {
+  const auto& env = options_.env;
+  PipelinePlan plan;
+  plan.stages = stages;
+  plan.stage = env.rank % stages;
+  plan.replica = env.rank / stages;
+  plan.schedule = config_.schedule;
+  plan.chunks = config_.chunks;
+  plan.checkpoint = config_.checkpoint;
+  // Real samples show the shapes that cross each boundary and what each block costs.
+  test_loader_->start_epoch(0);
+  auto sample = test_loader_->next();
+  if (!sample) throw std::runtime_error("the test split is empty: no sample to plan the pipeline");
+  const auto inputs = sample->inputs.to(device_);
+  const int64_t micro = std::max<int64_t>(1, config_.batch_size / config_.chunks);
+  plan.balance = resolve_balance(config_.balance, stages, full_model,
+                                 inputs.slice(0, 0, std::min(micro, inputs.size(0))), *comm_);
+  plan.boundary_shapes = boundary_shapes(
+      full_model, inputs.slice(0, 0, std::min<int64_t>(2, inputs.size(0))), plan.balance);
+  model_ = stage_blocks(full_model, plan.balance, plan.stage);
+  first_block_ = plan.first_block();
+  if (config_.replicas > 1) {
+    std::vector<int64_t> peers;
+    for (int64_t r = 0; r < config_.replicas; ++r) peers.push_back(r * stages + plan.stage);
+    replica_comm_ = comm_->subgroup("stage" + std::to_string(plan.stage), peers);
+    broadcast_state(*replica_comm_);
+    gradient_comm_ = replica_comm_.get();
+  }
+  pipeline_ =
+      std::make_unique<Pipeline>(plan, model_, device_, *comm_, make_codec(config_.compression));
+}
+
+void Trainer::rebuild_buckets() {
+  // Hooks of the old buckets go before new ones are placed.
+  buckets_.reset();
+  if (!gradient_comm_) return;
+  std::vector<torch::Tensor> trainable;
+  for (const auto& p : model_->parameters())
+    if (p.requires_grad()) trainable.push_back(p);
+  if (trainable.empty()) return;  // a wholly frozen stage averages nothing
+  buckets_ = std::make_unique<GradientBuckets>(
+      trainable, *gradient_comm_, static_cast<int64_t>(config_.bucket_mb * 1024 * 1024));
+}
+
+void Trainer::apply_freezing(int64_t frozen) {
+  if (frozen <= frozen_applied_) return;
+  freeze_leading_blocks(model_, first_block_, frozen);
+  frozen_applied_ = frozen;
+  if (pipeline_) pipeline_->set_frozen_blocks(frozen);
+  rebuild_buckets();
+}
+
+void Trainer::observe_gradients() {
+  // Row 0: squared gradient norm of each block of the whole model; row 1: how
+  // many ranks hold that block with trainable parameters (replicas hold copies).
+  auto sums = torch::zeros({2, total_blocks_}, torch::TensorOptions().dtype(torch::kFloat64));
+  for (int64_t b = 0; b < static_cast<int64_t>(model_->size()); ++b) {
+    double squared = 0;
+    bool trainable = false;
+    for (const auto& p : (model_->begin() + b)->ptr()->parameters()) {
+      if (!p.requires_grad()) continue;
+      trainable = true;
+      if (p.grad().defined()) squared += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
+    }
+    sums[0][first_block_ + b] = squared;
+    sums[1][first_block_ + b] = trainable ? 1.0 : 0.0;
+  }
+  if (comm_) {
+    std::vector<torch::Tensor> message{sums.to(device_)};
+    Communicator::Uncounted bookkeeping(*comm_);
+    comm_->allreduce_sum(message);
+    sums = message[0].cpu();
+  }
+  std::vector<double> norms(total_blocks_);
+  for (int64_t b = 0; b < total_blocks_; ++b) {
+    const double holders = sums[1][b].item<double>();
+    norms[b] = holders > 0 ? std::sqrt(sums[0][b].item<double>() / holders) : -1.0;
+  }
+  freezer_->observe(norms);
 }
 
 void Trainer::emit(const std::string& line) {
@@ -128,12 +229,15 @@ TrainResult Trainer::run() {
     record.rank = options_.env.rank;
     record.epoch = epoch;
     record.steps = global_step_;
-    record.loss = epoch_loss_count_ ? epoch_loss_sum_ / epoch_loss_count_ : 0.0;
-    record.acc_train = fraction_over_ranks(epoch_correct_, epoch_samples_);
+    // Loss and accuracy over every rank that computes them.
+    record.loss = fraction_over_ranks(torch::full({}, epoch_loss_sum_, torch::kFloat64),
+                                      static_cast<double>(epoch_loss_count_));
+    record.acc_train = fraction_over_ranks(
+        epoch_correct_, computes_loss() ? static_cast<double>(epoch_samples_) : 0.0);
     // Epoch time is training only; evaluation is timed apart, as the seeds report it.
     record.epoch_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_started).count();
-    record.samples_per_s = epoch_samples_ * options_.env.world_size / record.epoch_s;
+    record.samples_per_s = epoch_samples_ * replicas_ / record.epoch_s;
     record.acc_test = evaluate();
     emit(records::to_line(record));
     result_.epochs = epoch + 1;
@@ -180,29 +284,38 @@ void Trainer::train_epoch(int64_t epoch) {
 
 void Trainer::step(data::Batch batch, int64_t epoch) {
   const bool measure = options_.measure;
+  PhaseTimer* timer = measure ? timer_.get() : nullptr;
+  if (freezer_->enabled()) apply_freezing(freezer_->frozen_at(global_step_ + 1));
+  const int64_t frozen = frozen_applied_;
   const double lr = learning_rate(epoch);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
 
-  auto inputs = batch.inputs.to(device_, /*non_blocking=*/true);
-  auto targets = batch.targets.to(device_, /*non_blocking=*/true);
-  if (measure) timer_->end_phase(Phase::data);
-
-  auto logits = model_->forward(inputs);
-  auto loss = torch::nn::functional::cross_entropy(logits, targets);
-  {
-    torch::NoGradGuard no_grad;
-    epoch_correct_ += logits.argmax(1).eq(targets).sum();
+  const int64_t samples = batch.targets.size(0);
+  torch::Tensor loss;
+  if (pipeline_) {
+    auto out = pipeline_->train_step(batch.inputs, batch.targets, samples, buckets_.get(), timer);
+    loss = out.loss;
+    if (out.correct.defined()) epoch_correct_ += out.correct;
+  } else {
+    auto inputs = batch.inputs.to(device_, /*non_blocking=*/true);
+    auto targets = batch.targets.to(device_, /*non_blocking=*/true);
+    if (timer) timer->end_phase(Phase::data);
+    auto logits = model_->forward(inputs);
+    loss = torch::nn::functional::cross_entropy(logits, targets);
+    {
+      torch::NoGradGuard no_grad;
+      epoch_correct_ += logits.argmax(1).eq(targets).sum();
+    }
+    if (timer) timer->end_phase(Phase::forward);
+    loss.backward();
+    if (timer) timer->end_phase(Phase::backward);
   }
-  if (measure) timer_->end_phase(Phase::forward);
-
-  loss.backward();
-  if (measure) timer_->end_phase(Phase::backward);
-
   if (buckets_) {
     // Most buckets are in flight or done by now; this is the exposed wait.
     buckets_->finish();
-    if (measure) timer_->end_phase(Phase::comm);
+    if (timer) timer->end_phase(Phase::comm);
   }
+  if (freezer_->checks_after(global_step_ + 1)) observe_gradients();
   if (fault_ && fault_->first == options_.env.rank && fault_->second == global_step_ + 1)
     throw std::runtime_error("injected fault at step " + std::to_string(global_step_ + 1) +
                              " on rank " + std::to_string(options_.env.rank));
@@ -211,10 +324,9 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   // Gradients are dropped rather than zeroed, as PyTorch 2's zero_grad() does:
   // backward then writes them fresh instead of adding to zeros.
   for (auto& p : model_->parameters()) p.mutable_grad().reset();
-  if (measure) timer_->end_phase(Phase::optimizer);
+  if (timer) timer->end_phase(Phase::optimizer);
 
   ++global_step_;
-  const int64_t samples = inputs.size(0);
   epoch_samples_ += samples;
   if (!measure) return;
   timer_->end_step();
@@ -225,16 +337,27 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   next.record.rank = options_.env.rank;
   next.record.epoch = epoch;
   next.record.step = global_step_;
-  next.record.samples = samples * options_.env.world_size;
+  next.record.samples = samples * replicas_;
   next.record.lr = lr;
-  next.loss = loss.detach();
+  next.record.frozen_blocks = frozen;
+  if (pipeline_) {
+    next.record.stage = pipeline_->plan().stage;
+    next.record.replica = pipeline_->plan().replica;
+    next.link = pipeline_->take_link_stats();
+  }
+  if (loss.defined()) next.loss = loss.detach();
   if (comm_) next.comm = comm_->take_stats();
   pending_ = std::move(next);
 }
 
 void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   auto& r = pending.record;
-  r.loss = pending.loss.item<double>();
+  r.loss = std::nullopt;
+  if (pending.loss.defined()) {
+    r.loss = pending.loss.item<double>();
+    epoch_loss_sum_ += *r.loss;
+    ++epoch_loss_count_;
+  }
   r.data_ms = times[Phase::data];
   r.forward_ms = times[Phase::forward];
   r.backward_ms = times[Phase::backward];
@@ -242,6 +365,16 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   r.optimizer_ms = times[Phase::optimizer];
   r.step_ms = times.step_ms;
   r.samples_per_s = r.step_ms > 0 ? r.samples / (r.step_ms / 1000.0) : 0.0;
+  if (r.stage >= 0) {
+    r.busy_ms = r.forward_ms + r.backward_ms;
+    r.idle_ms = std::max(0.0, r.step_ms - r.data_ms - r.optimizer_ms - r.busy_ms);
+  }
+  const auto& link = pending.link;
+  if (config_.compression.method != CompressionMethod::none && link.wire_bytes > 0) {
+    r.compression_ratio = static_cast<double>(link.raw_bytes) / link.wire_bytes;
+    r.encode_ms = link.encode_ms;
+    r.decode_ms = link.decode_ms;
+  }
   const auto& c = pending.comm;
   r.comm_busy_ms = c.busy_ms;
   r.bytes_sent = c.bytes_sent;
@@ -249,7 +382,7 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   r.comm_per_s = r.step_ms > 0 ? c.operations / (r.step_ms / 1000.0) : 0.0;
   if (c.allreduce_ms > 0) {
     // nccl-tests: algbw = payload / time; busbw = algbw x 2(P-1)/P for all-reduce.
-    const double p = static_cast<double>(options_.env.world_size);
+    const double p = static_cast<double>(c.allreduce_ranks);
     r.algbw_gbps = c.allreduce_bytes / 1e9 / (c.allreduce_ms / 1000.0);
     r.busbw_gbps = r.algbw_gbps * 2.0 * (p - 1.0) / p;
   }
@@ -257,8 +390,6 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   r.mem_alloc = memory.allocated;
   r.mem_reserved = memory.reserved;
   r.mem_peak = memory.peak;
-  epoch_loss_sum_ += r.loss;
-  ++epoch_loss_count_;
   if (r.step > 1) {
     for (size_t i = 0; i < totals_.ms.size(); ++i) totals_.ms[i] += times.ms[i];
     totals_.step_ms += times.step_ms;
@@ -274,22 +405,33 @@ double Trainer::evaluate() {
   auto correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
   int64_t seen = 0;
   test_loader_->start_epoch(0);
-  while (auto batch = test_loader_->next()) {
-    auto logits = model_->forward(batch->inputs.to(device_));
-    correct += logits.argmax(1).eq(batch->targets.to(device_)).sum();
-    seen += batch->targets.size(0);
+  {
+    std::optional<Communicator::Uncounted> bookkeeping;
+    if (comm_) bookkeeping.emplace(*comm_);
+    while (auto batch = test_loader_->next()) {
+      const int64_t n = batch->targets.size(0);
+      if (pipeline_) {
+        auto hits = pipeline_->evaluate(batch->inputs, batch->targets, n);
+        if (hits.defined()) correct += hits;
+      } else {
+        auto logits = model_->forward(batch->inputs.to(device_));
+        correct += logits.argmax(1).eq(batch->targets.to(device_)).sum();
+      }
+      seen += n;
+    }
+    if (pipeline_) pipeline_->take_link_stats();
   }
   model_->train();
-  return fraction_over_ranks(correct, seen);
+  return fraction_over_ranks(correct, computes_loss() ? static_cast<double>(seen) : 0.0);
 }
 
-double Trainer::fraction_over_ranks(const torch::Tensor& hits, int64_t count) {
+double Trainer::fraction_over_ranks(const torch::Tensor& hits, double count) {
   const auto options = torch::TensorOptions().dtype(torch::kFloat64).device(device_);
-  auto counts = torch::stack({hits.to(torch::kFloat64), torch::full({}, double(count), options)});
+  auto counts = torch::stack({hits.to(options), torch::full({}, count, options)});
   if (comm_) {
     std::vector<torch::Tensor> tensors{counts};
+    Communicator::Uncounted bookkeeping(*comm_);  // not a training step's traffic
     comm_->allreduce_sum(tensors);
-    comm_->take_stats();  // bookkeeping traffic is not a training step's
   }
   const double total = counts[1].item<double>();
   return total > 0 ? counts[0].item<double>() / total : 0.0;

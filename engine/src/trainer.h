@@ -1,5 +1,6 @@
 #pragma once
-// The single-process training loop: one rank, one device.
+// One rank's training loop, for every strategy: a whole model (single, ddp)
+// or one pipeline stage (pipeline, pipeline_ddp), with progressive freezing.
 
 #include <torch/torch.h>
 
@@ -10,7 +11,9 @@
 #include "data/batch_loader.h"
 #include "data/dataset.h"
 #include "flotilla/engine/training.h"
+#include "freeze/freezer.h"
 #include "metrics/phase_timer.h"
+#include "pipeline/pipeline.h"
 
 namespace flotilla {
 
@@ -23,31 +26,53 @@ class Trainer {
  private:
   struct PendingStep {
     records::Step record;
-    torch::Tensor loss;
+    torch::Tensor loss;  // undefined where this rank computes none
     CommStats comm;
+    LinkStats link;
   };
 
+  void set_up_pipeline(torch::nn::Sequential full_model, int64_t stages);
+  // The group's rank 0 parameters and buffers to every member.
+  void broadcast_state(Communicator& group);
   void train_epoch(int64_t epoch);
   void step(data::Batch batch, int64_t epoch);
   // Emits the record of a step whose times have become known.
   void finish_step(PendingStep& pending, const PhaseTimes& times);
   double evaluate();
   // hits / count, each summed over every rank (hits on the device, count on the host).
-  double fraction_over_ranks(const torch::Tensor& hits, int64_t count);
+  double fraction_over_ranks(const torch::Tensor& hits, double count);
   double learning_rate(int64_t epoch) const;
   void emit(const std::string& line);
   bool done() const;
+
+  // Freezing: the frozen prefix for the coming step, and AutoFreeze's look
+  // at the gradients after a step.
+  void apply_freezing(int64_t frozen);
+  void observe_gradients();
+  // Data-parallel averaging of the trainable parameters' gradients, rebuilt
+  // when the set of trainable parameters changes.
+  void rebuild_buckets();
+
+  bool computes_loss() const { return !pipeline_ || pipeline_->plan().is_last(); }
 
   const TrainOptions& options_;
   const ExperimentConfig& config_;
   torch::Device device_;
   data::Dataset dataset_;
-  torch::nn::Sequential model_;
+  torch::nn::Sequential model_;  // this rank's blocks: the whole model, or its stage
+  int64_t first_block_ = 0;      // index of model_'s first block in the whole model
+  int64_t replicas_ = 1;         // data-parallel copies of the model over the world
+  int64_t total_blocks_ = 0;     // of the whole model
+  int64_t frozen_applied_ = 0;   // leading blocks of the whole model frozen so far
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<data::BatchLoader> train_loader_, test_loader_;
   std::unique_ptr<PhaseTimer> timer_;
-  std::unique_ptr<Communicator> comm_;                // null on one rank
-  std::unique_ptr<GradientBuckets> buckets_;          // ddp: all-reduce overlapping backward
+  std::unique_ptr<Communicator> comm_;          // null on one rank
+  std::unique_ptr<Communicator> replica_comm_;  // pipeline_ddp: this stage in every replica
+  Communicator* gradient_comm_ = nullptr;       // the group that averages gradients, if any
+  std::unique_ptr<GradientBuckets> buckets_;    // all-reduce overlapping backward
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<Freezer> freezer_;
   std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
 
   int64_t global_step_ = 0;

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "ports.h"
 #include "temp_dir.h"
 
 namespace flotilla::testing {
@@ -144,11 +145,6 @@ json start_message(const std::string& run, int64_t steps, int port) {
           {"master_port", port}};
 }
 
-int free_port() {
-  static int next = 29600 + (getpid() % 200) * 10;
-  return next++;
-}
-
 bool is_end(const json& m) {
   return m["type"] == "run_end";
 }
@@ -231,7 +227,7 @@ TEST(Agent, TwoRankRunStreamsEveryRecordInOrderAndFinishes) {
   TempDir home;
   AgentProcess agent(home.path());
   agent.hello();
-  agent.send(start_message("run-ok", 4, free_port()));
+  agent.send(start_message("run-ok", 4, free_tcp_port()));
   auto messages = agent.until(is_end, std::chrono::seconds(120));
   ASSERT_FALSE(messages.empty());
   ASSERT_EQ(messages.back()["type"], "run_end") << messages.back();
@@ -251,7 +247,7 @@ TEST(Agent, StopLeavesNoProcessOfTheRun) {
   TempDir home;
   AgentProcess agent(home.path());
   agent.hello();
-  agent.send(start_message("run-kill", 100000, free_port()));
+  agent.send(start_message("run-kill", 100000, free_tcp_port()));
   auto first = agent.until(
       [](const json& m) { return m["type"] == "record" && m["record"]["type"] == "step"; },
       std::chrono::seconds(60));
@@ -271,7 +267,7 @@ TEST(Agent, FailingRankFailsTheRunWithItsMessageAndStopsTheOther) {
   TempDir home;
   AgentProcess agent(home.path(), {"FLOTILLA_FAULT=1:3"});
   agent.hello();
-  agent.send(start_message("run-fail", 100000, free_port()));
+  agent.send(start_message("run-fail", 100000, free_tcp_port()));
   auto messages = agent.until(is_end, std::chrono::seconds(120));
   ASSERT_EQ(messages.back()["type"], "run_end");
   EXPECT_EQ(messages.back()["outcome"], "failed");
@@ -287,7 +283,7 @@ TEST(Agent, MalformedRankOutputIsCountedAndReportedNotFatal) {
   std::filesystem::permissions(rank, std::filesystem::perms::owner_all);
   AgentProcess agent(home.path(), {}, rank.string());
   agent.hello();
-  agent.send(start_message("run-garbage", 1, free_port()));
+  agent.send(start_message("run-garbage", 1, free_tcp_port()));
   auto messages = agent.until(is_end, std::chrono::seconds(30));
   ASSERT_EQ(messages.back()["type"], "run_end");
   EXPECT_EQ(messages.back()["outcome"], "finished");
@@ -303,7 +299,7 @@ TEST(Agent, ASecondStreamOfARunReplacesTheFirstWithoutBlocking) {
   TempDir home;
   AgentProcess agent(home.path());
   agent.hello();
-  agent.send(start_message("run-twice", 100000, free_port()));
+  agent.send(start_message("run-twice", 100000, free_tcp_port()));
   auto first =
       agent.until([](const json& m) { return m["type"] == "record"; }, std::chrono::seconds(60));
   const auto pgids = pgids_of(first);
@@ -325,7 +321,7 @@ TEST(Agent, StopOfARunWhoseSupervisorDiedEndsItAnyway) {
   TempDir home;
   AgentProcess agent(home.path());
   agent.hello();
-  agent.send(start_message("run-orphan", 100000, free_port()));
+  agent.send(start_message("run-orphan", 100000, free_tcp_port()));
   auto first =
       agent.until([](const json& m) { return m["type"] == "record"; }, std::chrono::seconds(60));
   const auto pgids = pgids_of(first);
@@ -356,7 +352,7 @@ TEST(Agent, RunOutlivesItsSessionAndResumesFromAnySeq) {
   {
     AgentProcess agent(home.path());
     agent.hello();
-    agent.send(start_message("run-resume", 12, free_port()));
+    agent.send(start_message("run-resume", 12, free_tcp_port()));
     before = agent.until([](const json& m) { return m["type"] == "record" && m["seq"] >= 3; },
                          std::chrono::seconds(60));
     ASSERT_GE(before.back()["seq"], 3);

@@ -1,33 +1,16 @@
 // DDP's bucketed, overlapped gradient all-reduce on Gloo over 127.0.0.1, one
 // thread per rank (as c10d's own tests do), against one process training on
 // the concatenated batch.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <thread>
 
 #include "comm/communicator.h"
 #include "comm/gradient_buckets.h"
 #include "flotilla/engine/training.h"
 #include "models/model_factory.h"
+#include "ports.h"
 
 namespace flotilla {
 namespace {
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t n = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 constexpr int64_t kBatchPerRank = 8;
 constexpr int kSteps = 3;
@@ -71,46 +54,37 @@ TEST_P(Ddp, BucketedAllReduceMatchesOneProcessOnTheConcatenatedBatch) {
   for (int rank = 0; rank < world; ++rank) models.push_back(small_cnn(rank == 0 ? 1 : 100 + rank));
   const int64_t trainable = parameter_count(*models[0], true);
 
-  const int port = free_port();
-  std::vector<std::string> failures(world);
+  const int port = testing::free_tcp_port();
   std::vector<std::vector<int64_t>> bytes_per_step(world);
   std::vector<size_t> buckets(world);
   std::vector<int64_t> started_in_backward(world);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < world; ++rank)
-    ranks.emplace_back([&, rank] {
-      try {
-        DistributedEnv env;
-        env.rank = rank;
-        env.world_size = world;
-        env.master_port = port;
-        auto comm = Communicator::connect(env, false, std::chrono::seconds(60));
-        auto& model = models[rank];
-        auto state = model->parameters();
-        for (const auto& b : model->buffers()) state.push_back(b);
-        {
-          torch::NoGradGuard no_grad;
-          comm->broadcast(state, 0);
-        }
-        comm->take_stats();
-        // Small buckets, so that the model spans several of them.
-        GradientBuckets grads(model->parameters(), *comm, 64 * 1024);
-        buckets[rank] = grads.bucket_count();
-        const auto shard = inputs.slice(0, rank * kBatchPerRank, (rank + 1) * kBatchPerRank);
-        const auto shard_targets =
-            targets.slice(0, rank * kBatchPerRank, (rank + 1) * kBatchPerRank);
-        for (int step = 0; step < kSteps; ++step) {
-          torch::nn::functional::cross_entropy(model->forward(shard), shard_targets).backward();
-          grads.finish();
-          bytes_per_step[rank].push_back(comm->take_stats().bytes_sent);
-          sgd_step(model);
-        }
-        started_in_backward[rank] = grads.started_during_backward();
-      } catch (const std::exception& e) {
-        failures[rank] = e.what();
-      }
-    });
-  for (auto& t : ranks) t.join();
+  const auto failures = testing::run_ranks(world, [&](int rank) {
+    DistributedEnv env;
+    env.rank = rank;
+    env.world_size = world;
+    env.master_port = port;
+    auto comm = Communicator::connect(env, false, std::chrono::seconds(60));
+    auto& model = models[rank];
+    auto state = model->parameters();
+    for (const auto& b : model->buffers()) state.push_back(b);
+    {
+      torch::NoGradGuard no_grad;
+      comm->broadcast(state, 0);
+    }
+    comm->take_stats();
+    // Small buckets, so that the model spans several of them.
+    GradientBuckets grads(model->parameters(), *comm, 64 * 1024);
+    buckets[rank] = grads.bucket_count();
+    const auto shard = inputs.slice(0, rank * kBatchPerRank, (rank + 1) * kBatchPerRank);
+    const auto shard_targets = targets.slice(0, rank * kBatchPerRank, (rank + 1) * kBatchPerRank);
+    for (int step = 0; step < kSteps; ++step) {
+      torch::nn::functional::cross_entropy(model->forward(shard), shard_targets).backward();
+      grads.finish();
+      bytes_per_step[rank].push_back(comm->take_stats().bytes_sent);
+      sgd_step(model);
+    }
+    started_in_backward[rank] = grads.started_during_backward();
+  });
   for (int rank = 0; rank < world; ++rank) ASSERT_EQ(failures[rank], "") << "rank " << rank;
 
   const auto expected = reference->parameters();
@@ -140,7 +114,7 @@ TEST(GradientBucketLayout, FillsBucketsInReverseOrderUpToTheCapAndSkipsNothing) 
       torch::zeros({1024}, torch::requires_grad()), torch::zeros({1024}, torch::requires_grad()),
       torch::zeros({2048}, torch::requires_grad()), torch::zeros({512}, torch::requires_grad())};
   DistributedEnv env;
-  env.master_port = free_port();
+  env.master_port = testing::free_tcp_port();
   auto comm = Communicator::connect(env, false, std::chrono::seconds(30));
   GradientBuckets buckets(params, *comm, 8 * 1024);
   const std::vector<std::vector<size_t>> expected{{3}, {2}, {1, 0}};

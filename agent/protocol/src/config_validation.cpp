@@ -92,6 +92,8 @@ void check_freeze(const ExperimentConfig& c, Checker& check) {
   if (f.method == FreezeMethod::autofreeze) {
     if (!(f.alpha > 0 && f.alpha <= 1)) check.in_range("freeze.alpha", f.alpha, 0, 1, false);
     check.positive("freeze.check_every", f.check_every);
+    if (!(f.tolerance > 0 && f.tolerance < 1))
+      check.in_range("freeze.tolerance", f.tolerance, 0, 1, false);
   }
   if (f.method == FreezeMethod::fixed && f.schedule.empty())
     check.add("freeze.schedule", "method \"fixed\" needs at least one {at_step, blocks} entry");
@@ -168,6 +170,9 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
       check.add("balance", "only pipeline strategies cut the model into stages; got " +
                                list_text(c.balance) + " with strategy " +
                                in_quotes(name_of(c.strategy)));
+    if (c.checkpoint)
+      check.add("checkpoint", "recomputes pipeline stages; strategy " +
+                                  in_quotes(name_of(c.strategy)) + " has none");
   }
   if (c.ranks_per_node > 0 && !c.nodes.empty()) {
     if (c.strategy == Strategy::single && c.world_size() != 1)

@@ -30,6 +30,7 @@ void read_freeze(FieldReader& r, FreezeConfig& f) {
   r.read_enum("method", f.method);
   r.read("alpha", f.alpha);
   r.read("check_every", f.check_every);
+  r.read("tolerance", f.tolerance);
   if (const json* list = r.array("schedule")) {
     for (size_t i = 0; i < list->size(); ++i) {
       const json& item = (*list)[i];
@@ -71,6 +72,7 @@ ExperimentConfig from_json(const json& root, std::string_view source) {
   r.read("batch_size", c.batch_size);
   r.read("chunks", c.chunks);
   r.read("balance", c.balance);
+  r.read("checkpoint", c.checkpoint);
   r.read("epochs", c.epochs);
   r.read("max_steps", c.max_steps);
   r.read("bucket_mb", c.bucket_mb);
@@ -151,6 +153,7 @@ static json to_json_value(const ExperimentConfig& c) {
       {"batch_size", c.batch_size},
       {"chunks", c.chunks},
       {"balance", c.balance},
+      {"checkpoint", c.checkpoint},
       {"epochs", c.epochs},
       {"max_steps", c.max_steps},
       {"bucket_mb", c.bucket_mb},
@@ -168,6 +171,7 @@ static json to_json_value(const ExperimentConfig& c) {
        {{"method", name_of(c.freeze.method)},
         {"alpha", c.freeze.alpha},
         {"check_every", c.freeze.check_every},
+        {"tolerance", c.freeze.tolerance},
         {"schedule", freeze_schedule}}},
       {"compression",
        {{"method", name_of(c.compression.method)},

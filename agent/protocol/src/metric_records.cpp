@@ -34,6 +34,8 @@ std::string to_line(const Start& r) {
               {"parameters", r.parameters},
               {"trainable_parameters", r.trainable_parameters},
               {"blocks", r.blocks},
+              {"block_parameters", r.block_parameters},
+              {"balance", r.balance},
               {"steps_per_epoch", r.steps_per_epoch},
               {"threads", r.threads},
               {"torch_version", r.torch_version}}
@@ -41,30 +43,42 @@ std::string to_line(const Start& r) {
 }
 
 std::string to_line(const Step& r) {
-  return json{{"type", "step"},
-              {"rank", r.rank},
-              {"epoch", r.epoch},
-              {"step", r.step},
-              {"samples", r.samples},
-              {"loss", r.loss},
-              {"lr", r.lr},
-              {"data_ms", r.data_ms},
-              {"forward_ms", r.forward_ms},
-              {"backward_ms", r.backward_ms},
-              {"comm_ms", r.comm_ms},
-              {"comm_busy_ms", r.comm_busy_ms},
-              {"optimizer_ms", r.optimizer_ms},
-              {"step_ms", r.step_ms},
-              {"samples_per_s", r.samples_per_s},
-              {"bytes_sent", r.bytes_sent},
-              {"bytes_recv", r.bytes_recv},
-              {"algbw_gbps", r.algbw_gbps},
-              {"busbw_gbps", r.busbw_gbps},
-              {"comm_per_s", r.comm_per_s},
-              {"mem_alloc", r.mem_alloc},
-              {"mem_reserved", r.mem_reserved},
-              {"mem_peak", r.mem_peak}}
-      .dump();
+  json j{{"type", "step"},
+         {"rank", r.rank},
+         {"epoch", r.epoch},
+         {"step", r.step},
+         {"samples", r.samples},
+         {"lr", r.lr},
+         {"data_ms", r.data_ms},
+         {"forward_ms", r.forward_ms},
+         {"backward_ms", r.backward_ms},
+         {"comm_ms", r.comm_ms},
+         {"comm_busy_ms", r.comm_busy_ms},
+         {"optimizer_ms", r.optimizer_ms},
+         {"step_ms", r.step_ms},
+         {"samples_per_s", r.samples_per_s},
+         {"bytes_sent", r.bytes_sent},
+         {"bytes_recv", r.bytes_recv},
+         {"algbw_gbps", r.algbw_gbps},
+         {"busbw_gbps", r.busbw_gbps},
+         {"comm_per_s", r.comm_per_s},
+         {"mem_alloc", r.mem_alloc},
+         {"mem_reserved", r.mem_reserved},
+         {"mem_peak", r.mem_peak},
+         {"frozen_blocks", r.frozen_blocks}};
+  if (r.loss) j["loss"] = *r.loss;
+  if (r.stage >= 0) {
+    j["stage"] = r.stage;
+    j["replica"] = r.replica;
+    j["busy_ms"] = r.busy_ms;
+    j["idle_ms"] = r.idle_ms;
+  }
+  if (r.compression_ratio > 0) {
+    j["compression_ratio"] = r.compression_ratio;
+    j["encode_ms"] = r.encode_ms;
+    j["decode_ms"] = r.decode_ms;
+  }
+  return j.dump();
 }
 
 std::string to_line(const Epoch& r) {

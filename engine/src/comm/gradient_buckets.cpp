@@ -53,6 +53,7 @@ std::vector<std::vector<size_t>> GradientBuckets::bucket_layout() const {
 }
 
 void GradientBuckets::gradient_ready(size_t parameter) {
+  if (!armed_.load()) return;
   std::lock_guard lock(mutex_);
   if (ready_[parameter]) return;  // a parameter used twice in one graph
   ready_[parameter] = 1;

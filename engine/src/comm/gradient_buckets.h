@@ -40,6 +40,10 @@ class GradientBuckets {
   // parameter's gradient averaged over the ranks, as a view of its bucket.
   void finish();
 
+  // While disarmed, gradients written are not counted as ready: a pipeline
+  // accumulates over micro-batches and arms only for the last one's backward.
+  void set_armed(bool armed) { armed_.store(armed); }
+
   size_t bucket_count() const { return buckets_.size(); }
   // Parameter indices of each bucket, in launch order.
   std::vector<std::vector<size_t>> bucket_layout() const;
@@ -57,6 +61,7 @@ class GradientBuckets {
 
   std::vector<torch::Tensor> parameters_;
   Communicator& comm_;
+  std::atomic<bool> armed_{true};
   std::vector<size_t> bucket_of_;
   std::vector<char> ready_;  // per parameter, this step
   std::vector<Bucket> buckets_;

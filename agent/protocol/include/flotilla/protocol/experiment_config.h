@@ -47,6 +47,9 @@ struct FreezeConfig {
   FreezeMethod method = FreezeMethod::none;
   double alpha = 0.5;  // autofreeze: fraction of blocks that may freeze at most
   int64_t check_every = 100;
+  // autofreeze: a block's gradient norm has "stopped changing" when it moved by
+  // less than this fraction since the previous check.
+  double tolerance = 0.1;
   std::vector<FreezeStage> schedule;  // fixed
 };
 
@@ -78,8 +81,11 @@ struct ExperimentConfig {
   int64_t batch_size = 64;
   int64_t chunks = 1;
   std::vector<int64_t> balance;  // blocks per pipeline stage; empty: automatic
+  // pipeline: recompute each stage's forward during backward instead of
+  // keeping its activations (torchgpipe's checkpoint="always").
+  bool checkpoint = false;
   int64_t epochs = 1;
-  int64_t max_steps = 0;  // 0: no limit besides epochs
+  int64_t max_steps = 0;    // 0: no limit besides epochs
   double bucket_mb = 25.0;  // ddp: gradient bucket size in MiB (PyTorch DDP's bucket_cap_mb)
   OptimizerConfig optimizer;
   LrScheduleConfig lr_schedule;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace flotilla::records {
 
@@ -22,6 +23,9 @@ struct Start {
   int64_t parameters = 0;
   int64_t trainable_parameters = 0;
   int64_t blocks = 0;
+  std::vector<int64_t> block_parameters;  // parameters of each block, in order
+  // Pipelines: blocks per stage, as given or as measured, and this rank's stage.
+  std::vector<int64_t> balance;
   int64_t steps_per_epoch = 0;
   int64_t threads = 0;
   std::string torch_version;
@@ -32,7 +36,8 @@ struct Step {
   int64_t epoch = 0;
   int64_t step = 0;     // 1-based, counted over the whole run
   int64_t samples = 0;  // global samples in this step
-  double loss = 0;
+  // Only ranks that compute the loss have it: in a pipeline, the last stage.
+  std::optional<double> loss = 0.0;
   double lr = 0;
   double data_ms = 0;
   double forward_ms = 0;
@@ -50,6 +55,19 @@ struct Step {
   int64_t mem_alloc = 0;
   int64_t mem_reserved = 0;
   int64_t mem_peak = 0;
+  int64_t frozen_blocks = 0;  // leading blocks frozen during this step
+  // Pipelines only (stage < 0 elsewhere): this rank's place, its compute time
+  // (busy) and the rest of the step outside data loading and the optimizer
+  // (idle: the bubble plus exposed communication).
+  int64_t stage = -1;
+  int64_t replica = 0;
+  double busy_ms = 0;
+  double idle_ms = 0;
+  // Compressed links only (ratio 0 elsewhere): fp32 bytes over bytes on the
+  // wire for the activations and gradients this rank sent, and codec time.
+  double compression_ratio = 0;
+  double encode_ms = 0;
+  double decode_ms = 0;
 };
 
 struct Epoch {

@@ -1,0 +1,90 @@
+#include "pipeline/stage_setup.h"
+
+#include <algorithm>
+
+#include "pipeline/partition.h"
+
+namespace flotilla {
+namespace {
+torch::nn::AnyModule& block(torch::nn::Sequential model, int64_t index) {
+  return *(model->begin() + index);
+}
+}  // namespace
+
+std::vector<double> measure_block_ms(torch::nn::Sequential& model, const torch::Tensor& example) {
+  constexpr int kRepeats = 3;
+  const bool was_training = model->is_training();
+  model->eval();
+  std::vector<std::vector<double>> samples(model->size());
+  for (int r = 0; r < kRepeats; ++r) {
+    auto x = example;
+    for (size_t b = 0; b < model->size(); ++b) {
+      auto input = x.is_floating_point() ? x.detach().requires_grad_(true) : x;
+      const auto start = std::chrono::steady_clock::now();
+      auto y = block(model, b).forward(input);
+      y.sum().backward();
+      if (y.is_cuda()) torch::cuda::synchronize();
+      samples[b].push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+      x = y.detach();
+    }
+  }
+  for (auto& p : model->parameters()) p.mutable_grad().reset();
+  if (was_training) model->train();
+  std::vector<double> ms;
+  for (auto& s : samples) {
+    std::sort(s.begin(), s.end());
+    ms.push_back(s[s.size() / 2]);
+  }
+  return ms;
+}
+
+std::vector<int64_t> resolve_balance(std::vector<int64_t> balance, int64_t stages,
+                                     torch::nn::Sequential& model, const torch::Tensor& example,
+                                     Communicator& comm) {
+  if (!balance.empty()) return balance;
+  auto shared = torch::zeros({stages}, torch::kInt64);
+  if (comm.rank() == 0) {
+    const auto cut = balance_by_cost(measure_block_ms(model, example), stages);
+    for (int64_t s = 0; s < stages; ++s) shared[s] = cut[s];
+  }
+  // Gloo broadcasts CPU tensors, NCCL device ones.
+  auto device = model->parameters().empty() ? torch::Device(torch::kCPU)
+                                            : model->parameters().front().device();
+  std::vector<torch::Tensor> message{shared.to(device)};
+  {
+    Communicator::Uncounted bookkeeping(comm);
+    comm.broadcast(message, 0);
+  }
+  auto received = message[0].cpu();
+  balance.assign(received.data_ptr<int64_t>(), received.data_ptr<int64_t>() + stages);
+  return balance;
+}
+
+std::vector<std::vector<int64_t>> boundary_shapes(torch::nn::Sequential& model,
+                                                  const torch::Tensor& example,
+                                                  const std::vector<int64_t>& balance) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const auto offsets = stage_offsets(balance);
+  std::vector<std::vector<int64_t>> shapes;
+  auto x = example;
+  for (size_t stage = 0; stage + 1 < balance.size(); ++stage) {
+    for (int64_t b = offsets[stage]; b < offsets[stage + 1]; ++b) x = block(model, b).forward(x);
+    shapes.emplace_back(x.sizes().begin() + 1, x.sizes().end());
+  }
+  if (was_training) model->train();
+  return shapes;
+}
+
+torch::nn::Sequential stage_blocks(const torch::nn::Sequential& model,
+                                   const std::vector<int64_t>& balance, int64_t stage) {
+  const auto offsets = stage_offsets(balance);
+  torch::nn::Sequential blocks;
+  for (int64_t b = offsets[stage]; b < offsets[stage + 1]; ++b) blocks->push_back(block(model, b));
+  return blocks;
+}
+
+}  // namespace flotilla
