@@ -46,7 +46,8 @@ class ConsoleObserver final : public ControllerObserver {
       if (j.is_object()) steps_per_epoch_ = j.value("steps_per_epoch", int64_t{0});
       return;
     }
-    if (record.type != "step") return;
+    if (record.type != "step" || !is_lead_step(nlohmann::json::parse(record.body, nullptr, false)))
+      return;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_print_ < (tty_ ? std::chrono::milliseconds(250) : std::chrono::seconds(2)))
       return;

@@ -59,8 +59,8 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
       s.elapsed_s = std::max(s.elapsed_s, j.value("elapsed_s", 0.0));
       continue;
     }
-    if (j.value("rank", int64_t{-1}) != 0) continue;
     if (record.type == "step") {
+      if (!is_lead_step(j)) continue;
       ++steps;
       s.steps = j.value("step", s.steps);
       s.final_loss = j.value("loss", 0.0);
@@ -73,6 +73,7 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
       optimizer += j.value("optimizer_ms", 0.0);
       bytes += j.value("bytes_sent", 0.0);
     } else {
+      if (j.value("rank", int64_t{-1}) != 0) continue;  // every rank reports the same epoch
       EpochSummary e;
       e.epoch = j.value("epoch", int64_t{0});
       e.steps = j.value("steps", int64_t{0});
@@ -203,6 +204,12 @@ std::string steps_csv(const std::vector<RecordRow>& records) {
     out << '\n';
   }
   return out.str();
+}
+
+bool is_lead_step(const json& j) {
+  if (!j.contains("loss")) return false;
+  if (j.contains("replica")) return j.value("replica", int64_t{-1}) == 0;
+  return j.value("rank", int64_t{-1}) == 0;
 }
 
 std::string progress_line(const RecordRow& step_record, int64_t steps_per_epoch) {

@@ -1,4 +1,6 @@
 #pragma once
+
+#include <nlohmann/json.hpp>
 // What a run amounts to, computed from its stored records alone, so that the
 // summary `flotilla run` prints at the end and `flotilla show` prints later
 // are the same numbers from the same rows.
@@ -41,6 +43,10 @@ std::string summary_json(const RunSummary& s);
 // Every rank's step records as CSV, one row per step and rank, for plotting.
 std::string steps_csv(const std::vector<RecordRow>& records);
 // One line for a live run: epoch, step, loss, throughput.
+// The step records that speak for the run: rank 0's, or in a pipeline the
+// last stage of replica 0 (the one rank there that computes the loss).
+bool is_lead_step(const nlohmann::json& step_record);
+
 std::string progress_line(const RecordRow& step_record, int64_t steps_per_epoch);
 
 }  // namespace flotilla::controller

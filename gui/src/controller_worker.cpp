@@ -2,12 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_summary.h"
+
 namespace flotilla::gui {
 
 std::optional<ChartSample> chart_sample_of(const controller::RecordRow& record) {
-  if (record.type != "step" || record.rank != 0) return std::nullopt;
+  if (record.type != "step") return std::nullopt;
   const auto j = nlohmann::json::parse(record.body, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
+  if (!j.is_object() || !controller::is_lead_step(j)) return std::nullopt;
   return ChartSample{j.value("step", qint64{0}), j.value("samples_per_s", 0.0),
                      j.value("loss", 0.0)};
 }

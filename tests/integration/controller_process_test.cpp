@@ -298,5 +298,71 @@ TEST(FlotillaCli, ImportsListsAndExportsExperiments) {
   EXPECT_NE(missing.find("no experiment \"beta\""), std::string::npos) << missing;
 }
 
+// The one run's id, from `flotilla run`'s output.
+std::string run_id_in(const std::string& output) {
+  std::smatch id;
+  if (!std::regex_search(output, id, std::regex("run ([0-9]{8}-[0-9]{6}-[0-9a-f]{4}):"))) return {};
+  return id[1];
+}
+
+TEST(FlotillaCli, PipelineStagesFreezeAndReportTheirShareOfTheStep) {
+  Flotilla f;
+  const auto file = f.dir().write(
+      "pipe.yaml", preset_with("\nname: pipe\nstrategy: pipeline\nschedule: 1f1b\n"
+                               "ranks_per_node: 2\nchunks: 4\nthreads: 1\nepochs: 1\n"
+                               "max_steps: 30\nbalance: [2, 2]\n"
+                               "freeze: {method: fixed, schedule: [{at_step: 16, blocks: 2}]}\n"));
+  const auto [status, output] = f.run({"run", file.string()});
+  ASSERT_EQ(status, 0) << output;
+  const auto run = run_id_in(output);
+  expect_complete(f, run);
+  const auto records = f.store().records(run);
+  const auto first = bodies_of(records, "step", 0), last = bodies_of(records, "step", 1);
+  ASSERT_EQ(first.size(), 30u);
+  ASSERT_EQ(last.size(), 30u);
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(first[i]["stage"], 0);
+    EXPECT_EQ(last[i]["stage"], 1);
+    // Only the last stage computes the loss.
+    EXPECT_FALSE(first[i].contains("loss"));
+    EXPECT_TRUE(last[i].contains("loss"));
+    const bool frozen = i + 1 >= 16;
+    EXPECT_EQ(first[i]["frozen_blocks"], frozen ? 2 : 0);
+    // Activations always flow forward; once the first stage is frozen, no
+    // gradient flows back to it.
+    EXPECT_GT(first[i]["bytes_sent"].get<int64_t>(), 0);
+    EXPECT_EQ(last[i]["bytes_sent"].get<int64_t>() == 0, frozen) << "step " << i + 1;
+    for (const auto& s : {first[i], last[i]})
+      EXPECT_NEAR(s["busy_ms"].get<double>(),
+                  s["forward_ms"].get<double>() + s["backward_ms"].get<double>(), 1e-6);
+  }
+  // The summary speaks with the loss of the stage that has it.
+  EXPECT_NE(value_after(output, "final loss"), "0.0000") << output;
+}
+
+TEST(FlotillaCli, FreezingDropsDdpBytesByExactlyTheFrozenBlocksGradients) {
+  Flotilla f;
+  const auto file = f.dir().write(
+      "freeze.yaml", two_ranks("freeze",
+                               "epochs: 1\nmax_steps: 12\n"
+                               "freeze: {method: fixed, schedule: [{at_step: 7, blocks: 2}]}\n"));
+  const auto [status, output] = f.run({"run", file.string()});
+  ASSERT_EQ(status, 0) << output;
+  const auto records = f.store().records(run_id_in(output));
+  const auto start = bodies_of(records, "start", 0).at(0);
+  const auto blocks = start["block_parameters"].get<std::vector<int64_t>>();
+  ASSERT_GE(blocks.size(), 3u);
+  const int64_t all = start["trainable_parameters"];
+  for (int64_t rank : {0, 1}) {
+    const auto steps = bodies_of(records, "step", rank);
+    ASSERT_EQ(steps.size(), 12u);
+    for (int i = 0; i < 12; ++i) {
+      const int64_t expected = 4 * (i + 1 >= 7 ? all - blocks[0] - blocks[1] : all);
+      EXPECT_EQ(steps[i]["bytes_sent"].get<int64_t>(), expected)
+          << "rank " << rank << " step " << i + 1;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace flotilla::testing

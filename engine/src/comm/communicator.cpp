@@ -101,6 +101,11 @@ AsyncOperation Communicator::start_recv(torch::Tensor tensor, int64_t from, int 
 }
 
 void Communicator::finish(AsyncOperation& operation) {
+  // A send's completion cannot be observed without waiting for it (c10d's
+  // send work has no future), and a pipeline waits for its sends only at the
+  // end of the step: its duration is the time spent blocked on it.
+  if (operation.kind == AsyncOperation::Kind::send)
+    operation.started = std::chrono::steady_clock::now();
   operation.pending->wait();
   const double ms = std::chrono::duration<double, std::milli>(operation.pending->completed_at() -
                                                               operation.started)
