@@ -44,6 +44,10 @@ bool cuda_usable() {
   return cuda_compiled() && torch::cuda::is_available();
 }
 
+int64_t visible_cuda_devices() {
+  return cuda_usable() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+}
+
 namespace {
 MemoryStats process_memory() {
   MemoryStats stats;

@@ -26,6 +26,8 @@ std::string torch_version();
 // Whether this LibTorch was built with CUDA, and a GPU is visible.
 bool cuda_compiled();
 bool cuda_usable();
+// GPUs this process sees (0 without CUDA).
+int64_t visible_cuda_devices();
 
 struct MemoryStats {
   int64_t allocated = 0;  // CUDA caching allocator, or the process's RSS on the CPU

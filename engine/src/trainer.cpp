@@ -70,6 +70,16 @@ Trainer::Trainer(const TrainOptions& options)
 
   if (pipelined) {
     set_up_pipeline(full_model, stages);
+  } else if (config_.strategy == Strategy::dp) {
+    std::vector<torch::Device> devices;
+    for (int64_t d = 0; d < visible_cuda_devices(); ++d) devices.emplace_back(torch::kCUDA, d);
+    data_parallel_ = std::make_unique<DataParallel>(
+        [&] {
+          torch::manual_seed(config_.seed);
+          return build_model(config_, dataset_.shape);
+        },
+        devices);
+    model_ = full_model = data_parallel_->primary();
   } else {
     model_ = full_model;
     if (comm_) {
@@ -296,6 +306,16 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
     auto out = pipeline_->train_step(batch.inputs, batch.targets, samples, buckets_.get(), timer);
     loss = out.loss;
     if (out.correct.defined()) epoch_correct_ += out.correct;
+  } else if (data_parallel_) {
+    if (timer) timer->end_phase(Phase::data);  // each replica's share is copied in forward
+    auto out = data_parallel_->forward(batch.inputs, batch.targets);
+    loss = out.loss;
+    epoch_correct_ += out.correct;
+    if (timer) timer->end_phase(Phase::forward);
+    data_parallel_->backward();
+    if (timer) timer->end_phase(Phase::backward);
+    data_parallel_->reduce_gradients();
+    if (timer) timer->end_phase(Phase::comm);
   } else {
     auto inputs = batch.inputs.to(device_, /*non_blocking=*/true);
     auto targets = batch.targets.to(device_, /*non_blocking=*/true);
@@ -324,6 +344,7 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   // Gradients are dropped rather than zeroed, as PyTorch 2's zero_grad() does:
   // backward then writes them fresh instead of adding to zeros.
   for (auto& p : model_->parameters()) p.mutable_grad().reset();
+  if (data_parallel_) data_parallel_->broadcast_primary();
   if (timer) timer->end_phase(Phase::optimizer);
 
   ++global_step_;

@@ -14,6 +14,7 @@
 #include "freeze/freezer.h"
 #include "metrics/phase_timer.h"
 #include "pipeline/pipeline.h"
+#include "strategy/data_parallel.h"
 
 namespace flotilla {
 
@@ -72,6 +73,7 @@ class Trainer {
   Communicator* gradient_comm_ = nullptr;       // the group that averages gradients, if any
   std::unique_ptr<GradientBuckets> buckets_;    // all-reduce overlapping backward
   std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<DataParallel> data_parallel_;  // dp: one process, every visible GPU
   std::unique_ptr<Freezer> freezer_;
   std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
 

@@ -74,7 +74,6 @@ std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
   if (c.model == ModelKind::vgg13 || c.model == ModelKind::vit ||
       c.model == ModelKind::transformer_encoder)
     not_yet("model", name_of(c.model));
-  if (c.strategy == Strategy::dp) not_yet("strategy", name_of(c.strategy));
   if (c.device == DeviceKind::cuda && !cuda_usable())
     problems.push_back(cuda_compiled() ? "device: \"cuda\" requested, but no GPU is visible"
                                        : "device: \"cuda\" requested, but this LibTorch (" +

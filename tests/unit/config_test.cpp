@@ -100,13 +100,20 @@ const BadConfig kBadConfigs[] = {
      "strategy: \"single\" trains on one rank, but ranks_per_node x nodes is 2"},
     {"strategy: dp",
      "strategy: \"dp\" drives several GPUs from one process and needs device \"cuda\""},
+    {"strategy: dp\ndevice: cuda\nranks_per_node: 2",
+     "strategy: \"dp\" is one process driving every GPU of its node, but ranks_per_node x nodes "
+     "is 2"},
+    {"checkpoint: true", "checkpoint: recomputes pipeline stages; strategy \"single\" has none"},
+    {"freeze: {method: auto, tolerance: 0}",
+     "freeze.tolerance: must be above 0 and below 1, got 0.0"},
     {"nodes: [a, a]\nstrategy: ddp", "nodes: lists \"a\" twice"},
     {"optimizer: {name: lamb}", "optimizer.name: unknown value \"lamb\"; allowed: sgd, adamw"},
     {"optimizer: {lr: 0}", "optimizer.lr: must be positive, got 0.0"},
     {"optimizer: {momentum: 1.5}", "optimizer.momentum: must be in [0, 1), got 1.5"},
     {"optimizer: sgd", "optimizer: expected a mapping of keys, got \"sgd\""},
     {"optimiser: {lr: 0.1}",
-     "optimiser: unknown key; allowed: augment, balance, batch_size, bucket_mb, chunks, "
+     "optimiser: unknown key; allowed: augment, balance, batch_size, bucket_mb, checkpoint, "
+     "chunks, "
      "compression, "
      "data_dir, "
      "dataset, device, dropout, epochs, freeze, lr_schedule, max_steps, model, name, nodes, "

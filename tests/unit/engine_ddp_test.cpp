@@ -8,6 +8,7 @@
 #include "flotilla/engine/training.h"
 #include "models/model_factory.h"
 #include "ports.h"
+#include "strategy/data_parallel.h"
 
 namespace flotilla {
 namespace {
@@ -125,6 +126,38 @@ TEST(GradientBucketLayout, FillsBucketsInReverseOrderUpToTheCapAndSkipsNothing) 
   EXPECT_TRUE(torch::equal(params[0].grad(), torch::full({1024}, 2.0)));
   EXPECT_TRUE(torch::equal(params[3].grad(), torch::zeros({512})));
   EXPECT_EQ(comm->take_stats().bytes_sent, 4 * (1024 + 1024 + 2048 + 512));
+}
+
+TEST(DataParallel, ReplicasOnSeveralDevicesEqualOneModelOnTheWholeBatch) {
+  // The same code drives GPUs; two CPU "devices" check the arithmetic anywhere.
+  const std::vector<torch::Device> devices{torch::kCPU, torch::kCPU, torch::kCPU};
+  torch::manual_seed(7);
+  const auto inputs = torch::randn({10, 1, 28, 28});  // 4 + 3 + 3: unequal shares
+  const auto targets = torch::randint(0, 10, {10});
+  auto reference = small_cnn(1);
+  double reference_loss = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    auto loss = torch::nn::functional::cross_entropy(reference->forward(inputs), targets);
+    loss.backward();
+    if (step == 0) reference_loss = loss.item<double>();
+    sgd_step(reference);
+  }
+  DataParallel parallel([] { return small_cnn(1); }, devices);
+  double first_loss = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    auto out = parallel.forward(inputs, targets);
+    if (step == 0) first_loss = out.loss.item<double>();
+    parallel.backward();
+    parallel.reduce_gradients();
+    sgd_step(parallel.primary());
+    parallel.broadcast_primary();
+  }
+  EXPECT_NEAR(first_loss, reference_loss, 1e-5);
+  const auto want = reference->parameters();
+  const auto got = parallel.primary()->parameters();
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-4, 1e-5))
+        << "parameter " << i << " differs by " << (got[i] - want[i]).abs().max().item<double>();
 }
 
 }  // namespace

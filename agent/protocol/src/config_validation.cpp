@@ -93,7 +93,8 @@ void check_freeze(const ExperimentConfig& c, Checker& check) {
     if (!(f.alpha > 0 && f.alpha <= 1)) check.in_range("freeze.alpha", f.alpha, 0, 1, false);
     check.positive("freeze.check_every", f.check_every);
     if (!(f.tolerance > 0 && f.tolerance < 1))
-      check.in_range("freeze.tolerance", f.tolerance, 0, 1, false);
+      check.add("freeze.tolerance",
+                "must be above 0 and below 1, got " + detail::describe(f.tolerance));
   }
   if (f.method == FreezeMethod::fixed && f.schedule.empty())
     check.add("freeze.schedule", "method \"fixed\" needs at least one {at_step, blocks} entry");
@@ -182,6 +183,11 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   }
   if (c.strategy == Strategy::dp && c.device != DeviceKind::cuda)
     check.add("strategy", "\"dp\" drives several GPUs from one process and needs device \"cuda\"");
+  if (c.strategy == Strategy::dp && c.ranks_per_node > 0 && c.world_size() != 1)
+    check.add("strategy",
+              "\"dp\" is one process driving every GPU of its node, but ranks_per_node "
+              "x nodes is " +
+                  std::to_string(c.world_size()));
   if (c.optimizer.lr <= 0)
     check.add("optimizer.lr", "must be positive, got " + detail::describe(c.optimizer.lr));
   check.in_range("optimizer.momentum", c.optimizer.momentum, 0, 1, true);
