@@ -7,6 +7,8 @@
 #include <random>
 #include <sstream>
 
+#include "ports.h"
+
 namespace flotilla::testing {
 namespace fs = std::filesystem;
 
@@ -27,6 +29,34 @@ TrainRun run_train(const TempDir& dir, const std::string& config_text, const std
   std::ifstream in(records);
   for (std::string line; std::getline(in, line);)
     run.records.push_back(nlohmann::json::parse(line));
+  return run;
+}
+
+TrainRun run_train_ranks(const TempDir& dir, const std::string& config_text, int ranks) {
+  const auto config = dir.write("run.yaml", config_text);
+  const auto err = dir.path() / "stderr.txt";
+  std::string script = "export WORLD_SIZE=" + std::to_string(ranks) +
+                       " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_tcp_port()) +
+                       "\nstatus=0\npids=\n";
+  for (int rank = 0; rank < ranks; ++rank)
+    script += "RANK=" + std::to_string(rank) + " '" FLOTILLA_TRAIN_BINARY "' --config '" +
+              config.string() + "' --records '" +
+              (dir.path() / ("records-" + std::to_string(rank) + ".jsonl")).string() + "' 2>>'" +
+              err.string() + "' &\npids=\"$pids $!\"\n";
+  script += "for p in $pids; do wait $p || status=$?; done\nexit $status\n";
+  const auto file = dir.write("ranks.sh", script);
+  const int status = std::system(("/bin/bash '" + file.string() + "'").c_str());
+  TrainRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream err_in(err);
+  std::stringstream text;
+  text << err_in.rdbuf();
+  run.stderr_text = text.str();
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::ifstream in(dir.path() / ("records-" + std::to_string(rank) + ".jsonl"));
+    for (std::string line; std::getline(in, line);)
+      run.records.push_back(nlohmann::json::parse(line));
+  }
   return run;
 }
 

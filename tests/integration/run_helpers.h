@@ -21,6 +21,9 @@ struct TrainRun {
 // `prefix` goes before the command in the shell (ulimit, environment).
 TrainRun run_train(const TempDir& dir, const std::string& config_text,
                    const std::string& prefix = "");
+// Runs `ranks` flotilla-train processes of one run on 127.0.0.1 (torchrun's
+// variables, a free port); the records of every rank, rank by rank.
+TrainRun run_train_ranks(const TempDir& dir, const std::string& config_text, int ranks);
 std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records,
                                     const std::string& type);
 

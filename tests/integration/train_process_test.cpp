@@ -199,6 +199,95 @@ TEST(TrainProcess, InvalidConfigExitsWithTwoAndNamesTheKey) {
       << result.stderr_text;
 }
 
+// A two-stage pipeline of the small CNN on real Fashion-MNIST, `extra` keys appended.
+std::string fashion_pipeline(const std::string& extra) {
+  return R"(
+name: pipe
+model: small_cnn
+dataset: fashion_mnist
+strategy: pipeline
+ranks_per_node: 2
+balance: [2, 2]
+chunks: 2
+batch_size: 64
+epochs: 1
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9}
+seed: 1
+threads: 1
+)" + extra;
+}
+
+TEST(TrainProcess, EightBitSortQuantizationTrainsWithinOnePointOfFp32Long) {
+  TempDir plain_dir, packed_dir;
+  const auto plain = run_train_ranks(plain_dir, fashion_pipeline("max_steps: 400\n"), 2);
+  const auto packed = run_train_ranks(
+      packed_dir,
+      fashion_pipeline(
+          "max_steps: 400\ncompression: {method: sort_quant, bits: 6, split_bits: 2}\n"),
+      2);
+  ASSERT_EQ(plain.exit_code, 0) << plain.stderr_text;
+  ASSERT_EQ(packed.exit_code, 0) << packed.stderr_text;
+  const double plain_acc = of_type(plain.records, "epoch").at(0)["acc_test"];
+  const double packed_acc = of_type(packed.records, "epoch").at(0)["acc_test"];
+  EXPECT_GT(plain_acc, 0.8);
+  EXPECT_NEAR(packed_acc, plain_acc, 0.01) << "fp32 " << plain_acc << ", 8-bit " << packed_acc;
+  // 8 bits a value against 32, less the per-group table: just under 4.
+  for (const auto& step : of_type(packed.records, "step")) {
+    ASSERT_TRUE(step.contains("compression_ratio")) << step;
+    EXPECT_GT(step["compression_ratio"].get<double>(), 3.9);
+    EXPECT_LE(step["compression_ratio"].get<double>(), 4.0);
+  }
+}
+
+TEST(TrainProcess, ThreeStageOneFOneBWithUniformCodecReportsItsLinks) {
+  TempDir dir;
+  const auto result = run_train_ranks(
+      dir,
+      fashion_pipeline("max_steps: 8\nranks_per_node: 3\nbalance: [1, 2, 1]\nschedule: 1f1b\n"
+                       "chunks: 4\ncompression: {method: uniform, bits: 8}\n"),
+      3);
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  for (const auto& step : of_type(result.records, "step")) {
+    EXPECT_EQ(step["stage"], step["rank"]);
+    EXPECT_EQ(step.contains("loss"), step["rank"] == 2) << step;
+    // Every stage sends: activations forward, gradients back.
+    ASSERT_TRUE(step.contains("compression_ratio")) << step;
+    EXPECT_GT(step["compression_ratio"].get<double>(), 3.9);
+    EXPECT_GE(step["encode_ms"].get<double>(), 0.0);
+    EXPECT_GT(step["bytes_sent"].get<int64_t>(), 0);
+  }
+}
+
+TEST(TrainProcess, PipelineDdpAllReducesEachStageAmongItsReplicas) {
+  TempDir dir;
+  const auto result = run_train_ranks(
+      dir,
+      fashion_pipeline("max_steps: 6\nstrategy: pipeline_ddp\nranks_per_node: 4\nreplicas: 2\n"),
+      4);
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+  const auto start = of_type(result.records, "start").at(0);
+  const auto blocks = start["block_parameters"].get<std::vector<int64_t>>();
+  for (const auto& step : of_type(result.records, "step")) {
+    const int64_t rank = step["rank"];
+    EXPECT_EQ(step["stage"], rank % 2);
+    EXPECT_EQ(step["replica"], rank / 2);
+    EXPECT_EQ(step["samples"], 128);  // two replicas of 64
+    // Two replicas: bus bandwidth equals algorithm bandwidth, 2(P-1)/P = 1.
+    EXPECT_GT(step["algbw_gbps"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(step["busbw_gbps"].get<double>(), step["algbw_gbps"].get<double>());
+  }
+  // Stage 0 (blocks 0-1) all-reduces its gradients and sends activations;
+  // stage 1 (blocks 2-3) all-reduces its gradients and sends gradients back.
+  const auto per_rank = [&](int64_t rank) {
+    for (const auto& step : of_type(result.records, "step"))
+      if (step["rank"] == rank) return step["bytes_sent"].get<int64_t>();
+    return int64_t{-1};
+  };
+  const int64_t activations = 4 * 64 * 64 * 7 * 7;  // the boundary tensor of one batch
+  EXPECT_EQ(per_rank(0), 4 * (blocks[0] + blocks[1]) + activations);
+  EXPECT_EQ(per_rank(1), 4 * (blocks[2] + blocks[3]) + activations);
+}
+
 TEST(TrainProcess, DataParallelWithoutAGpuIsRefusedClearly) {
   if (std::filesystem::exists("/dev/nvidiactl"))
     GTEST_SKIP() << "a GPU is visible here: dp trains (scripts/gpu_check.sh runs it)";
