@@ -75,9 +75,6 @@ std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
   // overlap backward come with the distributed-engine issue.
   if (c.strategy != Strategy::single && c.strategy != Strategy::ddp)
     not_yet("strategy", name_of(c.strategy));
-  if (c.model == ModelKind::vgg13 || c.model == ModelKind::vit ||
-      c.model == ModelKind::transformer_encoder)
-    not_yet("model", name_of(c.model));
   if (c.freeze.method != FreezeMethod::none) not_yet("freeze.method", name_of(c.freeze.method));
   if (c.compression.method != CompressionMethod::none)
     not_yet("compression.method", name_of(c.compression.method));
