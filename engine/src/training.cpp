@@ -68,12 +68,6 @@ void FileRecordSink::write(std::string_view line) {
 
 std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
   std::vector<std::string> problems;
-  auto not_yet = [&](const std::string& key, std::string_view value) {
-    problems.push_back(key + ": \"" + std::string(value) + "\" is not implemented yet");
-  };
-  if (c.model == ModelKind::vgg13 || c.model == ModelKind::vit ||
-      c.model == ModelKind::transformer_encoder)
-    not_yet("model", name_of(c.model));
   if (c.device == DeviceKind::cuda && !cuda_usable())
     problems.push_back(cuda_compiled() ? "device: \"cuda\" requested, but no GPU is visible"
                                        : "device: \"cuda\" requested, but this LibTorch (" +

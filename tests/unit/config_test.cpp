@@ -117,7 +117,8 @@ const BadConfig kBadConfigs[] = {
      "compression, "
      "data_dir, "
      "dataset, device, dropout, epochs, freeze, lr_schedule, max_steps, model, name, nodes, "
-     "optimizer, ranks_per_node, replicas, schedule, seed, strategy, synthetic, threads"},
+     "optimizer, ranks_per_node, replicas, schedule, seed, strategy, synthetic, threads, "
+     "transformer, vit"},
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
     {"device: tpu", "device: unknown value \"tpu\"; allowed: cpu, cuda"},
     {"seed: -1", "seed: expected a non-negative integer, got -1"},
@@ -137,6 +138,48 @@ const BadConfig kBadConfigs[] = {
      "of the model, got 4"},
     {"lr_schedule: {name: cosine, gamma: 2}", "lr_schedule.gamma: must be in [0, 1], got 2"},
     {"name: ''", "name: must not be empty"},
+    {"synthetic: {vocab: -1}",
+     "synthetic.vocab: must be 0 (float samples) or positive (token ids), got -1"},
+    {"synthetic: {shape: [64]}",
+     "model: \"small_cnn\" takes images [channels, height, width], got synthetic.shape [64]"},
+    {"synthetic: {shape: [64], vocab: 1000}",
+     "model: \"small_cnn\" takes images, but synthetic.vocab 1000 makes token sequences"},
+    {"model: vit\nvit: {patch: 8}",
+     "vit.patch: must divide the 28x28 images of dataset \"synthetic\", got 8"},
+    {"model: vit\ndataset: fashion_mnist\nvit: {preset: b16}",
+     "vit.patch: must divide the 28x28 images of dataset \"fashion_mnist\", got 16"},
+    {"model: vit\ndataset: cifar100\nvit: {patch: 6}",
+     "vit.patch: must divide the 32x32 images of dataset \"cifar100\", got 6"},
+    {"model: vit\nvit: {heads: 5}", "vit.heads: must divide vit.dim (128), got 5"},
+    {"model: vit\nvit: {depth: 0}", "vit.depth: must be a positive integer, got 0"},
+    {"model: vit\nvit: {preset: l16}", "vit.preset: unknown value \"l16\"; allowed: small, b16"},
+    {"model: vit\nvit: {width: 3}",
+     "vit.width: unknown key; allowed: depth, dim, heads, mlp_dim, patch, preset"},
+    {"model: vit\nstrategy: pipeline\nranks_per_node: 2\nbalance: [4, 5]",
+     "balance: must sum to the 8 blocks of model \"vit\", got [4, 5] (sum 9)"},
+    {"model: transformer_encoder",
+     "model: \"transformer_encoder\" reads token ids: needs synthetic.vocab > 0, got float "
+     "samples of synthetic.shape [1, 28, 28]"},
+    {"model: transformer_encoder\ndataset: fashion_mnist",
+     "model: \"transformer_encoder\" reads token ids: needs dataset \"synthetic\" with "
+     "synthetic.vocab > 0, got dataset \"fashion_mnist\""},
+    {"model: transformer_encoder\nsynthetic: {shape: [3, 8, 8], vocab: 100}",
+     "synthetic.shape: token sequences (synthetic.vocab > 0) are [length] with a length of at "
+     "least 2, got [3, 8, 8]"},
+    {"model: transformer_encoder\nsynthetic: {shape: [64], vocab: 5}",
+     "synthetic.vocab: must hold a start token, one keyword per class and filler (12 for 10 "
+     "classes), got 5"},
+    {"model: transformer_encoder\nsynthetic: {shape: [64], vocab: 100}\ntransformer: {vocab: 50}",
+     "transformer.vocab: must cover the token ids of synthetic.vocab (100), got 50"},
+    {"model: transformer_encoder\nsynthetic: {shape: [600], vocab: 100}",
+     "transformer.max_positions: must be at least the sequence length + 2 (positions count from "
+     "2, as in RoBERTa): 602 for synthetic.shape [600], got 514"},
+    {"model: transformer_encoder\nsynthetic: {shape: [64], vocab: 100}\ntransformer: {hidden: "
+     "100}",
+     "transformer.heads: must divide transformer.hidden (100), got 12"},
+    {"model: transformer_encoder\nsynthetic: {shape: [64], vocab: 100}\ntransformer: {layers: "
+     "-1}",
+     "transformer.layers: must be a positive integer, got -1"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs));
@@ -180,6 +223,64 @@ TEST(ExperimentConfig, YamlExportRoundTrips) {
   config.optimizer.lr = 0.125;
   const auto again = parse_experiment(to_yaml(config), "export.yaml");
   EXPECT_EQ(to_json(again), to_json(config));
+}
+
+TEST(ExperimentConfig, NewModelSectionsDefaultToSmallVitAndRobertaBase) {
+  const ExperimentConfig c;
+  EXPECT_EQ(c.vit.patch, 4);
+  EXPECT_EQ(c.vit.dim, 128);
+  EXPECT_EQ(c.vit.depth, 6);
+  EXPECT_EQ(c.vit.heads, 4);
+  EXPECT_EQ(c.vit.mlp_dim, 256);
+  const auto& t = c.transformer;
+  EXPECT_EQ(t.vocab, 50265);
+  EXPECT_EQ(t.hidden, 768);
+  EXPECT_EQ(t.layers, 12);
+  EXPECT_EQ(t.heads, 12);
+  EXPECT_EQ(t.ffn, 3072);
+  EXPECT_EQ(t.max_positions, 514);
+  EXPECT_EQ(c.synthetic.vocab, 0);
+  EXPECT_EQ(model_block_count([] {
+              ExperimentConfig r;
+              r.model = ModelKind::transformer_encoder;
+              return r;
+            }()),
+            14);
+}
+
+TEST(ExperimentConfig, VitPresetB16GivesVitB16SizesThatKeysOverride) {
+  const char* b16 = "name: v\nmodel: vit\ndataset: synthetic\nsynthetic: {shape: [3, 224, 224]}\n";
+  const auto c = parse_experiment(std::string(b16) + "vit: {preset: b16}\n");
+  EXPECT_EQ(c.vit.patch, 16);
+  EXPECT_EQ(c.vit.dim, 768);
+  EXPECT_EQ(c.vit.depth, 12);
+  EXPECT_EQ(c.vit.heads, 12);
+  EXPECT_EQ(c.vit.mlp_dim, 3072);
+  EXPECT_EQ(model_block_count(c), 14);
+  const auto shallow = parse_experiment(std::string(b16) + "vit: {depth: 2, preset: b16}\n");
+  EXPECT_EQ(shallow.vit.depth, 2);
+  EXPECT_EQ(shallow.vit.dim, 768);
+  EXPECT_EQ(model_block_count(shallow), 4);
+  // The preset is read, not kept: an export names the sizes and reads back the same.
+  EXPECT_EQ(to_json(c).find("preset"), std::string::npos);
+  EXPECT_EQ(to_json(parse_experiment(to_yaml(c), "export.yaml")), to_json(c));
+  EXPECT_EQ(parse_experiment(std::string(b16) + "vit: {preset: small}\n").vit.dim, 128);
+}
+
+TEST(ExperimentConfig, TransformerAndTokenKeysRoundTrip) {
+  const auto c = parse_experiment(R"(
+name: tokens
+model: transformer_encoder
+transformer: {vocab: 1000, hidden: 64, layers: 3, heads: 4, ffn: 128, max_positions: 130}
+dataset: synthetic
+synthetic: {shape: [128], vocab: 1000, classes: 2}
+)");
+  EXPECT_EQ(c.synthetic.vocab, 1000);
+  EXPECT_EQ(c.transformer.layers, 3);
+  EXPECT_EQ(c.transformer.max_positions, 130);
+  EXPECT_EQ(model_block_count(c), 5);
+  EXPECT_EQ(to_json(parse_experiment(to_json(c), "run.json")), to_json(c));
+  EXPECT_EQ(to_json(parse_experiment(to_yaml(c), "export.yaml")), to_json(c));
 }
 
 TEST(ExperimentConfig, EveryPresetIsValid) {

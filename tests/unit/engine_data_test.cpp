@@ -103,6 +103,73 @@ TEST(Datasets, CifarFolderLoadsWithAugmentation) {
   EXPECT_EQ(d.normalization.mean.size(), 3u);
 }
 
+ExperimentConfig token_config(uint64_t seed) {
+  ExperimentConfig c;
+  c.model = ModelKind::transformer_encoder;
+  c.dataset = DatasetKind::synthetic;
+  c.synthetic = {{24}, 3, 300, 40, 1000};  // length 24, 3 classes, vocab 1000
+  c.seed = seed;
+  return c;
+}
+
+TEST(Datasets, SyntheticTokensAreSeeded) {
+  const auto a = data::load_dataset(token_config(5)), b = data::load_dataset(token_config(5));
+  const auto other = data::load_dataset(token_config(6));
+  EXPECT_TRUE(torch::equal(a.train.images, b.train.images));
+  EXPECT_TRUE(torch::equal(a.train.labels, b.train.labels));
+  EXPECT_FALSE(torch::equal(a.train.images, other.train.images));
+  EXPECT_FALSE(torch::equal(a.train.images, a.test.images)) << "the splits differ";
+  EXPECT_EQ(a.shape.sample, (std::vector<int64_t>{24}));
+  EXPECT_EQ(a.shape.vocab, 1000);
+  EXPECT_EQ(a.shape.classes, 3);
+}
+
+TEST(Datasets, SyntheticTokenLabelIsTheClassKeywordThatOccurs) {
+  const auto d = data::load_dataset(token_config(5));
+  const auto& pool = d.train.images;
+  ASSERT_EQ(pool.scalar_type(), torch::kInt64);
+  ASSERT_EQ(pool.sizes(), (std::vector<int64_t>{256, 24}));  // a pool of 256 distinct sequences
+  ASSERT_EQ(d.train.size(), 300);
+  // Sample i is pool entry i % 256, its label included.
+  EXPECT_TRUE(torch::equal(d.train.labels.narrow(0, 256, 44), d.train.labels.narrow(0, 0, 44)));
+  EXPECT_TRUE(pool.select(1, 0).eq(0).all().item<bool>()) << "token 0 starts every sequence";
+  EXPECT_GE(pool.narrow(1, 1, 23).min().item<int64_t>(), 1);
+  EXPECT_LT(pool.max().item<int64_t>(), 1000);
+  // Per class, the tokens that every one of its sequences holds: the start
+  // token and exactly one keyword (random filler of 997 ids is never in all).
+  std::vector<int64_t> keyword;
+  const auto labels = d.train.labels.narrow(0, 0, 256);
+  for (int64_t c = 0; c < 3; ++c) {
+    const auto rows = pool.index({labels.eq(c)});
+    ASSERT_GT(rows.size(0), 10);
+    auto in_all = torch::zeros({rows.size(0), 1000}, torch::kBool).scatter_(1, rows, true).all(0);
+    auto common = in_all.nonzero().flatten();
+    ASSERT_EQ(common.numel(), 2) << "class " << c;
+    keyword.push_back(common[1].item<int64_t>());
+  }
+  EXPECT_EQ(std::set<int64_t>(keyword.begin(), keyword.end()).size(), 3u);
+  // No sequence holds another class's keyword, in either split: the keyword
+  // that occurs names the class.
+  for (const auto* split : {&d.train, &d.test}) {
+    const auto n = split->images.size(0);
+    const auto split_labels = split->labels.narrow(0, 0, n);
+    for (int64_t c = 0; c < 3; ++c) {
+      const auto holds = split->images.eq(keyword[c]).any(1);
+      EXPECT_TRUE(torch::equal(holds, split_labels.eq(c))) << "keyword of class " << c;
+    }
+  }
+}
+
+TEST(BatchLoader, TokenBatchesStayIntegerIds) {
+  const auto d = data::load_dataset(token_config(1));
+  data::BatchLoader loader(d.train, d.normalization, {8, 0, 1, 1});
+  loader.start_epoch(0);
+  auto batch = loader.next();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->inputs.scalar_type(), torch::kInt64);
+  EXPECT_EQ(batch->inputs.sizes(), (std::vector<int64_t>{8, 24}));
+}
+
 data::Split counting_split(int64_t n) {
   return {torch::arange(n, torch::kInt64).to(torch::kUInt8).view({n, 1, 1, 1}),
           torch::arange(n, torch::kInt64)};

@@ -100,14 +100,21 @@ TEST(DistributedEnv, AbsentMeansOneRankAndBadValuesAreNamed) {
   }
 }
 
-TEST(Capabilities, RefusesWhatThisEngineDoesNotDoYet) {
-  ExperimentConfig c;
-  c.strategy = Strategy::pipeline;
-  c.ranks_per_node = 2;
-  EXPECT_EQ(unsupported_features(c),
-            std::vector<std::string>{"strategy: \"pipeline\" is not implemented yet"});
-  c.strategy = Strategy::ddp;
-  EXPECT_TRUE(unsupported_features(c).empty());
+TEST(Capabilities, EveryStrategyModelFreezingAndCodecTrainsOnTheCpu) {
+  for (auto strategy : {Strategy::ddp, Strategy::pipeline, Strategy::pipeline_ddp}) {
+    ExperimentConfig c;
+    c.strategy = strategy;
+    c.ranks_per_node = 4;
+    c.replicas = strategy == Strategy::pipeline_ddp ? 2 : 1;
+    c.freeze.method = FreezeMethod::autofreeze;
+    c.compression.method = CompressionMethod::sort_quant;
+    EXPECT_TRUE(unsupported_features(c).empty()) << name_of(strategy);
+  }
+  for (auto model : {ModelKind::vgg13, ModelKind::vit, ModelKind::transformer_encoder}) {
+    ExperimentConfig m;
+    m.model = model;
+    EXPECT_TRUE(unsupported_features(m).empty()) << name_of(model);
+  }
   ExperimentConfig gpu;
   gpu.device = DeviceKind::cuda;
   if (!cuda_usable()) {
@@ -116,6 +123,31 @@ TEST(Capabilities, RefusesWhatThisEngineDoesNotDoYet) {
   } else {
     EXPECT_TRUE(unsupported_features(gpu).empty());
   }
+}
+
+// The whole path for the new models: config, synthetic token data, the
+// loader's integer batches, the transformer, and learning something.
+TEST(Training, TinyTransformerLearnsTheSyntheticTokens) {
+  TrainOptions options;
+  options.config = parse_experiment(R"(
+name: tokens
+model: transformer_encoder
+transformer: {vocab: 64, hidden: 32, layers: 2, heads: 4, ffn: 64, max_positions: 18}
+dataset: synthetic
+synthetic: {shape: [16], vocab: 64, classes: 2, train_samples: 512, test_samples: 128}
+batch_size: 32
+epochs: 1
+optimizer: {name: adamw, lr: 0.003}
+seed: 3
+threads: 2
+)");
+  const auto result = train(options);
+  ASSERT_EQ(result.outcome, records::Outcome::finished) << result.message;
+  EXPECT_EQ(result.steps, 16);
+  // Chance is 0.5 on two balanced classes; seeds 0 to 5 all reach 0.93 or more
+  // on the 128 unseen test sequences (AdamW, as RoBERTa trains: momentum SGD
+  // needs about three times the steps and is erratic across seeds).
+  EXPECT_GT(result.acc_test, 0.8);
 }
 
 }  // namespace

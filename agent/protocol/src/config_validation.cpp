@@ -1,3 +1,4 @@
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -137,6 +138,124 @@ void check_compression(const ExperimentConfig& c, Checker& check) {
   }
 }
 
+// Height and width of the images the data set gives; nothing for token
+// sequences or 1-d samples.
+std::optional<std::pair<int64_t, int64_t>> image_size(const ExperimentConfig& c) {
+  switch (c.dataset) {
+    case DatasetKind::fashion_mnist:
+    case DatasetKind::mnist:
+      return std::make_pair(int64_t{28}, int64_t{28});
+    case DatasetKind::cifar10:
+    case DatasetKind::cifar100:
+      return std::make_pair(int64_t{32}, int64_t{32});
+    case DatasetKind::synthetic:
+      if (c.synthetic.vocab == 0 && c.synthetic.shape.size() == 3)
+        return std::make_pair(c.synthetic.shape[1], c.synthetic.shape[2]);
+      break;
+  }
+  return std::nullopt;
+}
+
+bool reads_tokens(const ExperimentConfig& c) {
+  return c.dataset == DatasetKind::synthetic && c.synthetic.vocab > 0;
+}
+
+void check_synthetic(const SyntheticConfig& s, Checker& check) {
+  bool shape_ok = (s.shape.size() == 1 || s.shape.size() == 3) &&
+                  std::all_of(s.shape.begin(), s.shape.end(), [](int64_t d) { return d > 0; });
+  if (!shape_ok)
+    check.add("synthetic.shape",
+              "must be [channels, height, width] or [length] with positive sizes, got " +
+                  list_text(s.shape));
+  if (s.classes < 2)
+    check.add("synthetic.classes", "must be at least 2, got " + std::to_string(s.classes));
+  check.positive("synthetic.train_samples", s.train_samples);
+  check.positive("synthetic.test_samples", s.test_samples);
+  if (s.vocab < 0) {
+    check.add("synthetic.vocab",
+              "must be 0 (float samples) or positive (token ids), got " + std::to_string(s.vocab));
+  } else if (s.vocab > 0) {
+    // Token 0 starts every sequence and each class owns one keyword token;
+    // the rest is filler (dataset.cpp).
+    if (s.classes >= 2 && s.vocab < s.classes + 2)
+      check.add("synthetic.vocab", "must hold a start token, one keyword per class and filler (" +
+                                       std::to_string(s.classes + 2) + " for " +
+                                       std::to_string(s.classes) + " classes), got " +
+                                       std::to_string(s.vocab));
+    if (shape_ok && (s.shape.size() != 1 || s.shape[0] < 2))
+      check.add("synthetic.shape",
+                "token sequences (synthetic.vocab > 0) are [length] with a length of at least 2, "
+                "got " +
+                    list_text(s.shape));
+  }
+}
+
+void check_vit(const ExperimentConfig& c, Checker& check) {
+  const auto& v = c.vit;
+  check.positive("vit.patch", v.patch);
+  check.positive("vit.dim", v.dim);
+  check.positive("vit.depth", v.depth);
+  check.positive("vit.heads", v.heads);
+  check.positive("vit.mlp_dim", v.mlp_dim);
+  if (v.heads > 0 && v.dim > 0 && v.dim % v.heads != 0)
+    check.add("vit.heads", "must divide vit.dim (" + std::to_string(v.dim) + "), got " +
+                               std::to_string(v.heads));
+  const auto size = image_size(c);
+  if (size && v.patch > 0 && (size->first % v.patch != 0 || size->second % v.patch != 0))
+    check.add("vit.patch", "must divide the " + std::to_string(size->first) + "x" +
+                               std::to_string(size->second) + " images of dataset " +
+                               in_quotes(name_of(c.dataset)) + ", got " + std::to_string(v.patch));
+}
+
+void check_transformer(const ExperimentConfig& c, Checker& check) {
+  const auto& t = c.transformer;
+  check.positive("transformer.vocab", t.vocab);
+  check.positive("transformer.hidden", t.hidden);
+  check.positive("transformer.layers", t.layers);
+  check.positive("transformer.heads", t.heads);
+  check.positive("transformer.ffn", t.ffn);
+  check.positive("transformer.max_positions", t.max_positions);
+  if (t.heads > 0 && t.hidden > 0 && t.hidden % t.heads != 0)
+    check.add("transformer.heads", "must divide transformer.hidden (" + std::to_string(t.hidden) +
+                                       "), got " + std::to_string(t.heads));
+  if (!reads_tokens(c)) return;
+  const auto& s = c.synthetic;
+  if (t.vocab > 0 && t.vocab < s.vocab)
+    check.add("transformer.vocab", "must cover the token ids of synthetic.vocab (" +
+                                       std::to_string(s.vocab) + "), got " +
+                                       std::to_string(t.vocab));
+  if (s.shape.size() == 1 && t.max_positions > 0 && t.max_positions < s.shape[0] + 2)
+    check.add("transformer.max_positions",
+              "must be at least the sequence length + 2 (positions count from 2, as in "
+              "RoBERTa): " +
+                  std::to_string(s.shape[0] + 2) + " for synthetic.shape " + list_text(s.shape) +
+                  ", got " + std::to_string(t.max_positions));
+}
+
+// Image models take [channels, height, width] images, the transformer token ids.
+void check_model_data(const ExperimentConfig& c, Checker& check) {
+  if (c.model == ModelKind::transformer_encoder) {
+    if (c.dataset != DatasetKind::synthetic)
+      check.add("model", in_quotes(name_of(c.model)) +
+                             " reads token ids: needs dataset \"synthetic\" with synthetic.vocab "
+                             "> 0, got dataset " +
+                             in_quotes(name_of(c.dataset)));
+    else if (c.synthetic.vocab == 0)
+      check.add("model", in_quotes(name_of(c.model)) +
+                             " reads token ids: needs synthetic.vocab > 0, got float samples of "
+                             "synthetic.shape " +
+                             list_text(c.synthetic.shape));
+    return;
+  }
+  if (reads_tokens(c))
+    check.add("model", in_quotes(name_of(c.model)) + " takes images, but synthetic.vocab " +
+                           std::to_string(c.synthetic.vocab) + " makes token sequences");
+  else if (c.dataset == DatasetKind::synthetic && c.synthetic.shape.size() == 1)
+    check.add("model", in_quotes(name_of(c.model)) +
+                           " takes images [channels, height, width], got synthetic.shape " +
+                           list_text(c.synthetic.shape));
+}
+
 }  // namespace
 
 std::vector<std::string> validate(const ExperimentConfig& c) {
@@ -199,19 +318,10 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   if (!(c.lr_schedule.gamma > 0 && c.lr_schedule.gamma <= 1))
     check.in_range("lr_schedule.gamma", c.lr_schedule.gamma, 0, 1, false);
   check.in_range("dropout", c.dropout, 0, 1, true);
-  if (c.dataset == DatasetKind::synthetic) {
-    const auto& s = c.synthetic;
-    bool shape_ok = (s.shape.size() == 1 || s.shape.size() == 3) &&
-                    std::all_of(s.shape.begin(), s.shape.end(), [](int64_t d) { return d > 0; });
-    if (!shape_ok)
-      check.add("synthetic.shape",
-                "must be [channels, height, width] or [length] with positive sizes, got " +
-                    list_text(s.shape));
-    if (s.classes < 2)
-      check.add("synthetic.classes", "must be at least 2, got " + std::to_string(s.classes));
-    check.positive("synthetic.train_samples", s.train_samples);
-    check.positive("synthetic.test_samples", s.test_samples);
-  }
+  if (c.dataset == DatasetKind::synthetic) check_synthetic(c.synthetic, check);
+  check_model_data(c, check);
+  if (c.model == ModelKind::vit) check_vit(c, check);
+  if (c.model == ModelKind::transformer_encoder) check_transformer(c, check);
   check_freeze(c, check);
   check_compression(c, check);
   return check.problems;
@@ -226,11 +336,11 @@ int64_t model_block_count(const ExperimentConfig& c) {
     case ModelKind::mobilenet_v2:
       return 20;  // stem, 17 inverted residuals, 1x1 conv, head
     case ModelKind::vgg13:
-      return 11;  // 10 conv blocks, classifier
+      return 11;  // 10 conv blocks (the last of each stage pools), classifier
     case ModelKind::vit:
-      return 14;  // patch embedding, 12 encoder blocks, head
+      return c.vit.depth + 2;  // patch embedding, encoder blocks, head
     case ModelKind::transformer_encoder:
-      return 14;  // embedding, 12 layers, head
+      return c.transformer.layers + 2;  // embedding, encoder layers, head
   }
   return 0;
 }

@@ -23,6 +23,34 @@ void read_synthetic(FieldReader& r, SyntheticConfig& s) {
   r.read("classes", s.classes);
   r.read("train_samples", s.train_samples);
   r.read("test_samples", s.test_samples);
+  r.read("vocab", s.vocab);
+  r.finish();
+}
+
+void read_vit(FieldReader& r, VitConfig& v) {
+  // The preset only fills in sizes: it is applied before the keys beside it
+  // and not kept, so an export writes the sizes themselves.
+  std::string preset;
+  r.read("preset", preset);
+  if (preset == "b16")
+    v = {16, 768, 12, 12, 3072};
+  else if (!preset.empty() && preset != "small")
+    r.fail("preset", "unknown value " + detail::describe(json(preset)) + "; allowed: small, b16");
+  r.read("patch", v.patch);
+  r.read("dim", v.dim);
+  r.read("depth", v.depth);
+  r.read("heads", v.heads);
+  r.read("mlp_dim", v.mlp_dim);
+  r.finish();
+}
+
+void read_transformer(FieldReader& r, TransformerConfig& t) {
+  r.read("vocab", t.vocab);
+  r.read("hidden", t.hidden);
+  r.read("layers", t.layers);
+  r.read("heads", t.heads);
+  r.read("ffn", t.ffn);
+  r.read("max_positions", t.max_positions);
   r.finish();
 }
 
@@ -60,6 +88,8 @@ ExperimentConfig from_json(const json& root, std::string_view source) {
   FieldReader r(root, "", problems);
   r.read("name", c.name);
   r.read_enum("model", c.model);
+  if (auto v = r.child("vit")) read_vit(*v, c.vit);
+  if (auto t = r.child("transformer")) read_transformer(*t, c.transformer);
   r.read_enum("dataset", c.dataset);
   r.read("data_dir", c.data_dir);
   if (auto s = r.child("synthetic")) read_synthetic(*s, c.synthetic);
@@ -137,13 +167,27 @@ static json to_json_value(const ExperimentConfig& c) {
   return json{
       {"name", c.name},
       {"model", name_of(c.model)},
+      {"vit",
+       {{"patch", c.vit.patch},
+        {"dim", c.vit.dim},
+        {"depth", c.vit.depth},
+        {"heads", c.vit.heads},
+        {"mlp_dim", c.vit.mlp_dim}}},
+      {"transformer",
+       {{"vocab", c.transformer.vocab},
+        {"hidden", c.transformer.hidden},
+        {"layers", c.transformer.layers},
+        {"heads", c.transformer.heads},
+        {"ffn", c.transformer.ffn},
+        {"max_positions", c.transformer.max_positions}}},
       {"dataset", name_of(c.dataset)},
       {"data_dir", c.data_dir},
       {"synthetic",
        {{"shape", c.synthetic.shape},
         {"classes", c.synthetic.classes},
         {"train_samples", c.synthetic.train_samples},
-        {"test_samples", c.synthetic.test_samples}}},
+        {"test_samples", c.synthetic.test_samples},
+        {"vocab", c.synthetic.vocab}}},
       {"augment", c.augment},
       {"strategy", name_of(c.strategy)},
       {"schedule", name_of(c.schedule)},

@@ -100,7 +100,8 @@ Batch BatchLoader::build(const std::vector<int64_t>& indices, std::mt19937_64& r
   auto index = torch::tensor(indices, torch::kInt64);
   auto targets = split_.labels.index_select(0, index);
   torch::Tensor inputs;
-  if (split_.images.is_floating_point()) {
+  if (split_.images.scalar_type() != torch::kUInt8) {
+    // A synthetic pool: float samples or int64 token ids, used as they are.
     inputs = split_.images.index_select(0, index.remainder(split_.images.size(0)));
   } else {
     inputs = split_.images.index_select(0, index).to(torch::kFloat32).div_(255.0f);

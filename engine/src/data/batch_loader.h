@@ -17,7 +17,7 @@
 namespace flotilla::data {
 
 struct Batch {
-  torch::Tensor inputs;  // float, normalised, on the CPU
+  torch::Tensor inputs;  // float, normalised (or int64 token ids), on the CPU
   torch::Tensor targets;
 };
 

@@ -23,14 +23,47 @@ Split cifar_split(const std::vector<std::filesystem::path>& files, int label_byt
   return {data.images, data.labels};
 }
 
+// A pool of distinct samples keeps memory bounded for any shape and count.
+constexpr int64_t kSyntheticPool = 256;
+
 Split synthetic_split(const SyntheticConfig& s, int64_t samples, uint64_t seed) {
-  // A pool of distinct samples keeps memory bounded for any shape and count.
-  const int64_t pool = std::min<int64_t>(samples, 256);
+  const int64_t pool = std::min<int64_t>(samples, kSyntheticPool);
   auto gen = at::detail::createCPUGenerator(seed);
   std::vector<int64_t> pool_shape{pool};
   pool_shape.insert(pool_shape.end(), s.shape.begin(), s.shape.end());
   return {torch::randn(pool_shape, gen, torch::kFloat32),
           torch::randint(s.classes, {samples}, gen, torch::kInt64)};
+}
+
+// Token sequences whose class can be learnt, so that a short run's loss
+// falls: token 0 starts every sequence (RoBERTa's <s>, where the classifier
+// reads), each class owns one keyword token, and a sequence of class c holds
+// c's keyword at about one position in eight (at least one) and filler
+// tokens, never a keyword, elsewhere. The label is the class whose keyword
+// occurs; the classifier has to attend to find it. Keywords come from the
+// run's seed, shared by both splits; the sequences from the split's seed.
+Split synthetic_token_split(const SyntheticConfig& s, int64_t samples, uint64_t keyword_seed,
+                            uint64_t split_seed) {
+  const int64_t pool = std::min<int64_t>(samples, kSyntheticPool);
+  const int64_t length = s.shape.at(0);
+  auto keyword_gen = at::detail::createCPUGenerator(keyword_seed);
+  // Ids 1..vocab-1 in a seeded order: the first `classes` are the keywords.
+  auto ids = torch::randperm(s.vocab - 1, keyword_gen, torch::kInt64) + 1;
+  auto keywords = ids.narrow(0, 0, s.classes);
+  auto filler_ids = ids.narrow(0, s.classes, s.vocab - 1 - s.classes);
+
+  auto gen = at::detail::createCPUGenerator(split_seed);
+  auto pool_labels = torch::randint(s.classes, {pool}, gen, torch::kInt64);
+  auto filler =
+      filler_ids.index({torch::randint(filler_ids.size(0), {pool, length}, gen, torch::kInt64)});
+  auto marked = torch::rand({pool, length}, gen) < 0.125;
+  marked.scatter_(1, torch::randint(1, length, {pool, 1}, gen, torch::kInt64), true);
+  marked.select(1, 0).fill_(false);
+  auto tokens = torch::where(marked, keywords.index({pool_labels}).unsqueeze(1), filler);
+  tokens.select(1, 0).fill_(0);
+  // Sample i is pool entry i % pool, label included.
+  auto entry = torch::arange(samples, torch::kInt64).remainder(pool);
+  return {tokens, pool_labels.index({entry})};
 }
 
 }  // namespace
@@ -64,9 +97,15 @@ Dataset load_dataset(const ExperimentConfig& c) {
       d.augment = c.augment;
       break;
     case DatasetKind::synthetic:
-      d.train = synthetic_split(c.synthetic, c.synthetic.train_samples, c.seed);
-      d.test = synthetic_split(c.synthetic, c.synthetic.test_samples, c.seed + 1);
-      d.shape = {c.synthetic.shape, c.synthetic.classes};
+      if (c.synthetic.vocab > 0) {
+        // The keywords' generator is seeded apart (~seed) from the splits'.
+        d.train = synthetic_token_split(c.synthetic, c.synthetic.train_samples, ~c.seed, c.seed);
+        d.test = synthetic_token_split(c.synthetic, c.synthetic.test_samples, ~c.seed, c.seed + 1);
+      } else {
+        d.train = synthetic_split(c.synthetic, c.synthetic.train_samples, c.seed);
+        d.test = synthetic_split(c.synthetic, c.synthetic.test_samples, c.seed + 1);
+      }
+      d.shape = {c.synthetic.shape, c.synthetic.classes, c.synthetic.vocab};
       break;
   }
   const int64_t max_label = d.train.labels.max().item<int64_t>();

@@ -10,8 +10,9 @@
 namespace flotilla::data {
 
 struct Split {
-  // uint8 [N, C, H, W] for image files. For synthetic data a float pool of
-  // distinct samples that sample i reuses as i % pool.
+  // uint8 [N, C, H, W] for image files. For synthetic data a pool of
+  // distinct samples that sample i reuses as i % pool: float samples, or
+  // int64 token ids [pool, length].
   torch::Tensor images;
   torch::Tensor labels;  // int64 [N]
   int64_t size() const { return labels.size(0); }

@@ -60,15 +60,43 @@ struct CompressionConfig {
 };
 
 struct SyntheticConfig {
-  std::vector<int64_t> shape = {3, 32, 32};
+  std::vector<int64_t> shape = {3, 32, 32};  // [channels, height, width], or [length] of tokens
   int64_t classes = 10;
   int64_t train_samples = 50000;
   int64_t test_samples = 10000;
+  // 0: float samples of `shape`. Above 0: int64 token ids below `vocab`, shape
+  // [length], whose label can be learnt from the tokens (see dataset.cpp).
+  int64_t vocab = 0;
+};
+
+// ViT sizes. The defaults are a small ViT for 28x28 and 32x32 images on a
+// CPU; `vit: {preset: b16}` reads as ViT-B/16 (patch 16, dim 768, depth 12,
+// heads 12, mlp_dim 3072), with keys given beside it overriding it.
+struct VitConfig {
+  int64_t patch = 4;  // must divide the image's height and width
+  int64_t dim = 128;
+  int64_t depth = 6;  // encoder blocks
+  int64_t heads = 4;
+  int64_t mlp_dim = 256;
+};
+
+// Transformer encoder sizes, RoBERTa-base by default.
+struct TransformerConfig {
+  int64_t vocab = 50265;
+  int64_t hidden = 768;
+  int64_t layers = 12;
+  int64_t heads = 12;
+  int64_t ffn = 3072;
+  // Rows of the position table. RoBERTa numbers positions from 2 (padding
+  // index + 1), so 514 rows hold sequences of up to 512 tokens.
+  int64_t max_positions = 514;
 };
 
 struct ExperimentConfig {
   std::string name = "experiment";
   ModelKind model = ModelKind::small_cnn;
+  VitConfig vit;
+  TransformerConfig transformer;
   DatasetKind dataset = DatasetKind::fashion_mnist;
   std::string data_dir;  // empty: the data set's default location
   SyntheticConfig synthetic;
