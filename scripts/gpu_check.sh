@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# gpu_check.sh: build the engine and agent against the GPU machine's CUDA
+# LibTorch (python3's torch), run their tests, then train Fashion-MNIST on the
+# GPU and print the CUDA fields of its records.
+#
+# Usage (from any directory on the GPU machine):
+#   bash scripts/gpu_check.sh [STAGE...]
+# STAGEs, in order (default: all of them):
+#   env configure build train test summary
+# Settings, all from the environment:
+#   SRC          source tree to build          (default: the tree holding this script)
+#   GPU_DIR      carried folder with deps/, deps-zlib/, gloo-include/, data/
+#                (default: ./.gpu if it has deps/, else the folder above $SRC)
+#   BUILD        build directory               (default: /tmp/flotilla-gpu-build; reused if there)
+#   OUT          where the *.log files go      (default: $OUT of the device tool, else ./gpu-out)
+#   JOBS         parallel compile jobs         (default: nproc)
+#   BUILD_TYPE   CMake build type              (default: Release)
+#   EXTRA_CMAKE_ARGS  appended to the configure line (e.g. -DCMAKE_CXX_STANDARD=20)
+#   TARGETS      what to build (default: flotilla-train flotilla-agent and the four test programs)
+#   TESTS        test programs to run          (default: engine_tests protocol_tests agent_tests train_process_tests)
+#   GTEST_FILTER passed to every test program  (default: -*Long*  i.e. skip the two-epoch CPU run)
+#   TEST_TIMEOUT seconds per test program      (default: 240)
+#   DEADLINE_S   seconds after start by which every stage must end (default: 570; the tool's limit is 600)
+#   STEPS        flotilla-train max_steps      (default: 400)
+#   BATCH        batch_size of that run        (default: 64, the preset's)
+#   TRAIN_CONFIG a YAML of your own for the training stage instead of the generated one
+#   TRAIN_ARGS   extra flotilla-train arguments
+#   DEPS_ZLIB=1  link the carried static zlib even where the machine has zlib.h
+# With the device tool (GPU machine), after copying the committed source to .gpu/src:
+#   run  command: bash .gpu/src/scripts/gpu_check.sh   carry: [".gpu"]
+# Logs: $OUT/{env,configure,build,train,tests,summary}.log and $OUT/train_records.jsonl.
+set -uo pipefail
+
+T0=$(date +%s)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=${SRC:-$(cd "$HERE/.." && pwd)}
+if [[ -z ${GPU_DIR:-} ]]; then
+  if [[ -d $PWD/.gpu/deps ]]; then GPU_DIR=$PWD/.gpu
+  elif [[ -d $SRC/../deps ]]; then GPU_DIR=$(cd "$SRC/.." && pwd)
+  else GPU_DIR=$PWD/.gpu; fi
+fi
+GPU_DIR=$(cd "$GPU_DIR" 2>/dev/null && pwd || echo "$GPU_DIR")
+BUILD=${BUILD:-/tmp/flotilla-gpu-build}
+OUT=${OUT:-$PWD/gpu-out}
+JOBS=${JOBS:-$(nproc)}
+BUILD_TYPE=${BUILD_TYPE:-Release}
+TARGETS=${TARGETS:-flotilla-train flotilla-agent engine_tests protocol_tests agent_tests train_process_tests}
+TESTS=${TESTS:-engine_tests protocol_tests agent_tests train_process_tests}
+GTEST_FILTER=${GTEST_FILTER:--*Long*}
+TEST_TIMEOUT=${TEST_TIMEOUT:-240}
+DEADLINE_S=${DEADLINE_S:-570}
+STEPS=${STEPS:-400}
+BATCH=${BATCH:-64}
+STAGES=${*:-env configure build train test summary}
+mkdir -p "$OUT" "$BUILD"
+SUMMARY=$OUT/summary.log
+: >"$SUMMARY"
+
+say() { echo "== $*" | tee -a "$SUMMARY"; }
+elapsed() { echo $(($(date +%s) - T0)); }
+left() { echo $((DEADLINE_S - $(date +%s) + T0)); }
+want() { [[ " $STAGES " == *" $1 "* ]]; }
+
+# ---- environment: torch, CUDA, NCCL headers, the carried dependencies
+export PATH=/usr/local/cuda/bin:$PATH
+TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)' 2>/dev/null)
+TORCH_LIB=$(python3 -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"lib"))' 2>/dev/null)
+DEPS=$GPU_DIR/deps/usr
+ARCH_LIB=$DEPS/lib/x86_64-linux-gnu
+PREFIX="$TORCH_PREFIX;$DEPS"
+ZLIB_ARGS=()
+if [[ ! -e /usr/include/zlib.h || -n ${DEPS_ZLIB:-} ]]; then  # no zlib headers there (or DEPS_ZLIB=1): Debian's static zlib
+  PREFIX="$PREFIX;$GPU_DIR/deps-zlib/usr"
+  ZLIB_ARGS=(-DZLIB_USE_STATIC_LIBS=ON -DZLIB_INCLUDE_DIR="$GPU_DIR/deps-zlib/usr/include"
+             -DZLIB_LIBRARY="$GPU_DIR/deps-zlib/usr/lib/x86_64-linux-gnu/libz.a")
+fi
+# ProcessGroupNCCL.hpp includes <nccl.h>: the wheel's nvidia-nccl ships it.
+NCCL_INC=""
+for d in /usr/include /usr/local/cuda/include; do [[ -e $d/nccl.h ]] && NCCL_INC=$d && break; done
+if [[ -z $NCCL_INC ]]; then
+  for sp in $(python3 -c 'import site;print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    f=$(find "$sp/nvidia" -name nccl.h 2>/dev/null | head -1)
+    [[ -n $f ]] && NCCL_INC=$(dirname "$f") && break
+  done
+fi
+[[ -n $NCCL_INC ]] && export CPATH=$NCCL_INC${CPATH:+:$CPATH}
+# ProcessGroupGloo.hpp includes gloo's headers; where the wheel lacks them,
+# the carried copy of Debian's (searched after every -I directory).
+TORCH_INC=$(python3 -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"include"))' 2>/dev/null)
+if [[ ! -e $TORCH_INC/gloo/algorithm.h && -d $GPU_DIR/gloo-include ]]; then
+  export CPATH=${CPATH:+$CPATH:}$GPU_DIR/gloo-include
+fi
+export LD_LIBRARY_PATH=$ARCH_LIB:$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+# The tests read Fashion-MNIST from Debian's location.
+if [[ -d $GPU_DIR/data && ! -e /usr/share/datasets/fashion-mnist ]]; then
+  mkdir -p /usr/share/datasets 2>/dev/null && ln -s "$GPU_DIR/data" /usr/share/datasets/fashion-mnist 2>/dev/null
+fi
+DATA_DIR=$GPU_DIR/data
+[[ -d $DATA_DIR ]] || DATA_DIR=/usr/share/datasets/fashion-mnist
+
+if want env; then
+  {
+    echo "SRC=$SRC GPU_DIR=$GPU_DIR BUILD=$BUILD OUT=$OUT JOBS=$JOBS"
+    echo "TORCH_PREFIX=$TORCH_PREFIX NCCL_INC=$NCCL_INC CPATH=${CPATH:-}"
+    uname -a; cat /etc/os-release 2>/dev/null | head -2
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+    which nvcc cmake ninja g++ 2>&1; nvcc --version 2>&1 | tail -2; cmake --version | head -1
+    ninja --version; g++ --version | head -1
+    python3 -c 'import torch;print("torch",torch.__version__,"cuda",torch.version.cuda,
+      "avail",torch.cuda.is_available(),"nccl",torch.cuda.nccl.version() if torch.cuda.is_available() else None,
+      "cxx11abi",torch.compiled_with_cxx11_abi())' 2>&1
+    ls "$TORCH_LIB" | head -50
+    ls -d /usr/include/zlib.h "$TORCH_INC/gloo" 2>&1
+  } 2>&1 | tee "$OUT/env.log"
+fi
+
+if want configure; then
+  say "configure ($(elapsed) s)"
+  cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
+    -DFLOTILLA_BUILD_GUI=OFF -DFLOTILLA_BUILD_TESTS=ON \
+    -DCMAKE_PREFIX_PATH="$PREFIX" \
+    -DGTest_DIR="$ARCH_LIB/cmake/GTest" -Dyaml-cpp_DIR="$ARCH_LIB/cmake/yaml-cpp" \
+    -DCLI11_DIR="$DEPS/share/cmake/CLI11" -Dnlohmann_json_DIR="$DEPS/share/cmake/nlohmann_json" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST \
+    "${ZLIB_ARGS[@]}" ${EXTRA_CMAKE_ARGS:-} 2>&1 | tee "$OUT/configure.log"
+  rc=${PIPESTATUS[0]}
+  say "configure: exit $rc ($(elapsed) s)"
+  [[ $rc == 0 ]] || { cat "$SUMMARY"; exit 1; }
+fi
+
+if want build; then
+  say "build ($(elapsed) s): $TARGETS"
+  # -k 0: every compile error at once, not the first.
+  timeout $(( $(left) > 30 ? $(left) - 20 : 10 )) \
+    cmake --build "$BUILD" -j "$JOBS" --target $TARGETS -- -k 0 2>&1 | tee "$OUT/build.log" | grep -v '^\[' 
+  rc=${PIPESTATUS[0]}
+  say "build: exit $rc ($(elapsed) s)"
+  if [[ $rc != 0 ]]; then
+    grep -E 'error|FAILED' "$OUT/build.log" | head -60 | tee -a "$SUMMARY"
+  fi
+fi
+
+if want train; then
+  TRAIN_BIN=$BUILD/bin/flotilla-train
+  if [[ ! -x $TRAIN_BIN ]]; then
+    say "train: no $TRAIN_BIN"
+  else
+    cfg=${TRAIN_CONFIG:-$BUILD/gpu_fashion_mnist.yaml}
+    if [[ -z ${TRAIN_CONFIG:-} ]]; then
+      cat >"$cfg" <<EOF
+# The quick-start preset on the GPU, cut to $STEPS steps.
+name: gpu-fashion-mnist-small-cnn
+model: small_cnn
+dataset: fashion_mnist
+data_dir: $DATA_DIR
+strategy: single
+batch_size: $BATCH
+epochs: 1
+max_steps: $STEPS
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}
+lr_schedule: {name: cosine}
+device: cuda
+seed: 1
+threads: 4
+EOF
+    fi
+    say "train ($(elapsed) s): $cfg"
+    rm -f "$OUT/train_records.jsonl"
+    timeout $(( $(left) > 60 ? 150 : 30 )) "$TRAIN_BIN" --config "$cfg" \
+      --records "$OUT/train_records.jsonl" ${TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log"
+    rc=${PIPESTATUS[0]}
+    say "train: exit $rc ($(elapsed) s)"
+    python3 - "$OUT/train_records.jsonl" <<'PY' 2>&1 | tee -a "$OUT/train.log" "$SUMMARY"
+import json, statistics, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for r in recs: by.setdefault(r.get("type"), []).append(r)
+steps = by.get("step", [])
+print(f"records: {len(recs)} ({', '.join(f'{k} {len(v)}' for k, v in by.items())})")
+for r in by.get("start", []):
+    print("start:", {k: v for k, v in r.items() if k not in ("config",)})
+def show(r):
+    keys = ["step", "loss", "step_ms", "data_ms", "forward_ms", "backward_ms", "optimizer_ms",
+            "samples_per_s", "mem_alloc", "mem_reserved", "mem_peak"]
+    f = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
+    return "  ".join(f"{k}={f(r.get(k))}" for k in keys)
+for r in steps[:3] + steps[-3:]: print(show(r))
+if steps:
+    rest = steps[min(20, len(steps) // 4):]
+    for k in ("step_ms", "forward_ms", "backward_ms", "optimizer_ms", "data_ms", "samples_per_s"):
+        v = [float(s[k]) for s in rest if k in s]
+        if v: print(f"{k}: median {statistics.median(v):.3f}  min {min(v):.3f}  max {max(v):.3f}  (steps {len(steps)-len(rest)+1}..{len(steps)})")
+    MiB = 2**20
+    for k in ("mem_alloc", "mem_reserved", "mem_peak"):
+        v = [int(s[k]) for s in steps if k in s]
+        if v: print(f"{k}: last {v[-1]/MiB:.1f} MiB  max {max(v)/MiB:.1f} MiB")
+for r in by.get("epoch", []) + by.get("end", []): print(r.get("type") + ":", r)
+PY
+  fi
+fi
+
+if want test; then
+  : >"$OUT/tests.log"
+  for t in $TESTS; do
+    bin=$BUILD/bin/$t
+    [[ -x $bin ]] || bin=$(find "$BUILD" -name "$t" -type f -perm -u+x | head -1)
+    if [[ -z $bin || ! -x $bin ]]; then say "$t: not built"; continue; fi
+    budget=$(( $(left) - 5 ))
+    (( budget > TEST_TIMEOUT )) && budget=$TEST_TIMEOUT
+    if (( budget < 10 )); then say "$t: not run, past the deadline"; continue; fi
+    say "$t ($(elapsed) s, up to $budget s)"
+    (cd "$BUILD" && timeout "$budget" "$bin" --gtest_filter="$GTEST_FILTER" --gtest_color=no) \
+      >"$OUT/$t.tmp" 2>&1
+    rc=$?
+    cat "$OUT/$t.tmp" >>"$OUT/tests.log"
+    {
+      echo "$t: exit $rc$([[ $rc == 124 ]] && echo ' (timed out)') ($(elapsed) s)"
+      grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]|^\[==========\] [0-9]+ tests? from .* ran' "$OUT/$t.tmp"
+      grep -B2 -A8 -E '^\[  FAILED  \]|Failure$' "$OUT/$t.tmp" | grep -v '^\[       OK \]' | head -60
+      grep -iE 'skip|cuda' "$OUT/$t.tmp" | grep -v '^\[ RUN' | head -10
+    } | awk '!seen[$0]++' | tee -a "$SUMMARY"
+    rm -f "$OUT/$t.tmp"
+  done
+fi
+
+if want summary; then
+  echo
+  echo "######## summary ($(elapsed) s)"
+  cat "$SUMMARY"
+fi
