@@ -6,7 +6,7 @@
 # Usage (from any directory on the GPU machine):
 #   bash scripts/gpu_check.sh [STAGE...]
 # STAGEs, in order (default: all of them):
-#   env configure build train test summary
+#   env configure build train diag test summary   (diag only when named)
 # Settings, all from the environment:
 #   SRC          source tree to build          (default: the tree holding this script)
 #   GPU_DIR      carried folder with deps/, deps-zlib/, gloo-include/, data/
@@ -19,6 +19,9 @@
 #   TARGETS      what to build (default: flotilla-train flotilla-agent and the four test programs)
 #   TESTS        test programs to run          (default: engine_tests protocol_tests agent_tests train_process_tests)
 #   GTEST_FILTER passed to every test program  (default: -*Long*  i.e. skip the two-epoch CPU run)
+#   PER_TEST     1 (default): each test in its own process, so a crash costs one test; 0: whole programs
+#   EACH_TIMEOUT seconds per test with PER_TEST=1 (default: 90)
+#   TRACE        1 (default): preload crash_trace.cpp (stacks on crashes and uncaught exceptions)
 #   TEST_TIMEOUT seconds per test program      (default: 240)
 #   DEADLINE_S   seconds after start by which every stage must end (default: 570; the tool's limit is 600)
 #   STEPS        flotilla-train max_steps      (default: 400)
@@ -28,7 +31,9 @@
 #   DEPS_ZLIB=1  link the carried static zlib even where the machine has zlib.h
 # With the device tool (GPU machine), after copying the committed source to .gpu/src:
 #   run  command: bash .gpu/src/scripts/gpu_check.sh   carry: [".gpu"]
-# Logs: $OUT/{env,configure,build,train,tests,summary}.log and $OUT/train_records.jsonl.
+# Logs: $OUT/{env,configure,build,train,tests,summary}.log, diag.log and $OUT/train_records.jsonl.
+# summary.log (also printed at the end) has one line per test: PASS, FAIL, SKIP,
+# CRASH or TIMEOUT, and the output of each that did not pass.
 set -uo pipefail
 
 T0=$(date +%s)
@@ -60,6 +65,7 @@ say() { echo "== $*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(($(date +%s) - T0)); }
 left() { echo $((DEADLINE_S - $(date +%s) + T0)); }
 want() { [[ " $STAGES " == *" $1 "* ]]; }
+want_any() { local x; for x; do want "$x" && return 0; done; return 1; }
 
 # ---- environment: torch, CUDA, NCCL headers, the carried dependencies
 export PATH=/usr/local/cuda/bin:$PATH
@@ -142,6 +148,26 @@ if want build; then
   fi
 fi
 
+# Resolves crash_trace's "module+0xOFFSET" frames to function (file:line).
+symbolize() {
+  local line fn
+  while IFS= read -r line; do
+    if [[ $line =~ ^\ +#[0-9]+\ +([^ ]+)\+0x([0-9a-f]+)\ *$ ]] && command -v addr2line >/dev/null; then
+      fn=$(addr2line -C -f -p -e "${BASH_REMATCH[1]}" "0x${BASH_REMATCH[2]}" 2>/dev/null | head -1)
+      echo "$line $fn"
+    else
+      echo "$line"
+    fi
+  done
+}
+
+if [[ ${TRACE:-1} == 1 ]] && want_any test diag; then
+  if g++ -shared -fPIC -O1 -o "$BUILD/libcrash_trace.so" "$HERE/crash_trace.cpp" -ldl 2>>"$SUMMARY"; then
+    CRASH_TRACE=$BUILD/libcrash_trace.so
+  fi
+fi
+PRELOAD=${CRASH_TRACE:+LD_PRELOAD=$CRASH_TRACE}
+
 if want train; then
   TRAIN_BIN=$BUILD/bin/flotilla-train
   if [[ ! -x $TRAIN_BIN ]]; then
@@ -201,6 +227,96 @@ PY
   fi
 fi
 
+
+# diag (not in the default stages): how this LibTorch behaves as a process: its
+# address space, how long SIGTERM and SIGKILL take to end a rank, and the
+# stack of the OOM test's run under its 2.5 GiB address-space limit.
+if want diag && [[ -x $BUILD/bin/flotilla-train ]]; then
+  TRAIN_BIN=$BUILD/bin/flotilla-train
+  d=$BUILD/diag
+  mkdir -p "$d"
+  {
+    printf '%s\n' 'name: diag-long' 'model: small_cnn' 'dataset: synthetic' \
+      'synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 6400000, test_samples: 64}' \
+      'batch_size: 32' 'epochs: 1' 'threads: 1' >"$d/long.yaml"
+    for sig in TERM KILL; do
+      rm -f "$d/rec.jsonl"
+      t0=$(date +%s%N)
+      "$TRAIN_BIN" --config "$d/long.yaml" --records "$d/rec.jsonl" --quiet 2>"$d/err.txt" &
+      pid=$!
+      for i in $(seq 1 400); do
+        grep -q '"step"' "$d/rec.jsonl" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+      done
+      echo "first step record after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+      grep -E 'VmPeak|VmSize|VmRSS|Threads' "/proc/$pid/status" | tr -s ' \t' ' ' | paste -sd' '
+      t1=$(date +%s%N)
+      kill -"$sig" "$pid"
+      wait "$pid"
+      rc=$?
+      echo "SIG$sig: exited $rc after $(( ($(date +%s%N) - t1) / 1000000 )) ms"
+    done
+    printf '%s\n' 'name: oom' 'model: resnet18' 'dataset: synthetic' \
+      'synthetic: {shape: [3, 32, 32], classes: 10, train_samples: 4096, test_samples: 16}' \
+      'batch_size: 4096' 'threads: 1' >"$d/oom.yaml"
+    echo "--- the OOM test's run (ulimit -v 2621440):"
+    (ulimit -v 2621440; env $PRELOAD "$TRAIN_BIN" --config "$d/oom.yaml" --records "$d/oom.jsonl"; echo "exit $?") 2>&1 \
+      | symbolize | head -80
+    tail -1 "$d/oom.jsonl" 2>/dev/null
+  } 2>&1 | tee "$OUT/diag.log" | tee -a "$SUMMARY"
+fi
+
+# Runs one test program, whole or one process per test (PER_TEST=1: a crash
+# then costs one test, not the rest); appends its output to tests.log.
+run_tests_of() {
+  local t=$1 bin=$2 budget=$3 name rc status suite="" line
+  local tests=()
+  if [[ ${PER_TEST:-1} != 1 ]]; then
+    (cd "$BUILD" && env $PRELOAD timeout "$budget" "$bin" --gtest_filter="$GTEST_FILTER" --gtest_color=no) \
+      >"$OUT/$t.tmp" 2>&1
+    rc=$?
+    symbolize <"$OUT/$t.tmp" >>"$OUT/tests.log"
+    echo "$t: exit $rc$([[ $rc == 124 ]] && echo ' (timed out)') ($(elapsed) s)" | tee -a "$SUMMARY"
+    grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]' "$OUT/$t.tmp" | tee -a "$SUMMARY"
+    rm -f "$OUT/$t.tmp"
+    return
+  fi
+  while IFS= read -r line; do
+    if [[ $line =~ ^([^\ ].*\.)(\ +#.*)?$ ]]; then suite=${BASH_REMATCH[1]}
+    elif [[ $line =~ ^\ +([^\ #]+) ]]; then tests+=("$suite${BASH_REMATCH[1]}"); fi
+  done < <("$bin" --gtest_list_tests --gtest_filter="$GTEST_FILTER" 2>/dev/null)
+  local pass=0 fail=0 skip=0 crash=0 deadline=$(( $(date +%s) + budget ))
+  for name in "${tests[@]}"; do
+    local now each t0 ms
+    now=$(date +%s) each=${EACH_TIMEOUT:-90}
+    (( deadline - now < each )) && each=$(( deadline - now ))
+    if (( each < 5 )); then echo "NOT RUN  $name (deadline)" | tee -a "$SUMMARY"; continue; fi
+    t0=$(date +%s%N)
+    (cd "$BUILD" && env $PRELOAD timeout "$each" "$bin" --gtest_filter="$name" --gtest_color=no) \
+      >"$OUT/$t.tmp" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    if grep -q '^\[  SKIPPED \] 1 test' "$OUT/$t.tmp"; then status=SKIP; skip=$((skip + 1))
+    elif [[ $rc == 0 ]] && grep -q '^\[  PASSED  \] 1 test' "$OUT/$t.tmp"; then status=PASS; pass=$((pass + 1))
+    elif [[ $rc == 1 ]]; then status=FAIL; fail=$((fail + 1))
+    elif [[ $rc == 124 ]]; then status="TIMEOUT(${each}s)"; crash=$((crash + 1))
+    else status="CRASH(exit $rc)"; crash=$((crash + 1)); fi
+    { echo "######## $t $name: $status ($ms ms)"; symbolize <"$OUT/$t.tmp"; } >>"$OUT/tests.log"
+    echo "$status  $name ($ms ms)" >>"$SUMMARY"
+    if [[ $status != PASS && $status != SKIP ]]; then
+      # The failure, verbatim, without gtest's banner lines.
+      grep -vE '^(Running main|Note: Google Test filter|\[(==========|----------| RUN      |       OK )\])' \
+        "$OUT/$t.tmp" | symbolize | head -"${FAIL_LINES:-40}" | sed 's/^/    /' >>"$SUMMARY"
+    elif [[ $status == SKIP ]]; then
+      grep -iE 'skip' "$OUT/$t.tmp" | grep -v '^\[' | head -3 | sed 's/^/    /' >>"$SUMMARY"
+    fi
+  done
+  echo "$t: ${#tests[@]} tests: $pass passed, $fail failed, $skip skipped, $crash crashed/timed out ($(elapsed) s)" \
+    | tee -a "$SUMMARY"
+  rm -f "$OUT/$t.tmp"
+}
+
 if want test; then
   : >"$OUT/tests.log"
   for t in $TESTS; do
@@ -211,17 +327,7 @@ if want test; then
     (( budget > TEST_TIMEOUT )) && budget=$TEST_TIMEOUT
     if (( budget < 10 )); then say "$t: not run, past the deadline"; continue; fi
     say "$t ($(elapsed) s, up to $budget s)"
-    (cd "$BUILD" && timeout "$budget" "$bin" --gtest_filter="$GTEST_FILTER" --gtest_color=no) \
-      >"$OUT/$t.tmp" 2>&1
-    rc=$?
-    cat "$OUT/$t.tmp" >>"$OUT/tests.log"
-    {
-      echo "$t: exit $rc$([[ $rc == 124 ]] && echo ' (timed out)') ($(elapsed) s)"
-      grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]|^\[==========\] [0-9]+ tests? from .* ran' "$OUT/$t.tmp"
-      grep -B2 -A8 -E '^\[  FAILED  \]|Failure$' "$OUT/$t.tmp" | grep -v '^\[       OK \]' | head -60
-      grep -iE 'skip|cuda' "$OUT/$t.tmp" | grep -v '^\[ RUN' | head -10
-    } | awk '!seen[$0]++' | tee -a "$SUMMARY"
-    rm -f "$OUT/$t.tmp"
+    run_tests_of "$t" "$bin" "$budget"
   done
 fi
 
