@@ -19,6 +19,7 @@
 #   TARGETS      what to build (default: flotilla-train flotilla-agent and the four test programs)
 #   TESTS        test programs to run          (default: engine_tests protocol_tests agent_tests train_process_tests)
 #   GTEST_FILTER passed to every test program  (default: -*Long*  i.e. skip the two-epoch CPU run)
+#   GTEST_FILTER_<program>  that program's own filter instead (e.g. GTEST_FILTER_agent_tests=Agent.Stop*)
 #   PER_TEST     1 (default): each test in its own process, so a crash costs one test; 0: whole programs
 #   EACH_TIMEOUT seconds per test with PER_TEST=1 (default: 90)
 #   TRACE        1 (default): preload crash_trace.cpp (stacks on crashes and uncaught exceptions)
@@ -229,8 +230,8 @@ fi
 
 
 # diag (not in the default stages): how this LibTorch behaves as a process: its
-# address space, how long SIGTERM and SIGKILL take to end a rank, and the
-# stack of the OOM test's run under its 2.5 GiB address-space limit.
+# address space, how long SIGTERM and SIGKILL take to end a rank, the agent's
+# stop of a two-rank run (with its logs), and the OOM test's run.
 if want diag && [[ -x $BUILD/bin/flotilla-train ]]; then
   TRAIN_BIN=$BUILD/bin/flotilla-train
   d=$BUILD/diag
@@ -257,11 +258,50 @@ if want diag && [[ -x $BUILD/bin/flotilla-train ]]; then
       rc=$?
       echo "SIG$sig: exited $rc after $(( ($(date +%s%N) - t1) / 1000000 )) ms"
     done
+    # The agent's stop of a two-rank run, as Agent.StopLeavesNoProcessOfTheRun
+    # does it, with the run directory's logs and the processes left after it.
+    if [[ -x $BUILD/bin/flotilla-agent ]]; then
+      H=$d/agent-home
+      rm -rf "$H" && mkdir -p "$H"
+      port=$((29000 + RANDOM % 900))
+      coproc AG { exec "$BUILD/bin/flotilla-agent" --home "$H" 2>"$d/agent.err"; }
+      exec {AGIN}>&"${AG[1]}" {AGOUT}<&"${AG[0]}"
+      recv_until() {  # PATTERN SECONDS: prints the first line holding PATTERN
+        local end=$(( $(date +%s) + $2 )) line
+        while (( $(date +%s) < end )); do
+          if IFS= read -r -t 5 line <&"$AGOUT"; then
+            echo "$line" >>"$d/agent.out"
+            [[ $line == *"$1"* ]] && { echo "${line:0:400}"; return 0; }
+          fi
+        done
+        return 1
+      }
+      printf '%s\n' '{"v":1,"type":"hello","role":"controller","software":"diag"}' >&"$AGIN"
+      recv_until '"hello"' 10 >/dev/null || echo "agent: no hello"
+      printf '{"v":1,"type":"start","run":"diag-stop","config":{"name":"diag-stop","model":"small_cnn","dataset":"synthetic","synthetic":{"shape":[1,28,28],"classes":10,"train_samples":6400000,"test_samples":64},"strategy":"ddp","ranks_per_node":2,"batch_size":32,"epochs":1,"threads":1},"ranks":[0,1],"world_size":2,"master_addr":"127.0.0.1","master_port":%d}\n' "$port" >&"$AGIN"
+      t0=$(date +%s%N)
+      recv_until '"type":"step"' 60 >/dev/null && echo "agent: first step after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+      t1=$(date +%s%N)
+      printf '%s\n' '{"v":1,"type":"stop","run":"diag-stop","grace_s":3}' >&"$AGIN"
+      ( for s in 1 4 8; do sleep $(( s == 1 ? 1 : s == 4 ? 3 : 4 )); echo "+${s}s after stop:"
+          ps -eo pid,ppid,pgid,stat,etime,wchan:24,args | grep -E "PID|$BUILD|flotilla-(train|agent)\]" \
+            | grep -v grep | cut -c1-200; done ) &
+      pspid=$!
+      if recv_until '"run_end"' 25; then echo "agent: run_end $(( ($(date +%s%N) - t1) / 1000000 )) ms after stop"
+      else echo "agent: no run_end 25 s after stop"; fi
+      wait $pspid
+      find "$H" -maxdepth 4 -type f | head -30
+      for f in $(find "$H" -name '*.log' -o -name 'final*' -o -name '*.json' | head -10); do
+        echo "--- $f"; tail -25 "$f"; done
+      echo "--- agent stderr"; tail -20 "$d/agent.err"
+      exec {AGIN}>&-
+      kill "${AG_PID:-0}" 2>/dev/null
+    fi
     printf '%s\n' 'name: oom' 'model: resnet18' 'dataset: synthetic' \
       'synthetic: {shape: [3, 32, 32], classes: 10, train_samples: 4096, test_samples: 16}' \
       'batch_size: 4096' 'threads: 1' >"$d/oom.yaml"
-    echo "--- the OOM test's run (ulimit -v 2621440):"
-    (ulimit -v 2621440; env $PRELOAD "$TRAIN_BIN" --config "$d/oom.yaml" --records "$d/oom.jsonl"; echo "exit $?") 2>&1 \
+    echo "--- the OOM test's run (ulimit -d 2621440):"
+    (ulimit -d 2621440; env $PRELOAD "$TRAIN_BIN" --config "$d/oom.yaml" --records "$d/oom.jsonl"; echo "exit $?") 2>&1 \
       | symbolize | head -80
     tail -1 "$d/oom.jsonl" 2>/dev/null
   } 2>&1 | tee "$OUT/diag.log" | tee -a "$SUMMARY"
@@ -271,9 +311,10 @@ fi
 # then costs one test, not the rest); appends its output to tests.log.
 run_tests_of() {
   local t=$1 bin=$2 budget=$3 name rc status suite="" line
-  local tests=()
+  local tests=() filter_var="GTEST_FILTER_$t"
+  local filter=${!filter_var:-$GTEST_FILTER}
   if [[ ${PER_TEST:-1} != 1 ]]; then
-    (cd "$BUILD" && env $PRELOAD timeout "$budget" "$bin" --gtest_filter="$GTEST_FILTER" --gtest_color=no) \
+    (cd "$BUILD" && env $PRELOAD timeout "$budget" "$bin" --gtest_filter="$filter" --gtest_color=no) \
       >"$OUT/$t.tmp" 2>&1
     rc=$?
     symbolize <"$OUT/$t.tmp" >>"$OUT/tests.log"
@@ -285,7 +326,7 @@ run_tests_of() {
   while IFS= read -r line; do
     if [[ $line =~ ^([^\ ].*\.)(\ +#.*)?$ ]]; then suite=${BASH_REMATCH[1]}
     elif [[ $line =~ ^\ +([^\ #]+) ]]; then tests+=("$suite${BASH_REMATCH[1]}"); fi
-  done < <("$bin" --gtest_list_tests --gtest_filter="$GTEST_FILTER" 2>/dev/null)
+  done < <("$bin" --gtest_list_tests --gtest_filter="$filter" 2>/dev/null)
   local pass=0 fail=0 skip=0 crash=0 deadline=$(( $(date +%s) + budget ))
   for name in "${tests[@]}"; do
     local now each t0 ms
