@@ -23,6 +23,8 @@
 #   PER_TEST     1 (default): each test in its own process, so a crash costs one test; 0: whole programs
 #   EACH_TIMEOUT seconds per test with PER_TEST=1 (default: 90)
 #   TRACE        1 (default): preload crash_trace.cpp (stacks on crashes and uncaught exceptions)
+#   PRELOAD_STDCXX 1 (default): tests run with LD_PRELOAD=libstdc++.so.6 (see pytorch#133437 below);
+#                0 shows the crash of engine_tests' TempDir tests against a LibTorch 2.x wheel
 #   TEST_TIMEOUT seconds per test program      (default: 240)
 #   DEADLINE_S   seconds after start by which every stage must end (default: 570; the tool's limit is 600)
 #   STEPS        flotilla-train max_steps      (default: 400)
@@ -167,7 +169,16 @@ if [[ ${TRACE:-1} == 1 ]] && want_any test diag; then
     CRASH_TRACE=$BUILD/libcrash_trace.so
   fi
 fi
-PRELOAD=${CRASH_TRACE:+LD_PRELOAD=$CRASH_TRACE}
+# LibTorch 2.x wheels export the std::filesystem functions they link in
+# statically (pytorch/pytorch#133437), and LibTorch comes before libstdc++ in
+# our programs' load order: fs::temp_directory_path/remove_all then crash the
+# TempDir tests of engine_tests. Preloading the system's libstdc++ puts its
+# definitions first for the test stage (flotilla-train itself is run as built).
+STDCXX=""
+[[ ${PRELOAD_STDCXX:-1} == 1 ]] && STDCXX=libstdc++.so.6
+PRELOAD_LIST="$STDCXX${CRASH_TRACE:+ $CRASH_TRACE}"
+PRELOAD_LIST=${PRELOAD_LIST# }
+PRELOAD=${PRELOAD_LIST:+LD_PRELOAD=$PRELOAD_LIST}
 
 if want train; then
   TRAIN_BIN=$BUILD/bin/flotilla-train
@@ -301,7 +312,7 @@ if want diag && [[ -x $BUILD/bin/flotilla-train ]]; then
       'synthetic: {shape: [3, 32, 32], classes: 10, train_samples: 4096, test_samples: 16}' \
       'batch_size: 4096' 'threads: 1' >"$d/oom.yaml"
     echo "--- the OOM test's run (ulimit -d 2621440):"
-    (ulimit -d 2621440; env $PRELOAD "$TRAIN_BIN" --config "$d/oom.yaml" --records "$d/oom.jsonl"; echo "exit $?") 2>&1 \
+    (ulimit -d 2621440; env ${PRELOAD:+"$PRELOAD"} "$TRAIN_BIN" --config "$d/oom.yaml" --records "$d/oom.jsonl"; echo "exit $?") 2>&1 \
       | symbolize | head -80
     tail -1 "$d/oom.jsonl" 2>/dev/null
   } 2>&1 | tee "$OUT/diag.log" | tee -a "$SUMMARY"
@@ -314,7 +325,7 @@ run_tests_of() {
   local tests=() filter_var="GTEST_FILTER_$t"
   local filter=${!filter_var:-$GTEST_FILTER}
   if [[ ${PER_TEST:-1} != 1 ]]; then
-    (cd "$BUILD" && env $PRELOAD timeout "$budget" "$bin" --gtest_filter="$filter" --gtest_color=no) \
+    (cd "$BUILD" && env ${PRELOAD:+"$PRELOAD"} timeout "$budget" "$bin" --gtest_filter="$filter" --gtest_color=no) \
       >"$OUT/$t.tmp" 2>&1
     rc=$?
     symbolize <"$OUT/$t.tmp" >>"$OUT/tests.log"
@@ -334,7 +345,7 @@ run_tests_of() {
     (( deadline - now < each )) && each=$(( deadline - now ))
     if (( each < 5 )); then echo "NOT RUN  $name (deadline)" | tee -a "$SUMMARY"; continue; fi
     t0=$(date +%s%N)
-    (cd "$BUILD" && env $PRELOAD timeout "$each" "$bin" --gtest_filter="$name" --gtest_color=no) \
+    (cd "$BUILD" && env ${PRELOAD:+"$PRELOAD"} timeout "$each" "$bin" --gtest_filter="$name" --gtest_color=no) \
       >"$OUT/$t.tmp" 2>&1
     rc=$?
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
