@@ -1,6 +1,7 @@
 #include "supervisor.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -24,6 +25,19 @@
 
 namespace flotilla::agent {
 namespace {
+
+// The signals the supervisor reads from its signalfd. Blocked in every thread
+// or a process-directed one may go to a thread that has it unblocked, and its
+// default action ends the supervisor with no run_end.
+sigset_t supervisor_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -67,13 +81,8 @@ class Supervisor {
 
  private:
   void block_signals() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, nullptr);
+    const sigset_t set = supervisor_signals();
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
     signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   }
 
@@ -312,6 +321,10 @@ class Supervisor {
 }  // namespace
 
 int run_supervisor(const SupervisorOptions& options) {
+  // Before any thread exists: threads inherit the mask, and loading NVML (the
+  // system sampler, a member) starts threads of its own.
+  const sigset_t signals = supervisor_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   try {
     return Supervisor(options).run();
   } catch (const std::exception& e) {

@@ -312,6 +312,7 @@ TEST(Agent, ASecondStreamOfARunReplacesTheFirstWithoutBlocking) {
   EXPECT_EQ(replies.back()["state"], "running");
   agent.send({{"v", 1}, {"type", "stop"}, {"run", "run-twice"}, {"grace_s", 2}});
   auto rest = agent.until(is_end, std::chrono::seconds(15));
+  ASSERT_FALSE(rest.empty());
   ASSERT_EQ(rest.back()["type"], "run_end");
   EXPECT_EQ(rest.back()["outcome"], "killed");
   EXPECT_TRUE(alive_in(pgids).empty());
