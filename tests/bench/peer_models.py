@@ -63,3 +63,55 @@ def build(name, shape, classes):
     if name == "resnet18":
         return ResNet18(shape[0], classes)
     raise ValueError(f"no peer model for {name}")
+
+
+# The engine's models are block lists (engine/src/models/*.cpp) that a pipeline
+# cuts at block boundaries; these wrap the modules of a model built above into
+# the same blocks, sharing its parameters, so that running them in order is the
+# model's forward.
+#   small_cnn: conv1 (conv, ReLU, pool), conv2 (same), fc1 (flatten, linear, ReLU), fc2
+#   resnet18:  stem (conv, BN, ReLU), 8 BasicBlocks, head (pool, flatten, linear)
+class ConvPool(nn.Module):
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        return F.max_pool2d(F.relu(self.conv(x)), 2)
+
+
+class Dense(nn.Module):
+    def __init__(self, fc):
+        super().__init__()
+        self.fc = fc
+
+    def forward(self, x):
+        return F.relu(self.fc(x.flatten(1)))
+
+
+class ConvBnRelu(nn.Module):
+    def __init__(self, conv, bn):
+        super().__init__()
+        self.conv, self.bn = conv, bn
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x)))
+
+
+class PoolClassifier(nn.Module):
+    def __init__(self, fc):
+        super().__init__()
+        self.fc = fc
+
+    def forward(self, x):
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def blocks(model):
+    """The engine's block list of a model from build(), as an nn.Sequential."""
+    if isinstance(model, SmallCNN):
+        return nn.Sequential(ConvPool(model.conv1), ConvPool(model.conv2), Dense(model.fc1), model.fc2)
+    if isinstance(model, ResNet18):
+        return nn.Sequential(ConvBnRelu(model.conv1, model.bn1), *model.layers,
+                             PoolClassifier(model.linear))
+    raise ValueError(f"no block list for {type(model).__name__}")

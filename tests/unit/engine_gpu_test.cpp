@@ -63,8 +63,11 @@ TEST(Gpu, DdpBucketsOnNcclAverageTheGradientsAndCountFourBytesAParameter) {
   buckets.finish();
   torch::nn::functional::cross_entropy(reference->forward(inputs), targets).backward();
   const auto got = model->parameters(), want = reference->parameters();
+  // cuDNN's convolution backward may sum in another order from run to run.
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_TRUE(torch::allclose(got[i].grad(), want[i].grad(), 1e-5, 1e-6)) << "gradient " << i;
+    EXPECT_TRUE(torch::allclose(got[i].grad(), want[i].grad(), 1e-4, 1e-5))
+        << "gradient " << i << " differs by "
+        << (got[i].grad() - want[i].grad()).abs().max().item<double>();
   EXPECT_EQ(comm->take_stats().bytes_sent, 4 * parameter_count(*model));
   EXPECT_GT(buckets.started_during_backward(), 0);
 }
