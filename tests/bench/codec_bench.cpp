@@ -40,31 +40,35 @@ double gigabytes(const torch::Tensor& t) {
 }
 
 void print_header() {
-  std::printf("%-22s %-34s %8s %10s %9s %10s %9s %11s\n", "tensor", "codec", "ratio", "enc ms",
-              "enc GB/s", "dec ms", "dec GB/s", "max |err|");
+  std::printf("%-22s %-34s %8s %10s %9s %10s %9s %11s %11s\n", "tensor", "codec", "ratio", "enc ms",
+              "enc GB/s", "dec ms", "dec GB/s", "max |err|", "rms err");
 }
 
-void bench_tensor(const Shape& shape, const std::vector<CompressionConfig>& settings, int repeats) {
+void bench_tensor(const Shape& shape, const std::vector<CompressionConfig>& settings, int repeats,
+                  const std::string& filter) {
   torch::manual_seed(0);
   const auto values = torch::relu(torch::randn(shape.sizes) + 0.4);  // a third exact zeros
   const double gb = gigabytes(values);
 
   for (const auto& setting : settings) {
     const auto codec = make_codec(setting);
+    if (codec->describe().find(filter) == std::string::npos) continue;
     torch::Tensor payload, decoded;
     const double encode_s = best_seconds(repeats, [&] { payload = codec->encode(values); });
     const double decode_s =
         best_seconds(repeats, [&] { decoded = codec->decode(payload, values.numel()); });
     const double ratio = values.numel() * 4.0 / payload.numel();
-    const double error = (decoded - values.reshape({-1})).abs().max().item<double>();
-    std::printf("%-22s %-34s %7.2fx %10.2f %9.2f %10.2f %9.2f %11.3e\n", shape.name.c_str(),
+    const auto error = decoded - values.reshape({-1});
+    std::printf("%-22s %-34s %7.2fx %10.2f %9.2f %10.2f %9.2f %11.3e %11.3e\n", shape.name.c_str(),
                 codec->describe().c_str(), ratio, encode_s * 1e3, gb / encode_s, decode_s * 1e3,
-                gb / decode_s, error);
+                gb / decode_s, error.abs().max().item<double>(),
+                error.square().mean().sqrt().item<double>());
   }
   const auto flat = values.reshape({-1});
   const double sort_s = best_seconds(repeats, [&] { torch::sort(flat); });
-  std::printf("%-22s %-34s %8s %10.2f %9.2f %10s %9s %11s\n", shape.name.c_str(),
-              "torch::sort (full, for reference)", "-", sort_s * 1e3, gb / sort_s, "-", "-", "-");
+  std::printf("%-22s %-34s %8s %10.2f %9.2f %10s %9s %11s %11s\n", shape.name.c_str(),
+              "torch::sort (full, for reference)", "-", sort_s * 1e3, gb / sort_s, "-", "-", "-",
+              "-");
 }
 
 }  // namespace
@@ -74,9 +78,12 @@ int main(int argc, char** argv) {
   using flotilla::CompressionMethod;
   CLI::App app{"Activation codec throughput (fp32 input GB/s) against a full torch::sort"};
   int threads = 0, repeats = 3;
+  std::string filter;
   app.add_option("--threads", threads, "intra-op threads; 0: LibTorch's default");
   app.add_option("--repeats", repeats, "timed runs per measurement, after one warm-up")
       ->check(CLI::PositiveNumber);
+  app.add_option("--filter", filter,
+                 "only codecs whose description contains this, e.g. sort_quant");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) at::set_num_threads(threads);
 
@@ -93,6 +100,6 @@ int main(int argc, char** argv) {
   std::printf("intra-op threads: %d, best of %d runs after a warm-up\n", at::get_num_threads(),
               repeats);
   flotilla::print_header();
-  for (const auto& shape : shapes) flotilla::bench_tensor(shape, settings, repeats);
+  for (const auto& shape : shapes) flotilla::bench_tensor(shape, settings, repeats, filter);
   return 0;
 }

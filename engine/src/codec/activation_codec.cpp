@@ -20,9 +20,10 @@
 namespace flotilla {
 namespace {
 
-// Codes are computed in float32: its 24-bit mantissa leaves 8 bits below a
-// 16-bit code's unit, so rounding to the nearest code is off by at most 1/256
-// of a step. (Validation allows the same: bits 1..16, split_bits 0..16.)
+// Codes are computed in float32 (twice as fast as double: twice the lanes).
+// Its 24-bit mantissa leaves 8 bits below a 16-bit code's unit, so a value
+// next to the midpoint of two codes may round to the farther one by a few
+// 256ths of a step, never more. Validation allows the same: b 1..16, s 0..16.
 constexpr int kMaxValueBits = 16;
 constexpr int kMaxSplitBits = 16;  // 2^16 groups: a 512 KiB table already
 constexpr int64_t kTableEntryBytes = 2 * sizeof(float);
