@@ -191,13 +191,13 @@ def milliseconds(values):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--build", default="build", help="build folder (relative: to here, else to the repo)")
+    p.add_argument("--build", default="build", help="build folder; a relative one is looked for here, then at the repo root")
     p.add_argument("--steps", type=int,
                    help=f"steps per run, {WARMUP} of them warm-up (default: "
                         + ", ".join(f"{c[0]} {c[4]}" for c in CASES) + ")")
-    p.add_argument("--repeats", type=int, default=3, help="runs of each side; the best counts")
+    p.add_argument("--repeats", type=int, help="runs of each side; the best counts (default 3, --quick 1)")
     p.add_argument("--quick", action="store_true",
-                   help="smoke run: small CNN only, 6 steps, 1 repeat, codec_bench 1 repeat")
+                   help="smoke run: small CNN only, 6 steps, 1 repeat; codec_bench with --repeats 1")
     a = p.parse_args()
     build = a.build
     if not os.path.isdir(build) and not os.path.isabs(build):
@@ -207,7 +207,7 @@ def main():
     if not os.access(binary, os.X_OK):
         sys.exit(f"{binary}: not found; build flotilla-train first")
     cases = CASES[:1] if a.quick else CASES
-    repeats = 1 if a.quick else a.repeats
+    repeats = a.repeats if a.repeats is not None else (1 if a.quick else 3)
     if a.steps is not None and a.steps <= WARMUP:
         sys.exit(f"--steps must exceed the {WARMUP} warm-up steps")
 

@@ -4,7 +4,6 @@ measured against. Started once per rank with torchrun's variables (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT); each rank prints one JSON line."""
 import argparse
 import json
-import os
 import time
 
 import torch

@@ -17,7 +17,11 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, Communic
   int64_t filled = 0;
   for (size_t i = parameters_.size(); i-- > 0;) {
     const int64_t bytes = parameters_[i].numel() * parameters_[i].element_size();
-    if (buckets_.empty() || (filled > 0 && filled + bytes > bucket_bytes)) {
+    // As PyTorch's DDP: the first bucket (the last layers, ready first) is
+    // small, so that communication starts early in backward.
+    const int64_t cap =
+        buckets_.size() == 1 ? std::min(bucket_bytes, kFirstBucketBytes) : bucket_bytes;
+    if (buckets_.empty() || (filled > 0 && filled + bytes > cap)) {
       buckets_.emplace_back();
       filled = 0;
     }

@@ -1,7 +1,8 @@
 #pragma once
 // DDP's gradient averaging with overlap, as PyTorch's Reducer does it: the
-// trainable parameters are put into buckets of about `bucket_bytes` in reverse
-// registration order (roughly the order backward produces their gradients);
+// trainable parameters are put into buckets of about `bucket_bytes` (the
+// first of at most 1 MiB) in reverse registration order (roughly the order
+// backward produces their gradients);
 // a hook on each parameter's gradient accumulator counts the bucket down, and
 // the moment a bucket's last gradient is written the bucket is flattened and
 // its all-reduce starts, while backward goes on with earlier layers. finish()
@@ -27,6 +28,8 @@ namespace flotilla {
 class GradientBuckets {
  public:
   static constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
+  // torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES.
+  static constexpr int64_t kFirstBucketBytes = 1024 * 1024;
 
   // `parameters`: those that train (frozen ones are left out of all-reduce).
   GradientBuckets(std::vector<torch::Tensor> parameters, Communicator& comm,
