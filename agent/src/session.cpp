@@ -1,5 +1,7 @@
 #include "session.h"
 
+#include "node_probe.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -89,8 +91,9 @@ void Session::handle(const protocol::Message& message) {
       return;
     }
     greeted_ = true;
-    send(protocol::Hello{
-        "agent", options_.software, {"start", "stop", "status", "resume", "system-metrics"}});
+    send(protocol::Hello{"agent",
+                         options_.software,
+                         {"start", "stop", "status", "resume", "system-metrics", "probe"}});
     return;
   }
   if (!greeted_) {
@@ -101,6 +104,7 @@ void Session::handle(const protocol::Message& message) {
   if (const auto* m = std::get_if<protocol::StartRun>(&message)) return start(*m);
   if (const auto* m = std::get_if<protocol::StopRun>(&message)) return stop(*m);
   if (const auto* m = std::get_if<protocol::StatusRequest>(&message)) return status(*m);
+  if (std::holds_alternative<protocol::Probe>(message)) return send(probe_node(options_.home));
   if (const auto* m = std::get_if<protocol::Resume>(&message)) {
     RunDirectory dir(options_.home, m->run);
     if (!RunDirectory::valid_run_name(m->run) || !dir.exists())

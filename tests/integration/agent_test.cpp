@@ -194,6 +194,31 @@ TEST(Agent, AnswersHelloAndRefusesAnotherProtocolVersion) {
   EXPECT_EQ(agent.wait_exit(), 2);
 }
 
+TEST(Agent, ProbeDescribesTheNode) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  agent.send({{"v", 1}, {"type", "probe"}});
+  auto reply = agent.next(std::chrono::seconds(20));
+  ASSERT_TRUE(reply);
+  ASSERT_EQ((*reply)["type"], "probe_reply") << *reply;
+  EXPECT_EQ((*reply)["cpus"].get<int64_t>(), static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  EXPECT_GT((*reply)["memory_bytes"].get<int64_t>(), 0);
+  EXPECT_GT((*reply)["disk_free_bytes"].get<int64_t>(), 0);
+  EXPECT_GT((*reply)["free_port"].get<int>(), 0);
+  EXPECT_FALSE((*reply)["os"].get<std::string>().empty());
+  EXPECT_EQ((*reply)["kernel"].get<std::string>().rfind("Linux ", 0), 0u);
+  ASSERT_TRUE((*reply)["gpus"].is_array());
+  // Where a driver is present, NVML names every GPU with its memory.
+  if (std::filesystem::exists("/dev/nvidiactl")) {
+    ASSERT_FALSE((*reply)["gpus"].empty()) << *reply;
+    for (const auto& gpu : (*reply)["gpus"]) {
+      EXPECT_FALSE(gpu["name"].get<std::string>().empty());
+      EXPECT_GT(gpu["memory_bytes"].get<int64_t>(), 0);
+    }
+  }
+}
+
 TEST(Agent, CountsAndReportsMalformedLinesAndKeepsServing) {
   TempDir home;
   AgentProcess agent(home.path());

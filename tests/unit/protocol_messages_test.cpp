@@ -18,7 +18,16 @@ TEST(Messages, EveryTypeRoundTrips) {
       RunEnd{"r1", 43, "failed", "rank 1: \"seq\":7 in a message"},
       StatusReply{"r1", "running", 43, {100}},
       Error{"something"},
-      Error{"start: run \"r1\" already exists on this node", "r1"}};
+      Error{"start: run \"r1\" already exists on this node", "r1"},
+      Probe{},
+      ProbeReply{"Debian GNU/Linux 12",
+                 "Linux 6.1",
+                 "n1",
+                 16,
+                 1 << 30,
+                 5 << 20,
+                 29555,
+                 {{0, "NVIDIA H100", 80LL << 30}}}};
   for (const auto& m : messages) {
     const auto line = encode(m);
     EXPECT_EQ(line.find('\n'), std::string::npos);
@@ -29,6 +38,11 @@ TEST(Messages, EveryTypeRoundTrips) {
   // A record's own type is read out while decoding; an error keeps its run.
   EXPECT_EQ(std::get<Record>(decode(encode(messages[6]))).record_type, "step");
   EXPECT_EQ(std::get<Error>(decode(encode(messages[10]))).run, "r1");
+  const auto probe = std::get<ProbeReply>(decode(encode(messages[12])));
+  ASSERT_EQ(probe.gpus.size(), 1u);
+  EXPECT_EQ(probe.gpus[0].name, "NVIDIA H100");
+  EXPECT_EQ(probe.gpus[0].memory_bytes, 80LL << 30);
+  EXPECT_EQ(probe.free_port, 29555);
 }
 
 TEST(Messages, DecodeNamesWhatIsWrong) {

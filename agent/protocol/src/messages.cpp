@@ -80,6 +80,22 @@ struct Encoder {
         {{"run", m.run}, {"state", m.state}, {"last_seq", m.last_seq}, {"live_pids", m.live_pids}});
     return j;
   }
+  json operator()(const Probe&) const { return envelope("probe"); }
+  json operator()(const ProbeReply& m) const {
+    auto j = envelope("probe_reply");
+    json gpus = json::array();
+    for (const auto& g : m.gpus)
+      gpus.push_back({{"index", g.index}, {"name", g.name}, {"memory_bytes", g.memory_bytes}});
+    j.update({{"os", m.os},
+              {"kernel", m.kernel},
+              {"hostname", m.hostname},
+              {"cpus", m.cpus},
+              {"memory_bytes", m.memory_bytes},
+              {"disk_free_bytes", m.disk_free_bytes},
+              {"free_port", m.free_port},
+              {"gpus", gpus}});
+    return j;
+  }
   json operator()(const Error& m) const {
     auto j = envelope("error");
     j["message"] = m.message;
@@ -105,7 +121,7 @@ std::string encode(const Message& message) {
 std::string_view type_of(const Message& message) {
   static constexpr std::string_view kNames[] = {"hello",        "start",   "stop",   "status",
                                                 "resume",       "started", "record", "run_end",
-                                                "status_reply", "error"};
+                                                "status_reply", "error",   "probe",  "probe_reply"};
   return kNames[message.index()];
 }
 
@@ -165,6 +181,23 @@ Message decode(std::string_view line) {
                        optional_field<std::vector<int64_t>>(j, "live_pids", {})};
   if (type == "error")
     return Error{field<std::string>(j, "message"), optional_field<std::string>(j, "run", "")};
+  if (type == "probe") return Probe{};
+  if (type == "probe_reply") {
+    ProbeReply r{field<std::string>(j, "os"),
+                 field<std::string>(j, "kernel"),
+                 optional_field<std::string>(j, "hostname", ""),
+                 field<int64_t>(j, "cpus"),
+                 field<int64_t>(j, "memory_bytes"),
+                 field<int64_t>(j, "disk_free_bytes"),
+                 field<int>(j, "free_port"),
+                 {}};
+    const auto gpus = j.find("gpus");
+    if (gpus != j.end() && gpus->is_array())
+      for (const auto& g : *gpus)
+        r.gpus.push_back({field<int64_t>(g, "index"), field<std::string>(g, "name"),
+                          field<int64_t>(g, "memory_bytes")});
+    return r;
+  }
   throw DecodeError("unknown message type \"" + type + "\"");
 }
 

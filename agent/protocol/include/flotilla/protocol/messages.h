@@ -83,8 +83,28 @@ struct Error {
   std::string run;  // the run a failed request was about; empty when none
 };
 
+// Asks the agent what its node is: the controller stores the answer.
+struct Probe {};
+
+struct GpuInfo {
+  int64_t index = 0;
+  std::string name;
+  int64_t memory_bytes = 0;
+};
+
+struct ProbeReply {
+  std::string os;      // PRETTY_NAME of /etc/os-release
+  std::string kernel;  // uname -sr
+  std::string hostname;
+  int64_t cpus = 0;
+  int64_t memory_bytes = 0;
+  int64_t disk_free_bytes = 0;  // where the agent keeps its runs
+  int free_port = 0;            // a TCP port free on this node a moment ago, for a rendezvous
+  std::vector<GpuInfo> gpus;    // through NVML, empty without a driver
+};
+
 using Message = std::variant<Hello, StartRun, StopRun, StatusRequest, Resume, Started, Record,
-                             RunEnd, StatusReply, Error>;
+                             RunEnd, StatusReply, Error, Probe, ProbeReply>;
 
 class DecodeError : public std::runtime_error {
  public:
