@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "cli_nodes.h"
+
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -79,7 +81,7 @@ class ConsoleObserver final : public ControllerObserver {
 // A controller whose runs are reported on the console. The observer comes
 // first so that it outlives the controller's link threads, which call it.
 struct ConsoleController {
-  explicit ConsoleController(Store& store) : controller(store) {
+  ConsoleController(Store& store, const ControllerOptions& options) : controller(store, options) {
     controller.set_observer(&observer);
   }
   ConsoleObserver observer;
@@ -120,7 +122,8 @@ int follow_to_end(Store& store, Controller& controller, const std::vector<std::s
   return status;
 }
 
-int command_run(Store& store, const std::string& file, const std::string& nodes) {
+int command_run(Store& store, const ControllerOptions& options, const std::string& file,
+                const std::string& nodes) {
   ExperimentConfig config;
   try {
     config = load_experiment(file);
@@ -130,7 +133,7 @@ int command_run(Store& store, const std::string& file, const std::string& nodes)
   }
   if (!nodes.empty()) config.nodes = split_commas(nodes);
   const int64_t experiment_id = store.save_experiment(config.name, to_json(config));
-  ConsoleController console(store);
+  ConsoleController console(store, options);
   Controller& controller = console.controller;
   std::string run;
   try {
@@ -147,8 +150,8 @@ int command_run(Store& store, const std::string& file, const std::string& nodes)
   return follow_to_end(store, controller, {run});
 }
 
-int command_attach(Store& store, std::vector<std::string> runs) {
-  ConsoleController console(store);
+int command_attach(Store& store, const ControllerOptions& options, std::vector<std::string> runs) {
+  ConsoleController console(store, options);
   Controller& controller = console.controller;
   if (runs.empty()) {
     runs = controller.attach_live_runs();
@@ -163,8 +166,9 @@ int command_attach(Store& store, std::vector<std::string> runs) {
   return follow_to_end(store, controller, runs);
 }
 
-int command_kill(Store& store, const std::string& run, double grace_s) {
-  ConsoleController console(store);
+int command_kill(Store& store, const ControllerOptions& options, const std::string& run,
+                 double grace_s) {
+  ConsoleController console(store, options);
   Controller& controller = console.controller;
   if (!controller.kill_run(run, grace_s)) {
     std::cout << "run " << run << " had already ended: " << name_of(store.run(run)->state) << "\n";
@@ -269,6 +273,14 @@ int run_cli(int argc, char** argv) {
   app.fallthrough();
   std::string db = default_database_path().toStdString();
   app.add_option("--db", db, "the SQLite database")->capture_default_str();
+  ControllerOptions options;
+  options.connect.known_hosts = default_known_hosts();
+  app.add_option("--known-hosts", options.connect.known_hosts,
+                 "the SSH host keys nodes are checked against")
+      ->capture_default_str();
+  app.add_flag("--trust-new-host-key", options.connect.trust_new_host_key,
+               "accept and remember a node's host key not seen before (a changed key is always "
+               "refused)");
 
   auto* run = app.add_subcommand("run", "run an experiment and follow it to its end");
   std::string file, nodes;
@@ -309,6 +321,9 @@ int run_cli(int argc, char** argv) {
   export_->add_option("name", export_name, "experiment name")->required();
   export_->add_option("-o,--output", export_output, "file (default: standard output)");
 
+  NodeCommands node_commands;
+  add_node_commands(app, node_commands);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -318,11 +333,12 @@ int run_cli(int argc, char** argv) {
 
   try {
     Store store(QString::fromStdString(db));
-    if (*run) return command_run(store, file, nodes);
-    if (*attach) return command_attach(store, attach_runs);
+    if (*run) return command_run(store, options, file, nodes);
+    if (*attach) return command_attach(store, options, attach_runs);
     if (*runs) return command_runs(store);
     if (*show) return command_show(store, show_run, format);
-    if (*kill) return command_kill(store, kill_run, grace_s);
+    if (*kill) return command_kill(store, options, kill_run, grace_s);
+    if (auto status = run_node_commands(store, node_commands, options.connect)) return *status;
     if (*list) return command_experiments_list(store);
     if (*import) return command_experiments_import(store, import_files, import_name);
     if (*export_) return command_experiments_export(store, export_name, export_output);

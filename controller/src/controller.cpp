@@ -49,11 +49,31 @@ Controller::Controller(Store& store, ControllerOptions options)
   if (options_.agent_binary.empty()) options_.agent_binary = sibling_program("flotilla-agent");
 }
 
-std::unique_ptr<Transport> Controller::open_transport(const std::string& node) const {
-  if (node != "local")
-    throw std::runtime_error("node " + node +
-                             ": only the local node can run until SSH nodes are supported");
-  return start_local_agent(options_.agent_binary);
+std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
+  const auto row = store_.node(node);
+  if (!row) throw std::runtime_error("no node \"" + node + "\" in " + store_.path().toStdString());
+  auto options = options_.connect;
+  if (options.agent_binary.empty()) options.agent_binary = options_.agent_binary;
+  auto connection = NodeConnection::open(*row, options);
+  {
+    std::lock_guard lock(mutex_);
+    addresses_[node] = connection->address();
+  }
+  return connection->start_agent();
+}
+
+protocol::ProbeReply Controller::probe(const std::string& node) {
+  auto answer = std::make_shared<std::promise<protocol::ProbeReply>>();
+  auto future = answer->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    probes_[node] = answer;
+  }
+  if (!link_for(node).send(protocol::Probe{}))
+    throw std::runtime_error("node " + node + ": the agent went away before the probe");
+  if (future.wait_for(options_.hello_timeout) != std::future_status::ready)
+    throw std::runtime_error("node " + node + ": no answer to a probe");
+  return future.get();
 }
 
 Controller::~Controller() {
@@ -109,7 +129,13 @@ std::string Controller::start_run(const ExperimentConfig& config,
     if (std::find(known.begin(), known.end(), node) == known.end())
       problems.push_back("nodes: \"" + node + "\" is not a known node (known: " + join(known) +
                          ")");
-  if (std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end()) {
+  const bool has_local =
+      std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end();
+  if (has_local && config.nodes.size() > 1)
+    problems.push_back(
+        "nodes: \"local\" cannot share a run with other nodes, which could not reach its "
+        "rendezvous on 127.0.0.1; add this machine as an SSH node (`flotilla nodes add`) instead");
+  if (has_local) {
     // The local node's data can be checked before anything starts.
     for (auto& missing : missing_data_files(config)) problems.push_back(missing);
   }
@@ -131,7 +157,25 @@ std::string Controller::start_run(const ExperimentConfig& config,
     followed_.insert(row.id);
   }
   try {
-    const int port = free_local_port();
+    // Rank 0's node serves the rendezvous: this machine for local runs, else
+    // the first node at its address, on a port its agent finds free.
+    // Connecting, deploying and starting agents takes seconds a node: all
+    // nodes at once, so that N nodes cost about one node's time.
+    std::vector<std::future<void>> connecting;
+    for (const auto& node : config.nodes)
+      connecting.push_back(std::async(std::launch::async, [this, node] { link_for(node); }));
+    for (auto& c : connecting) c.get();
+    const auto& first = config.nodes.front();
+    std::string master_addr = "127.0.0.1";
+    int master_port = 0;
+    if (first == "local") {
+      master_port = free_local_port();
+    } else {
+      master_port = probe(first).free_port;
+      std::lock_guard lock(mutex_);
+      master_addr = addresses_[first];
+    }
+    if (master_port == 0) throw std::runtime_error("node " + first + " has no free TCP port");
     int64_t first_rank = 0;
     for (const auto& node : config.nodes) {
       protocol::StartRun start;
@@ -141,8 +185,8 @@ std::string Controller::start_run(const ExperimentConfig& config,
       for (int64_t r = 0; r < config.ranks_per_node; ++r) start.ranks.push_back(first_rank + r);
       first_rank += config.ranks_per_node;
       start.world_size = row.world_size;
-      start.master_addr = "127.0.0.1";
-      start.master_port = port;
+      start.master_addr = master_addr;
+      start.master_port = master_port;
       if (!link_for(node).send(start))
         throw std::runtime_error("node " + node + ": the agent went away before the start");
     }
@@ -244,6 +288,48 @@ void Controller::end_run(const std::string& run, RunState state, const std::stri
   ended_changed_.notify_all();
 }
 
+void Controller::node_ended(const std::string& node, const protocol::RunEnd& end) {
+  const auto row = store_.run(end.run);
+  if (!row) return;
+  const auto nodes = nodes_of(*row);
+  std::map<std::string, protocol::RunEnd> ends;
+  {
+    std::lock_guard lock(mutex_);
+    auto& seen = node_ends_[end.run];
+    seen[node] = end;
+    if (seen.size() < nodes.size()) return;
+    ends = std::move(seen);
+    node_ends_.erase(end.run);
+  }
+  // Every node has ended the run: the worst outcome is the run's, with the
+  // first node's words for it.
+  auto rank_of = [](RunState s) {
+    switch (s) {
+      case RunState::failed:
+        return 3;
+      case RunState::oom:
+        return 2;
+      case RunState::killed:
+        return 1;
+      default:
+        return 0;
+    }
+  };
+  RunState state = RunState::finished;
+  std::string reason;
+  for (const auto& [name, e] : ends) {
+    const auto parsed = run_state_from_name(e.outcome);
+    const bool known = parsed && is_terminal(*parsed);
+    const RunState s = known ? *parsed : RunState::failed;
+    if (rank_of(s) <= rank_of(state)) continue;
+    state = s;
+    reason = (nodes.size() > 1 ? "node " + name + ": " : "") +
+             (known ? e.message
+                    : "the agent reported an unknown outcome \"" + e.outcome + "\": " + e.message);
+  }
+  end_run(end.run, state, reason);
+}
+
 void Controller::handle(const std::string& node, const protocol::Message& message) {
   if (const auto* record = std::get_if<protocol::Record>(&message)) {
     RecordRow row{record->seq, record->node.empty() ? node : record->node, record->rank,
@@ -257,12 +343,19 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     RecordRow row{end->seq, node, -1, "run_end", protocol::encode(*end)};
     store_.append_record(end->run, row);
     if (observer_) observer_->record_received(end->run, row);
-    const auto state = run_state_from_name(end->outcome);
-    if (state && is_terminal(*state))
-      end_run(end->run, *state, end->message);
-    else
-      end_run(end->run, RunState::failed,
-              "the agent reported an unknown outcome \"" + end->outcome + "\": " + end->message);
+    node_ended(node, *end);
+    return;
+  }
+  if (const auto* probe = std::get_if<protocol::ProbeReply>(&message)) {
+    std::shared_ptr<std::promise<protocol::ProbeReply>> waiting;
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = probes_.find(node); it != probes_.end()) {
+        waiting = it->second;
+        probes_.erase(it);
+      }
+    }
+    if (waiting) waiting->set_value(*probe);
     return;
   }
   if (const auto* started = std::get_if<protocol::Started>(&message)) {

@@ -14,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include <future>
+
 #include "agent_link.h"
 #include "flotilla/protocol/experiment_config.h"
+#include "node_connection.h"
 #include "store.h"
 
 namespace flotilla::controller {
@@ -34,6 +37,7 @@ class ControllerObserver {
 struct ControllerOptions {
   std::filesystem::path agent_binary;  // empty: flotilla-agent next to this program
   std::chrono::milliseconds hello_timeout{30000};
+  ConnectOptions connect;  // SSH: known_hosts, trusting new host keys, timeouts
 };
 
 class Controller {
@@ -63,7 +67,11 @@ class Controller {
 
  private:
   AgentLink& link_for(const std::string& node);
-  std::unique_ptr<Transport> open_transport(const std::string& node) const;
+  std::unique_ptr<Transport> open_transport(const std::string& node);
+  // The node's answer to a probe over its link (a free port for a rendezvous).
+  protocol::ProbeReply probe(const std::string& node);
+  // A run's end on one node; the run ends once every node has ended it.
+  void node_ended(const std::string& node, const protocol::RunEnd& end);
   // Stores the move (if the state machine allows it) and tells the observer.
   bool move_run(const std::string& run, RunState state, const std::string& reason = {});
   void handle(const std::string& node, const protocol::Message& message);
@@ -79,6 +87,10 @@ class Controller {
   std::set<std::string> ended_;     // runs whose end this controller stored
   std::set<std::string> followed_;  // runs this controller streams
   std::map<std::string, std::unique_ptr<AgentLink>> links_;
+  std::map<std::string, std::string> addresses_;  // node -> where its peers reach it
+  std::map<std::string, std::shared_ptr<std::promise<protocol::ProbeReply>>> probes_;
+  // Per run, the nodes that have ended it, and how.
+  std::map<std::string, std::map<std::string, protocol::RunEnd>> node_ends_;
   std::vector<std::unique_ptr<AgentLink>> closed_links_;  // joined later, not on their own thread
 };
 

@@ -240,6 +240,80 @@ std::vector<std::string> Store::node_names() const {
   });
 }
 
+namespace {
+constexpr const char* kNodeColumns =
+    "name, host, port, user, key_file, remote_dir, tags, agent_path, probe_json, probed_ms";
+NodeRow node_at(Sql& q) {
+  NodeRow n;
+  n.name = ss(q.at(0));
+  n.host = ss(q.at(1));
+  n.port = q.at(2).toInt();
+  n.user = ss(q.at(3));
+  n.key_file = ss(q.at(4));
+  n.remote_dir = ss(q.at(5));
+  n.tags = ss(q.at(6));
+  n.agent_path = ss(q.at(7));
+  n.probe_json = ss(q.at(8));
+  if (!q.at(9).isNull()) n.probed_ms = q.at(9).toLongLong();
+  return n;
+}
+}  // namespace
+
+std::vector<NodeRow> Store::nodes() const {
+  return with_reader([](Sql& q) {
+    std::vector<NodeRow> nodes;
+    q.run(QString("SELECT %1 FROM nodes ORDER BY name").arg(kNodeColumns));
+    while (q.next()) nodes.push_back(node_at(q));
+    return nodes;
+  });
+}
+
+std::optional<NodeRow> Store::node(const std::string& name) const {
+  return with_reader([&](Sql& q) -> std::optional<NodeRow> {
+    q.run(QString("SELECT %1 FROM nodes WHERE name = ?").arg(kNodeColumns), {qs(name)});
+    if (!q.next()) return std::nullopt;
+    return node_at(q);
+  });
+}
+
+void Store::add_node(const NodeRow& n) {
+  write_and_wait([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    q.run("SELECT 1 FROM nodes WHERE name = ?", {qs(n.name)});
+    if (q.next()) throw StoreError("node \"" + n.name + "\" exists already");
+    q.run(
+        "INSERT INTO nodes (name, host, port, user, key_file, remote_dir, tags, agent_path) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        {qs(n.name), qs(n.host), n.port, qs(n.user), qs(n.key_file), qs(n.remote_dir), qs(n.tags),
+         qs(n.agent_path)});
+  });
+}
+
+void Store::remove_node(const std::string& name) {
+  write_and_wait([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    q.run("SELECT 1 FROM nodes WHERE name = ?", {qs(name)});
+    if (!q.next()) throw StoreError("no node \"" + name + "\"");
+    // A run stores its nodes as a comma-separated list.
+    q.run(
+        "SELECT id FROM runs WHERE state IN ('created', 'starting', 'running') AND "
+        "(',' || nodes || ',') LIKE ('%,' || ? || ',%')",
+        {qs(name)});
+    if (q.next())
+      throw StoreError("node \"" + name + "\" is in use by live run " + ss(q.at(0)) +
+                       "; kill it or let it end first");
+    q.run("DELETE FROM nodes WHERE name = ?", {qs(name)});
+  });
+}
+
+void Store::save_probe(const std::string& name, const std::string& probe_json) {
+  write_and_wait([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    q.run("UPDATE nodes SET probe_json = ?, probed_ms = ? WHERE name = ?",
+          {qs(probe_json), QVariant::fromValue<qlonglong>(now_ms()), qs(name)});
+  });
+}
+
 int64_t Store::save_experiment(const std::string& name, const std::string& config_json) {
   int64_t id = 0;
   write_and_wait([&](QSqlDatabase& db) {

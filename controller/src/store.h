@@ -66,6 +66,20 @@ struct RecordRow {
   std::string body;  // the JSON object as the agent sent it
 };
 
+struct NodeRow {
+  std::string name;
+  std::string host;
+  int port = 22;
+  std::string user;        // empty: the controller's user
+  std::string key_file;    // empty: ssh-agent
+  std::string remote_dir;  // where the bundle and runs live; empty: ~/.flotilla
+  std::string tags;        // comma-separated
+  std::string agent_path;  // flotilla-agent already installed there; empty: deploy the bundle
+  std::string probe_json;  // the last probe's answer, empty before one
+  std::optional<int64_t> probed_ms;
+  bool is_local() const { return name == "local"; }
+};
+
 struct TransitionRow {
   RunState state;
   int64_t at_ms = 0;
@@ -97,11 +111,18 @@ class Store {
   int64_t last_seq(const std::string& run, const std::string& node) const;
   std::vector<TransitionRow> transitions(const std::string& run) const;
   std::vector<std::string> node_names() const;
+  std::vector<NodeRow> nodes() const;
+  std::optional<NodeRow> node(const std::string& name) const;
 
   // Writes, queued in order to the writer thread.
   // Inserts or replaces the experiment named `name`; returns its id.
   int64_t save_experiment(const std::string& name, const std::string& config_json);
   void create_run(const RunRow& run);  // waits until stored
+  // Throws StoreError naming the node when one of that name exists.
+  void add_node(const NodeRow& node);
+  // Throws StoreError when there is no such node, or a live run uses it.
+  void remove_node(const std::string& name);
+  void save_probe(const std::string& name, const std::string& probe_json);
   // Moves a run to `to` if the state machine allows it from the stored state,
   // atomically; returns whether it moved (a second end of one run does not).
   bool transition(const std::string& run, RunState to, const std::string& reason = {});

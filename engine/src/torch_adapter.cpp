@@ -1,6 +1,9 @@
 #include "torch_adapter.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -203,9 +206,41 @@ class C10dWaited final : public PendingCollective {
   std::chrono::steady_clock::time_point completed_;
 };
 
-c10::intrusive_ptr<CollectiveGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store,
-                                               int rank, int size, bool cuda,
-                                               std::chrono::milliseconds timeout) {
+// Gloo's default device binds to what this host's name resolves to, which on
+// a multi-homed node (or a network namespace sharing the host name) may be an
+// address the peers cannot reach. The address this host uses to reach the
+// rendezvous is one the peers can reach it by.
+std::shared_ptr<::gloo::transport::Device> gloo_device_towards(const std::string& master_addr,
+                                                               int master_port) {
+  if (master_addr == "127.0.0.1" || master_addr == "localhost")
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(master_addr.c_str(), std::to_string(master_port).c_str(), &hints, &found) ==
+      0) {
+    std::string local;
+    const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in self{};
+    socklen_t length = sizeof self;
+    // A datagram socket's connect() sends nothing; it only picks the route.
+    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &length) == 0) {
+      char text[INET_ADDRSTRLEN] = {};
+      if (::inet_ntop(AF_INET, &self.sin_addr, text, sizeof text)) local = text;
+    }
+    if (fd >= 0) ::close(fd);
+    ::freeaddrinfo(found);
+    if (!local.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(local);
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+c10::intrusive_ptr<CollectiveGroup> make_group(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, bool cuda,
+    std::chrono::milliseconds timeout,
+    const std::shared_ptr<::gloo::transport::Device>& gloo_device) {
   if (cuda) {
 #if defined(FLOTILLA_WITH_CUDA) && defined(USE_C10D_NCCL)
     auto options = c10d::ProcessGroupNCCL::Options::create();
@@ -217,18 +252,20 @@ c10::intrusive_ptr<CollectiveGroup> make_group(const c10::intrusive_ptr<c10d::St
   }
   auto options = c10d::ProcessGroupGloo::Options::create();
   options->timeout = timeout;
-  options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  options->devices.push_back(gloo_device);
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
 }
 
 class C10dGroup final : public ProcessGroupAdapter {
  public:
   C10dGroup(c10::intrusive_ptr<c10d::Store> store, int rank, int size, bool cuda,
-            std::chrono::milliseconds timeout)
+            std::chrono::milliseconds timeout,
+            std::shared_ptr<::gloo::transport::Device> gloo_device)
       : store_(std::move(store)),
-        group_(make_group(store_, rank, size, cuda, timeout)),
+        group_(make_group(store_, rank, size, cuda, timeout, gloo_device)),
         cuda_(cuda),
-        timeout_(timeout) {}
+        timeout_(timeout),
+        gloo_device_(std::move(gloo_device)) {}
   void allreduce_sum(std::vector<at::Tensor>& tensors) override {
     group_->allreduce(tensors)->wait();
   }
@@ -253,7 +290,8 @@ class C10dGroup final : public ProcessGroupAdapter {
   std::unique_ptr<ProcessGroupAdapter> subgroup(const std::string& name, int rank,
                                                 int size) override {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store_);
-    return std::make_unique<C10dGroup>(std::move(prefixed), rank, size, cuda_, timeout_);
+    return std::make_unique<C10dGroup>(std::move(prefixed), rank, size, cuda_, timeout_,
+                                       gloo_device_);
   }
 
  private:
@@ -261,6 +299,7 @@ class C10dGroup final : public ProcessGroupAdapter {
   c10::intrusive_ptr<CollectiveGroup> group_;
   bool cuda_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<::gloo::transport::Device> gloo_device_;  // null on NCCL
 };
 
 }  // namespace
@@ -280,8 +319,9 @@ std::unique_ptr<ProcessGroupAdapter> ProcessGroupAdapter::connect(
     throw std::runtime_error("rendezvous at " + env.master_addr + ":" +
                              std::to_string(env.master_port) + " failed: " + e.what());
   }
-  return std::make_unique<C10dGroup>(std::move(store), static_cast<int>(env.rank),
-                                     static_cast<int>(env.world_size), cuda, timeout);
+  return std::make_unique<C10dGroup>(
+      std::move(store), static_cast<int>(env.rank), static_cast<int>(env.world_size), cuda, timeout,
+      cuda ? nullptr : gloo_device_towards(env.master_addr, env.master_port));
 }
 
 bool is_out_of_memory(const std::exception_ptr& error) {

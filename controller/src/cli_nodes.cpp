@@ -1,0 +1,132 @@
+#include "cli_nodes.h"
+
+#include <future>
+#include <iomanip>
+#include <iostream>
+
+#include "node_access.h"
+#include "node_connection.h"
+
+namespace flotilla::controller {
+namespace {
+
+constexpr int kDone = 0;
+constexpr int kFailed = 1;
+constexpr int kBadInput = 2;
+
+int command_add(Store& store, const NodeRow& node) {
+  if (const auto problems = validate_node(node); !problems.empty()) {
+    std::cerr << "flotilla: node \"" << node.name << "\" not added:\n";
+    for (const auto& p : problems) std::cerr << "  " << p << "\n";
+    return kBadInput;
+  }
+  store.add_node(node);
+  std::cout << "added node " << node.name << " (" << (node.user.empty() ? "" : node.user + "@")
+            << node.host << ":" << node.port << ")\n";
+  return kDone;
+}
+
+int command_list(Store& store) {
+  std::cout << std::left << std::setw(14) << "NAME" << std::setw(26) << "ADDRESS" << std::setw(22)
+            << "REMOTE DIR" << std::setw(14) << "TAGS"
+            << "PROBE\n";
+  for (const auto& n : store.nodes()) {
+    const std::string address =
+        n.is_local() ? "(this machine)"
+                     : (n.user.empty() ? "" : n.user + "@") + n.host + ":" + std::to_string(n.port);
+    std::cout << std::left << std::setw(14) << n.name << std::setw(26) << address << std::setw(22)
+              << (n.remote_dir.empty() ? "~/.flotilla" : n.remote_dir) << std::setw(14)
+              << (n.tags.empty() ? "-" : n.tags) << probe_summary(n.probe_json) << "\n";
+  }
+  return kDone;
+}
+
+int command_probe(Store& store, const NodeCommands& c, const ConnectOptions& options) {
+  auto names = c.probe_names;
+  if (names.empty())
+    for (const auto& n : store.nodes()) names.push_back(n.name);
+  std::vector<NodeRow> nodes;
+  for (const auto& name : names) {
+    auto node = store.node(name);
+    if (!node) {
+      std::cerr << "flotilla: no node \"" << name << "\"\n";
+      return kBadInput;
+    }
+    nodes.push_back(*node);
+  }
+  // Every node at once: probing N nodes costs about one node's time.
+  struct Outcome {
+    std::string line, error, probe_json;
+  };
+  std::vector<std::future<Outcome>> probing;
+  for (const auto& node : nodes)
+    probing.push_back(std::async(std::launch::async, [node, options] {
+      Outcome out;
+      try {
+        auto connection = NodeConnection::open(node, options);
+        const auto deployed = connection->deploy();
+        const auto probe = probe_agent(node.name, connection->start_agent());
+        out.probe_json = probe_to_json(probe);
+        out.line = node.name + ": " + probe_summary(out.probe_json);
+        if (!node.is_local())
+          out.line += "\n  bundle " + deployed.bundle_dir + ": " +
+                      (deployed.files_uploaded == 0
+                           ? std::string("already there, nothing uploaded")
+                           : std::to_string(deployed.files_uploaded) + " files, " +
+                                 std::to_string(deployed.bytes_uploaded) + " bytes uploaded");
+      } catch (const std::exception& e) {
+        out.error = node.name + ": " + e.what();
+      }
+      return out;
+    }));
+  int status = kDone;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto out = probing[i].get();
+    if (!out.error.empty()) {
+      std::cerr << "flotilla: " << out.error << "\n";
+      status = kFailed;
+      continue;
+    }
+    store.save_probe(nodes[i].name, out.probe_json);
+    std::cout << out.line << "\n";
+  }
+  return status;
+}
+
+}  // namespace
+
+void add_node_commands(CLI::App& app, NodeCommands& c) {
+  auto* nodes = app.add_subcommand("nodes", "the machines runs can use");
+  nodes->require_subcommand(1);
+  c.add = nodes->add_subcommand("add", "store a node reached over SSH");
+  c.add->add_option("name", c.new_node.name, "node name")->required();
+  c.add->add_option("--host", c.new_node.host, "host name or address")->required();
+  c.add->add_option("--port", c.new_node.port, "SSH port")->capture_default_str();
+  c.add->add_option("--user", c.new_node.user, "login (default: yours)");
+  c.add->add_option("--key", c.new_node.key_file, "private key file (default: ssh-agent)");
+  c.add->add_option("--remote-dir", c.new_node.remote_dir,
+                    "where bundles and runs live there (default: ~/.flotilla)");
+  c.add->add_option("--tags", c.new_node.tags, "comma-separated tags");
+  c.add->add_option("--agent-path", c.new_node.agent_path,
+                    "use the flotilla-agent installed there instead of deploying the bundle");
+  c.list = nodes->add_subcommand("list", "list nodes and what their last probe found");
+  c.remove = nodes->add_subcommand("remove", "forget a node no live run uses");
+  c.remove->add_option("name", c.remove_name, "node name")->required();
+  c.probe = nodes->add_subcommand("probe", "connect, deploy if needed, and ask what a node is");
+  c.probe->add_option("names", c.probe_names, "nodes (default: all)");
+}
+
+std::optional<int> run_node_commands(Store& store, const NodeCommands& c,
+                                     const ConnectOptions& connect) {
+  if (c.add && *c.add) return command_add(store, c.new_node);
+  if (c.list && *c.list) return command_list(store);
+  if (c.remove && *c.remove) {
+    store.remove_node(c.remove_name);
+    std::cout << "removed node " << c.remove_name << "\n";
+    return kDone;
+  }
+  if (c.probe && *c.probe) return command_probe(store, c, connect);
+  return std::nullopt;
+}
+
+}  // namespace flotilla::controller

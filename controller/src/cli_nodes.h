@@ -1,0 +1,32 @@
+#pragma once
+// `flotilla nodes add|list|remove|probe`.
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "node_connection.h"
+#include "store.h"
+
+namespace flotilla::controller {
+
+struct NodeCommands {
+  CLI::App* add = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* remove = nullptr;
+  CLI::App* probe = nullptr;
+  NodeRow new_node;
+  std::string remove_name;
+  std::vector<std::string> probe_names;
+};
+
+// Registers the `nodes` subcommands on `app`, filling `commands` when parsed.
+void add_node_commands(CLI::App& app, NodeCommands& commands);
+
+// The exit status of the node command that was given, or nothing if none was.
+std::optional<int> run_node_commands(Store& store, const NodeCommands& commands,
+                                     const ConnectOptions& connect);
+
+}  // namespace flotilla::controller

@@ -1,0 +1,109 @@
+#include "node_access.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <future>
+#include <regex>
+#include <sstream>
+
+#include "agent_link.h"
+
+namespace flotilla::controller {
+namespace {
+
+bool matches(const std::string& text, const char* pattern) {
+  return std::regex_match(text, std::regex(pattern));
+}
+
+std::string gib(int64_t bytes) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0) << " GiB";
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<std::string> validate_node(const NodeRow& n) {
+  std::vector<std::string> problems;
+  auto add = [&](const std::string& field, const std::string& what) {
+    problems.push_back(field + ": " + what);
+  };
+  if (!matches(n.name, "[A-Za-z0-9][A-Za-z0-9._-]{0,62}"))
+    add("name",
+        "expected 1-63 letters, digits, '.', '_' or '-' (not first), got \"" + n.name + "\"");
+  else if (n.name == "local")
+    add("name", "\"local\" is this machine's own node and always exists");
+  if (!matches(n.host, "[A-Za-z0-9:.\\[\\]%_-]{1,253}") || n.host.front() == '-')
+    add("host", "expected a host name or IP address, got \"" + n.host + "\"");
+  if (n.port < 1 || n.port > 65535)
+    add("port", "must be in 1..65535, got " + std::to_string(n.port));
+  if (!n.user.empty() && !matches(n.user, "[A-Za-z_][A-Za-z0-9._-]{0,31}"))
+    add("user", "expected a login name, got \"" + n.user + "\"");
+  if (!n.key_file.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(n.key_file, ec))
+      add("key_file", "no such file: " + n.key_file);
+  }
+  for (const auto* field : {&n.remote_dir, &n.agent_path})
+    if (field->find_first_of(std::string("\n\r\0", 3)) != std::string::npos)
+      add(field == &n.remote_dir ? "remote_dir" : "agent_path",
+          "must not contain line breaks or NUL");
+  if (!n.tags.empty() && !matches(n.tags, "[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*"))
+    add("tags", "expected comma-separated words of letters, digits, '.', '_' or '-', got \"" +
+                    n.tags + "\"");
+  return problems;
+}
+
+protocol::ProbeReply probe_agent(const std::string& node, std::unique_ptr<Transport> transport,
+                                 std::chrono::milliseconds timeout) {
+  auto reply = std::make_shared<std::promise<protocol::ProbeReply>>();
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  LinkEvents events;
+  events.on_message = [reply, answered](const protocol::Message& message) {
+    if (const auto* probe = std::get_if<protocol::ProbeReply>(&message)) {
+      if (!answered->exchange(true)) reply->set_value(*probe);
+    } else if (const auto* e = std::get_if<protocol::Error>(&message)) {
+      if (!answered->exchange(true))
+        reply->set_exception(std::make_exception_ptr(std::runtime_error(e->message)));
+    }
+  };
+  AgentLink link(node, std::move(transport), events, timeout);
+  auto answer = reply->get_future();
+  if (!link.send(protocol::Probe{}))
+    throw std::runtime_error("node " + node + ": the agent went away before the probe");
+  if (answer.wait_for(timeout) != std::future_status::ready)
+    throw std::runtime_error("node " + node + ": no answer to the probe within " +
+                             std::to_string(timeout.count() / 1000) + " s");
+  return answer.get();
+}
+
+std::string probe_to_json(const protocol::ProbeReply& probe) {
+  // The agent's own encoding, less the envelope.
+  auto j = nlohmann::json::parse(protocol::encode(protocol::Message(probe)));
+  j.erase("v");
+  j.erase("type");
+  return j.dump();
+}
+
+std::string probe_summary(const std::string& probe_json) {
+  if (probe_json.empty()) return "not probed";
+  const auto j = nlohmann::json::parse(probe_json, nullptr, false);
+  if (!j.is_object()) return "unreadable probe";
+  std::ostringstream out;
+  out << j.value("cpus", 0) << " CPUs, " << gib(j.value("memory_bytes", int64_t{0})) << " memory, "
+      << gib(j.value("disk_free_bytes", int64_t{0})) << " free";
+  const auto gpus = j.value("gpus", nlohmann::json::array());
+  if (gpus.empty()) {
+    out << ", no GPU";
+  } else {
+    out << ", " << gpus.size() << " GPU" << (gpus.size() > 1 ? "s" : "") << " ("
+        << gpus[0].value("name", std::string("?")) << " "
+        << gib(gpus[0].value("memory_bytes", int64_t{0})) << ")";
+  }
+  out << "; " << j.value("os", std::string("?"));
+  return out.str();
+}
+
+}  // namespace flotilla::controller

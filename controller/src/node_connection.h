@@ -1,0 +1,49 @@
+#pragma once
+// Reaching a node's agent: the local node through a pipe, every other node
+// over SSH, with the agent bundle deployed first unless the node has
+// binaries installed (agent_path).
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "store.h"
+#include "transport.h"
+
+namespace flotilla::controller {
+
+struct ConnectOptions {
+  bool trust_new_host_key = false;     // accept and remember an unknown host key
+  std::filesystem::path known_hosts;   // empty: known_hosts next to the database's default
+  std::filesystem::path agent_binary;  // this machine's flotilla-agent; empty: next to this program
+  std::chrono::milliseconds timeout{15000};
+};
+
+// What a deploy did, for `nodes probe`, tests and the benchmark.
+struct DeployReport {
+  std::string bundle_dir;  // on the node
+  int64_t files_uploaded = 0;
+  int64_t bytes_uploaded = 0;
+};
+
+class NodeConnection {
+ public:
+  // Connects (SSH for any node but `local`); throws std::runtime_error naming
+  // the node, or HostKeyError for a host key that is unknown or has changed.
+  static std::unique_ptr<NodeConnection> open(const NodeRow& node, const ConnectOptions& options);
+  virtual ~NodeConnection() = default;
+
+  // Makes sure the node has this controller's agent bundle; uploads only
+  // what is not there under the bundle's content hash.
+  virtual DeployReport deploy() = 0;
+  // Deploys if needed and starts the agent; the connection lives as long as
+  // the returned transport does.
+  virtual std::unique_ptr<Transport> start_agent() = 0;
+  // The address the node's peers use to reach it (a rendezvous host).
+  virtual std::string address() const = 0;
+};
+
+std::filesystem::path default_known_hosts();
+
+}  // namespace flotilla::controller

@@ -1,0 +1,326 @@
+#include "ssh_session.h"
+
+#include <fcntl.h>
+#include <libssh/libssh.h>
+#include <libssh/sftp.h>
+
+#include <fstream>
+#include <thread>
+
+#include "shell_quote.h"
+
+namespace flotilla::controller {
+
+struct SshSession::Impl {
+  ssh_session session = nullptr;
+  sftp_session sftp = nullptr;
+  SshTarget target;
+  ~Impl() {
+    if (sftp) sftp_free(sftp);
+    if (session) {
+      ssh_disconnect(session);
+      ssh_free(session);
+    }
+  }
+  std::string where() const {
+    return target.user + "@" + target.host + ":" + std::to_string(target.port);
+  }
+  std::string error() const { return ssh_get_error(session); }
+};
+
+namespace {
+
+std::string fingerprint_of(ssh_session session) {
+  ssh_key key = nullptr;
+  if (ssh_get_server_publickey(session, &key) != SSH_OK) return "(no host key)";
+  unsigned char* hash = nullptr;
+  size_t length = 0;
+  std::string text = "(unreadable host key)";
+  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &length) == 0) {
+    if (char* printable = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, length)) {
+      text = printable;
+      ssh_string_free_char(printable);
+    }
+    ssh_clean_pubkey_hash(&hash);
+  }
+  ssh_key_free(key);
+  return text;
+}
+
+// A channel's end of a remote process as a Transport. Reads go in short
+// slices so that the session's mutex is never held for long.
+class SshChannelTransport final : public Transport {
+ public:
+  SshChannelTransport(std::shared_ptr<SshSession> owner, std::mutex& mutex, ssh_channel channel,
+                      std::string description)
+      : owner_(std::move(owner)),
+        mutex_(mutex),
+        channel_(channel),
+        description_(std::move(description)) {}
+  ~SshChannelTransport() override { close(); }
+
+  bool write(std::string_view bytes) override {
+    std::lock_guard lock(mutex_);
+    if (!channel_ || !ssh_channel_is_open(channel_)) return false;
+    while (!bytes.empty()) {
+      const int n = ssh_channel_write(channel_, bytes.data(), static_cast<uint32_t>(bytes.size()));
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  std::optional<std::string> read(std::chrono::milliseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buffer[16384];
+    do {
+      {
+        std::lock_guard lock(mutex_);
+        if (!channel_) return std::nullopt;
+        const int n = ssh_channel_read_timeout(channel_, buffer, sizeof buffer, 0, 20);
+        if (n > 0) return std::string(buffer, static_cast<size_t>(n));
+        if (n == SSH_ERROR || ssh_channel_is_eof(channel_) || !ssh_channel_is_open(channel_))
+          return std::nullopt;
+      }
+      // Let a writer in between slices.
+      std::this_thread::yield();
+    } while (std::chrono::steady_clock::now() < deadline);
+    return std::string();
+  }
+
+  void close() override {
+    std::lock_guard lock(mutex_);
+    if (!channel_) return;
+    ssh_channel_send_eof(channel_);
+    ssh_channel_close(channel_);
+    ssh_channel_free(channel_);
+    channel_ = nullptr;
+  }
+
+  std::string describe() const override { return description_; }
+
+ private:
+  std::shared_ptr<SshSession> owner_;
+  std::mutex& mutex_;
+  ssh_channel channel_;
+  std::string description_;
+};
+
+}  // namespace
+
+std::shared_ptr<SshSession> SshSession::connect(const SshTarget& target) {
+  static const int initialised = ssh_init();
+  (void)initialised;
+  std::shared_ptr<SshSession> self(new SshSession());
+  self->impl_ = std::make_unique<Impl>();
+  auto& impl = *self->impl_;
+  impl.target = target;
+  impl.session = ssh_new();
+  if (!impl.session) throw std::runtime_error("cannot create an SSH session");
+  const long timeout_s = std::max<long>(1, static_cast<long>(target.timeout.count() / 1000));
+  const int port = target.port;
+  const std::string known_hosts = target.known_hosts.string();
+  ssh_options_set(impl.session, SSH_OPTIONS_HOST, target.host.c_str());
+  ssh_options_set(impl.session, SSH_OPTIONS_PORT, &port);
+  ssh_options_set(impl.session, SSH_OPTIONS_USER, target.user.c_str());
+  ssh_options_set(impl.session, SSH_OPTIONS_TIMEOUT, &timeout_s);
+  ssh_options_set(impl.session, SSH_OPTIONS_KNOWNHOSTS, known_hosts.c_str());
+  // Only Flotilla's own known_hosts decides, not the system's.
+  ssh_options_set(impl.session, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+  // No ~/.ssh/config: a node is what the database says it is.
+  int no = 0;
+  ssh_options_set(impl.session, SSH_OPTIONS_PROCESS_CONFIG, &no);
+  if (ssh_connect(impl.session) != SSH_OK)
+    throw std::runtime_error("cannot connect to " + impl.where() + ": " + impl.error());
+
+  self->fingerprint_ = fingerprint_of(impl.session);
+  switch (ssh_session_is_known_server(impl.session)) {
+    case SSH_KNOWN_HOSTS_OK:
+      break;
+    case SSH_KNOWN_HOSTS_CHANGED:
+    case SSH_KNOWN_HOSTS_OTHER:
+      throw HostKeyError(HostKeyError::Kind::changed, self->fingerprint_,
+                         "WARNING: the host key of " + impl.where() + " has CHANGED (now " +
+                             self->fingerprint_ + ") and differs from the one in " + known_hosts +
+                             ". Someone may be intercepting the connection, or the host was "
+                             "reinstalled. Refused; if the change is expected, remove the old "
+                             "key from that file.");
+    case SSH_KNOWN_HOSTS_UNKNOWN:
+    case SSH_KNOWN_HOSTS_NOT_FOUND:
+      if (!target.trust_new_host_key)
+        throw HostKeyError(HostKeyError::Kind::unknown, self->fingerprint_,
+                           "the host key of " + impl.where() + " (" + self->fingerprint_ +
+                               ") is not known; check it and trust it explicitly "
+                               "(--trust-new-host-key)");
+      std::filesystem::create_directories(target.known_hosts.parent_path());
+      if (ssh_session_update_known_hosts(impl.session) != SSH_OK)
+        throw std::runtime_error("cannot record the host key of " + impl.where() + " in " +
+                                 known_hosts + ": " + impl.error());
+      std::filesystem::permissions(target.known_hosts, std::filesystem::perms::owner_read |
+                                                           std::filesystem::perms::owner_write);
+      break;
+    default:
+      throw std::runtime_error("cannot check the host key of " + impl.where() + " against " +
+                               known_hosts + ": " + impl.error());
+  }
+
+  if (!target.key_file.empty()) {
+    ssh_key key = nullptr;
+    if (ssh_pki_import_privkey_file(target.key_file.c_str(), nullptr, nullptr, nullptr, &key) !=
+        SSH_OK)
+      throw std::runtime_error("cannot read the private key " + target.key_file.string() +
+                               " (a key with a passphrase needs ssh-agent)");
+    const int result = ssh_userauth_publickey(impl.session, nullptr, key);
+    ssh_key_free(key);
+    if (result != SSH_AUTH_SUCCESS)
+      throw std::runtime_error(impl.where() + " refused the key " + target.key_file.string());
+  } else if (ssh_userauth_agent(impl.session, nullptr) != SSH_AUTH_SUCCESS) {
+    throw std::runtime_error(impl.where() +
+                             " accepted no key from ssh-agent (is SSH_AUTH_SOCK set and the key "
+                             "added?)");
+  }
+  return self;
+}
+
+SshSession::~SshSession() = default;
+
+std::string SshSession::describe() const {
+  return impl_->where();
+}
+
+SshSession::Result SshSession::run(const std::vector<std::string>& argv,
+                                   std::chrono::milliseconds timeout) {
+  const auto command = command_line(argv);
+  std::unique_lock lock(mutex_);
+  ssh_channel channel = ssh_channel_new(impl_->session);
+  if (!channel || ssh_channel_open_session(channel) != SSH_OK ||
+      ssh_channel_request_exec(channel, command.c_str()) != SSH_OK) {
+    if (channel) ssh_channel_free(channel);
+    throw std::runtime_error(impl_->where() + ": cannot run " + argv.front() + ": " +
+                             impl_->error());
+  }
+  ssh_channel_send_eof(channel);
+  Result result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buffer[16384];
+  while (!ssh_channel_is_eof(channel)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ssh_channel_close(channel);
+      ssh_channel_free(channel);
+      throw std::runtime_error(impl_->where() + ": " + argv.front() + " did not end within " +
+                               std::to_string(timeout.count() / 1000) + " s");
+    }
+    for (int is_stderr : {0, 1}) {
+      const int n = ssh_channel_read_timeout(channel, buffer, sizeof buffer, is_stderr, 20);
+      if (n == SSH_ERROR) {
+        ssh_channel_free(channel);
+        throw std::runtime_error(impl_->where() + ": connection lost: " + impl_->error());
+      }
+      if (n > 0) (is_stderr ? result.err : result.out).append(buffer, static_cast<size_t>(n));
+    }
+  }
+  // What is still buffered after EOF.
+  for (int is_stderr : {0, 1})
+    while (true) {
+      const int n = ssh_channel_read_nonblocking(channel, buffer, sizeof buffer, is_stderr);
+      if (n <= 0) break;
+      (is_stderr ? result.err : result.out).append(buffer, static_cast<size_t>(n));
+    }
+  result.exit_status = ssh_channel_get_exit_status(channel);
+  ssh_channel_close(channel);
+  ssh_channel_free(channel);
+  return result;
+}
+
+std::unique_ptr<Transport> SshSession::start(const std::vector<std::string>& argv) {
+  const auto command = command_line(argv);
+  std::lock_guard lock(mutex_);
+  ssh_channel channel = ssh_channel_new(impl_->session);
+  if (!channel || ssh_channel_open_session(channel) != SSH_OK ||
+      ssh_channel_request_exec(channel, command.c_str()) != SSH_OK) {
+    if (channel) ssh_channel_free(channel);
+    throw std::runtime_error(impl_->where() + ": cannot start " + argv.front() + ": " +
+                             impl_->error());
+  }
+  return std::make_unique<SshChannelTransport>(shared_from_this(), mutex_, channel,
+                                               argv.front() + " on " + impl_->where());
+}
+
+namespace {
+std::string sftp_problem(sftp_session sftp, ssh_session session) {
+  return std::string(ssh_get_error(session)) + " (SFTP status " +
+         std::to_string(sftp_get_error(sftp)) + ")";
+}
+}  // namespace
+
+void SshSession::upload(const std::filesystem::path& local, const std::string& remote_path,
+                        int mode) {
+  std::ifstream in(local, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + local.string());
+  std::lock_guard lock(mutex_);
+  auto& impl = *impl_;
+  if (!impl.sftp) {
+    impl.sftp = sftp_new(impl.session);
+    if (!impl.sftp || sftp_init(impl.sftp) != SSH_OK)
+      throw std::runtime_error(impl.where() + ": no SFTP: " + impl.error());
+  }
+  // Written under a temporary name and renamed: a half-sent file never
+  // carries the final name.
+  const std::string partial = remote_path + ".part";
+  sftp_file file = sftp_open(impl.sftp, partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (!file)
+    throw std::runtime_error(impl.where() + ": cannot write " + partial + ": " +
+                             sftp_problem(impl.sftp, impl.session));
+  std::vector<char> buffer(64 * 1024);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto n = static_cast<size_t>(in.gcount());
+    if (n == 0) break;
+    if (sftp_write(file, buffer.data(), n) != static_cast<ssize_t>(n)) {
+      sftp_close(file);
+      throw std::runtime_error(impl.where() + ": writing " + partial +
+                               " failed: " + sftp_problem(impl.sftp, impl.session));
+    }
+  }
+  sftp_close(file);
+  sftp_chmod(impl.sftp, partial.c_str(), static_cast<mode_t>(mode));
+  sftp_unlink(impl.sftp, remote_path.c_str());  // SFTP v3 renames only onto nothing
+  if (sftp_rename(impl.sftp, partial.c_str(), remote_path.c_str()) != SSH_OK)
+    throw std::runtime_error(impl.where() + ": cannot rename " + partial + " to " + remote_path +
+                             ": " + sftp_problem(impl.sftp, impl.session));
+}
+
+bool SshSession::exists(const std::string& remote_path) {
+  std::lock_guard lock(mutex_);
+  auto& impl = *impl_;
+  if (!impl.sftp) {
+    impl.sftp = sftp_new(impl.session);
+    if (!impl.sftp || sftp_init(impl.sftp) != SSH_OK)
+      throw std::runtime_error(impl.where() + ": no SFTP: " + impl.error());
+  }
+  sftp_attributes attributes = sftp_stat(impl.sftp, remote_path.c_str());
+  if (!attributes) return false;
+  sftp_attributes_free(attributes);
+  return true;
+}
+
+void SshSession::make_directories(const std::string& remote_path) {
+  std::string prefix = remote_path.rfind('/', 0) == 0 ? "/" : "";
+  size_t start = 0;
+  while (start < remote_path.size()) {
+    size_t slash = remote_path.find('/', start);
+    if (slash == std::string::npos) slash = remote_path.size();
+    const std::string part = remote_path.substr(start, slash - start);
+    start = slash + 1;
+    if (part.empty() || part == ".") continue;
+    prefix += (prefix.empty() || prefix.back() == '/') ? part : "/" + part;
+    if (exists(prefix)) continue;
+    std::lock_guard lock(mutex_);
+    if (sftp_mkdir(impl_->sftp, prefix.c_str(), 0755) != SSH_OK &&
+        sftp_get_error(impl_->sftp) != SSH_FX_FILE_ALREADY_EXISTS)
+      throw std::runtime_error(impl_->where() + ": cannot create " + prefix + ": " +
+                               sftp_problem(impl_->sftp, impl_->session));
+  }
+}
+
+}  // namespace flotilla::controller
