@@ -149,7 +149,7 @@ void Session::stop(const protocol::StopRun& stop) {
   if (!followers_.count(stop.run)) follow(stop.run, kOnlyTheEnd);  // the run_end still comes
 }
 
-void Session::end_orphaned_run(const std::string& run) {
+void Session::end_orphaned_run(const std::string& run, const std::string& outcome_if_clean) {
   RunDirectory dir(options_.home, run);
   const auto pgids = dir.process_groups();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -160,8 +160,10 @@ void Session::end_orphaned_run(const std::string& run) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // Ranks lose their record pipe with the supervisor and usually die of it.
-  std::string message = "the run's supervisor had died; no process of the run is left";
-  std::string outcome = "killed";
+  std::string message = outcome_if_clean == "failed"
+                            ? "the run's supervisor died without ending it; its ranks were stopped"
+                            : "the run's supervisor had died; no process of the run is left";
+  std::string outcome = outcome_if_clean;
   if (!left.empty()) {
     outcome = "failed";
     message += ", but " + std::to_string(left.size()) + " process(es) survive SIGKILL";
@@ -201,13 +203,26 @@ void Session::follow(const std::string& run, int64_t after_seq) {
     RunDirectory dir(options_.home, run);
     SpoolReader reader(dir.spool());
     bool ended = false;
+    auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (!ended && !closing_ && !*cancelled) {
       reader.poll([&](std::string_view line) {
         if (line.find("\"type\":\"run_end\"") != std::string_view::npos) ended = true;
         const auto seq = seq_of(line).value_or(0);
         if (seq > after_seq || (ended && after_seq == kOnlyTheEnd)) send_line(std::string(line));
       });
-      if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (ended) break;
+      // A supervisor that died without ending its run (killed, or its node's
+      // OOM killer) ends it here, and its ranks with it, so that nothing
+      // trains on without anyone to report it and the peers fail fast.
+      if (std::chrono::steady_clock::now() >= next_check) {
+        next_check += std::chrono::seconds(1);
+        if (!dir.supervisor_pid() && !dir.final_state()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a clean end in flight
+          if (!dir.final_state()) end_orphaned_run(run, "failed");
+          continue;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
 }

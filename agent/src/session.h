@@ -40,7 +40,9 @@ class Session {
   static constexpr int64_t kOnlyTheEnd = INT64_MAX;
   void follow(const std::string& run, int64_t after_seq);
   // A stop for a run whose supervisor died: end the ranks and the run here.
-  void end_orphaned_run(const std::string& run);
+  // Stops what is left of a run whose supervisor is gone and writes its end:
+  // `outcome_if_clean` when nothing survives, else failed.
+  void end_orphaned_run(const std::string& run, const std::string& outcome_if_clean = "killed");
   void send(const protocol::Message& message);
   void send_line(const std::string& line);
   void report_malformed(const std::string& reason);

@@ -302,7 +302,8 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
     node_ends_.erase(end.run);
   }
   // Every node has ended the run: the worst outcome is the run's, with the
-  // first node's words for it.
+  // words of every node that ended it so (the cause is often on one node and
+  // its peers only saw it go).
   auto rank_of = [](RunState s) {
     switch (s) {
       case RunState::failed:
@@ -315,17 +316,24 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
         return 0;
     }
   };
+  auto outcome_of = [](const protocol::RunEnd& e) {
+    const auto parsed = run_state_from_name(e.outcome);
+    return parsed && is_terminal(*parsed) ? *parsed : RunState::failed;
+  };
+  auto words_of = [](const protocol::RunEnd& e) {
+    const auto parsed = run_state_from_name(e.outcome);
+    return parsed && is_terminal(*parsed)
+               ? e.message
+               : "the agent reported an unknown outcome \"" + e.outcome + "\": " + e.message;
+  };
   RunState state = RunState::finished;
+  for (const auto& [name, e] : ends)
+    if (rank_of(outcome_of(e)) > rank_of(state)) state = outcome_of(e);
   std::string reason;
   for (const auto& [name, e] : ends) {
-    const auto parsed = run_state_from_name(e.outcome);
-    const bool known = parsed && is_terminal(*parsed);
-    const RunState s = known ? *parsed : RunState::failed;
-    if (rank_of(s) <= rank_of(state)) continue;
-    state = s;
-    reason = (nodes.size() > 1 ? "node " + name + ": " : "") +
-             (known ? e.message
-                    : "the agent reported an unknown outcome \"" + e.outcome + "\": " + e.message);
+    if (outcome_of(e) != state || words_of(e).empty()) continue;
+    if (!reason.empty()) reason += "; ";
+    reason += (nodes.size() > 1 ? "node " + name + ": " : "") + words_of(e);
   }
   end_run(end.run, state, reason);
 }

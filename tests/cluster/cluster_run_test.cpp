@@ -1,0 +1,293 @@
+// Flotilla across real hosts: three network namespaces with their own sshd
+// (cluster.sh), reached through the `flotilla` CLI over real SSH and real TCP.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <QString>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "processes.h"
+#include "store.h"
+#include "temp_dir.h"
+#include "test_cluster.h"
+
+namespace flotilla::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using controller::RunState;
+using controller::Store;
+using nlohmann::json;
+
+#define SKIP_WITHOUT_CLUSTER()                              \
+  do {                                                      \
+    std::string why;                                        \
+    if (!TestCluster::available(&why)) GTEST_SKIP() << why; \
+  } while (false)
+
+// A controller database with the cluster's hosts as nodes, driven through the CLI.
+class ClusterControl {
+ public:
+  explicit ClusterControl(const TestCluster& cluster) : cluster_(cluster) {
+    for (const auto& h : cluster.hosts()) {
+      const auto [status, out] =
+          flotilla({"nodes", "add", h.name, "--host", h.address, "--user", h.user, "--key",
+                    cluster.key_file().string(), "--remote-dir", h.remote_dir});
+      EXPECT_EQ(status, 0) << out;
+    }
+  }
+  ~ClusterControl() {
+    // Nothing of a test outlives it on this machine: the CLI and what it started.
+    for (pid_t pid : live_processes_with({db_})) ::kill(pid, SIGKILL);
+  }
+  std::vector<std::string> base() const {
+    return {FLOTILLA_CLI_BINARY, "--db", db_, "--known-hosts", known_hosts()};
+  }
+  std::pair<int, std::string> flotilla(const std::vector<std::string>& args,
+                                       std::chrono::seconds limit = 300s) const {
+    auto argv = base();
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess child(argv, dir_.path() / ("out-" + std::to_string(++calls_) + ".txt"));
+    const auto status = child.wait(limit);
+    EXPECT_TRUE(status) << args.front() << " still running after " << limit.count() << " s";
+    return {status.value_or(-1), child.output()};
+  }
+  std::unique_ptr<ChildProcess> start(const std::vector<std::string>& args,
+                                      const std::string& output) const {
+    auto argv = base();
+    argv.insert(argv.end(), args.begin(), args.end());
+    return std::make_unique<ChildProcess>(argv, dir_.path() / output);
+  }
+  std::string known_hosts() const { return (dir_.path() / "known_hosts").string(); }
+  Store store() const { return Store(QString::fromStdString(db_)); }
+  std::filesystem::path write(const std::string& name, const std::string& text) const {
+    return dir_.write(name, text);
+  }
+  // The one run, once every node has stored at least `records` records of it.
+  std::string wait_for_records(size_t records, std::chrono::seconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (std::filesystem::exists(db_)) {
+        auto s = store();
+        const auto runs = s.runs();
+        if (!runs.empty()) {
+          std::map<std::string, size_t> per_node;
+          for (const auto& r : s.records(runs.front().id)) ++per_node[r.node];
+          bool all = per_node.size() == cluster_.hosts().size();
+          for (const auto& [node, n] : per_node) all = all && n >= records;
+          if (all) return runs.front().id;
+        }
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    ADD_FAILURE() << "no run with " << records << " records on every node within " << limit.count()
+                  << " s";
+    return {};
+  }
+
+ private:
+  const TestCluster& cluster_;
+  TempDir dir_;
+  std::string db_ = (dir_.path() / "flotilla.db").string();
+  mutable int calls_ = 0;
+};
+
+std::string ddp_experiment(const std::string& name, int steps) {
+  return "name: " + name +
+         "\nmodel: small_cnn\ndataset: fashion_mnist\nstrategy: ddp\n"
+         "nodes: [flh1, flh2, flh3]\nranks_per_node: 1\nbatch_size: 64\nepochs: 1\n"
+         "max_steps: " +
+         std::to_string(steps) + "\nthreads: 1\n";
+}
+
+std::string run_id_in(const std::string& output) {
+  std::smatch id;
+  if (!std::regex_search(output, id, std::regex("run ([0-9]{8}-[0-9]{6}-[0-9a-f]{4}):"))) return {};
+  return id[1];
+}
+
+// Every node's records stored once, seq 1..N contiguous, the last its run_end.
+void expect_complete_per_node(const Store& store, const std::string& run,
+                              const std::vector<ClusterHost>& hosts) {
+  std::map<std::string, std::vector<controller::RecordRow>> by_node;
+  for (auto& r : store.records(run)) by_node[r.node].push_back(r);
+  ASSERT_EQ(by_node.size(), hosts.size());
+  for (const auto& [node, records] : by_node) {
+    for (size_t i = 0; i < records.size(); ++i)
+      ASSERT_EQ(records[i].seq, static_cast<int64_t>(i + 1)) << node << " seq gap at " << i;
+    EXPECT_EQ(records.back().type, "run_end") << node;
+  }
+}
+
+std::vector<std::string> training_processes(const TestCluster& cluster, const std::string& host) {
+  std::vector<std::string> left;
+  for (const auto& [pid, cmdline] : cluster.processes_on(host))
+    if (cmdline.find("flotilla-train") != std::string::npos ||
+        cmdline.find("supervise") != std::string::npos)
+      left.push_back(std::to_string(pid) + " " + cmdline);
+  return left;
+}
+
+TEST(Cluster, ProbeRefusesUnknownHostKeysThenDeploysOnceAndDescribesEveryNode) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const auto [refused, refusal] = control.flotilla({"nodes", "probe"});
+  EXPECT_EQ(refused, 1) << refusal;
+  EXPECT_NE(refusal.find("is not known; check it and trust it explicitly"), std::string::npos)
+      << refusal;
+  EXPECT_FALSE(std::filesystem::exists(control.known_hosts()));
+
+  const auto [first, deployed] = control.flotilla({"--trust-new-host-key", "nodes", "probe"});
+  ASSERT_EQ(first, 0) << deployed;
+  for (const auto& h : cluster.hosts())
+    EXPECT_NE(deployed.find(h.name + ": "), std::string::npos) << deployed;
+  EXPECT_NE(deployed.find("2 files"), std::string::npos) << deployed;
+
+  const auto [second, again] = control.flotilla({"nodes", "probe"});
+  ASSERT_EQ(second, 0) << again;
+  size_t nothing = 0;
+  for (size_t at = 0; (at = again.find("already there, nothing uploaded", at)) != std::string::npos;
+       ++at)
+    ++nothing;
+  EXPECT_EQ(nothing, cluster.hosts().size()) << again;
+
+  const auto store = control.store();
+  for (const auto& h : cluster.hosts()) {
+    const auto node = store.node(h.name);
+    ASSERT_TRUE(node && node->probed_ms) << h.name;
+    const auto probe = json::parse(node->probe_json);
+    EXPECT_GT(probe["cpus"].get<int>(), 0);
+    EXPECT_GT(probe["memory_bytes"].get<int64_t>(), 0);
+    EXPECT_GT(probe["disk_free_bytes"].get<int64_t>(), 0);
+  }
+}
+
+TEST(Cluster, ChangedHostKeyIsRefusedAndKnownHostsIsLeftAlone) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  ASSERT_EQ(control.flotilla({"--trust-new-host-key", "nodes", "probe", "flh2"}).first, 0);
+  std::ifstream before_in(control.known_hosts());
+  const std::string before((std::istreambuf_iterator<char>(before_in)), {});
+  cluster.rekey("flh2");
+  // Trusting new keys never extends to changed ones.
+  const auto [status, output] =
+      control.flotilla({"--trust-new-host-key", "nodes", "probe", "flh2"});
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(output.find("has CHANGED"), std::string::npos) << output;
+  std::ifstream after_in(control.known_hosts());
+  const std::string after((std::istreambuf_iterator<char>(after_in)), {});
+  EXPECT_EQ(before, after);
+}
+
+TEST(Cluster, HostileRemoteDirectoryIsUsedLiterallyNeverRunByAShell) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(1);
+  ClusterControl control(cluster);
+  const std::string marker = "/tmp/flotilla-pwned-" + std::to_string(::getpid());
+  const std::string hostile =
+      cluster.hosts()[0].remote_dir + "/a b;$(touch " + marker + ")`touch " + marker + "`'\"";
+  const auto [added, added_out] =
+      control.flotilla({"nodes", "add", "odd", "--host", cluster.hosts()[0].address, "--user",
+                        "root", "--key", cluster.key_file().string(), "--remote-dir", hostile});
+  ASSERT_EQ(added, 0) << added_out;
+  const auto [status, output] = control.flotilla({"--trust-new-host-key", "nodes", "probe", "odd"});
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_TRUE(std::filesystem::is_directory(hostile + "/bundles")) << output;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  std::filesystem::remove(marker);
+}
+
+TEST(Cluster, DdpAcrossThreeNodesFinishesWithEveryRecord) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const auto file = control.write("ddp.yaml", ddp_experiment("ddp3", 40));
+  const auto [status, output] = control.flotilla({"--trust-new-host-key", "run", file.string()});
+  ASSERT_EQ(status, 0) << output;
+  const auto run = run_id_in(output);
+  const auto store = control.store();
+  const auto row = store.run(run);
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->state, RunState::finished);
+  EXPECT_EQ(row->world_size, 3);
+  expect_complete_per_node(store, run, cluster.hosts());
+  std::set<int64_t> ranks;
+  for (const auto& r : store.records(run))
+    if (r.type == "step") {
+      const auto j = json::parse(r.body);
+      ranks.insert(r.rank);
+      EXPECT_EQ(r.node, "flh" + std::to_string(r.rank + 1));
+      EXPECT_EQ(j["bytes_sent"], 4 * 421642);  // the small CNN's gradients, all-reduced
+    }
+  EXPECT_EQ(ranks, (std::set<int64_t>{0, 1, 2}));
+}
+
+TEST(Cluster, KillReachesEveryNodeAndLeavesNoProcessOnAny) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const auto file = control.write("long.yaml", ddp_experiment("long", 100000));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  const auto [status, output] = control.flotilla({"kill", run, "--grace", "2"});
+  EXPECT_EQ(status, 0) << output;
+  const auto ended = runner->wait(60s);
+  ASSERT_TRUE(ended) << runner->output();
+  EXPECT_EQ(*ended, 4) << runner->output();  // killed
+  EXPECT_EQ(control.store().run(run)->state, RunState::killed);
+  for (const auto& h : cluster.hosts())
+    EXPECT_EQ(training_processes(cluster, h.name), std::vector<std::string>{}) << h.name;
+  expect_complete_per_node(control.store(), run, cluster.hosts());
+}
+
+TEST(Cluster, ALinkDownAndUpAgainMidRunLosesNoRecord) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const auto file = control.write("ddp.yaml", ddp_experiment("flaky", 150));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  cluster.link("flh2", false);
+  std::this_thread::sleep_for(3s);
+  cluster.link("flh2", true);
+  const auto ended = runner->wait(240s);
+  ASSERT_TRUE(ended) << runner->output();
+  EXPECT_EQ(*ended, 0) << runner->output();
+  expect_complete_per_node(control.store(), run, cluster.hosts());
+  size_t steps = 0;
+  for (const auto& r : control.store().records(run)) steps += r.type == "step";
+  EXPECT_EQ(steps, 3u * 150u);
+}
+
+TEST(Cluster, AKilledSupervisorFailsTheRunAndStopsEveryNodesRanks) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const auto file = control.write("long.yaml", ddp_experiment("doomed", 100000));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  int killed = 0;
+  for (const auto& [pid, cmdline] : cluster.processes_on("flh2"))
+    if (cmdline.find("supervise") != std::string::npos) killed += ::kill(pid, SIGKILL) == 0;
+  ASSERT_EQ(killed, 1);
+  const auto ended = runner->wait(120s);
+  ASSERT_TRUE(ended) << runner->output();
+  EXPECT_EQ(*ended, 1) << runner->output();  // failed
+  const auto row = control.store().run(run);
+  EXPECT_EQ(row->state, RunState::failed);
+  EXPECT_NE(row->reason.find("supervisor died"), std::string::npos) << row->reason;
+  for (const auto& h : cluster.hosts())
+    EXPECT_EQ(training_processes(cluster, h.name), std::vector<std::string>{}) << h.name;
+}
+
+}  // namespace
+}  // namespace flotilla::testing
