@@ -7,6 +7,7 @@
 
 #include <QDateTime>
 #include <QRandomGenerator>
+#include <thread>
 
 #include "paths.h"
 
@@ -77,6 +78,13 @@ protocol::ProbeReply Controller::probe(const std::string& node) {
 }
 
 Controller::~Controller() {
+  closing_ = true;
+  std::vector<std::thread> retries;
+  {
+    std::lock_guard lock(mutex_);
+    retries.swap(retries_);
+  }
+  for (auto& t : retries) t.join();
   std::map<std::string, std::unique_ptr<AgentLink>> links;
   std::vector<std::unique_ptr<AgentLink>> closed;
   {
@@ -204,15 +212,54 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
     end_run(run, RunState::killed, "killed before it started");
     return true;
   }
-  attach(run);  // the end, and every record before it, must reach this controller
-  for (const auto& node : nodes_of(*row)) {
-    try {
-      link_for(node).send(protocol::StopRun{run, grace_s});
-    } catch (const std::exception& e) {
-      note_problem("kill " + run + ": " + e.what());
-    }
+  {
+    std::lock_guard lock(mutex_);
+    followed_.insert(run);
+    killing_.insert(run);
   }
+  // Nodes in parallel: an unreachable one costs its connect timeout once, not per node.
+  std::vector<std::future<void>> stopping;
+  for (const auto& node : nodes_of(*row))
+    stopping.push_back(std::async(std::launch::async, [this, run, node, grace_s] {
+      try {
+        send_stop(run, node, grace_s);
+      } catch (const std::exception& e) {
+        note_problem("kill " + run + ": node " + node + " is unreachable (" + e.what() +
+                     "); the kill is retried until it can be delivered");
+        retry_stop(run, node, grace_s);
+      }
+    }));
+  for (auto& s : stopping) s.get();
   return true;
+}
+
+void Controller::send_stop(const std::string& run, const std::string& node, double grace_s) {
+  auto& link = link_for(node);
+  // The end, and every record before it, must reach this controller.
+  if (!link.send(protocol::Resume{run, store_.last_seq(run, node)}) ||
+      !link.send(protocol::StopRun{run, grace_s}))
+    throw std::runtime_error("the agent went away");
+}
+
+void Controller::retry_stop(const std::string& run, const std::string& node, double grace_s) {
+  std::lock_guard lock(mutex_);
+  retries_.emplace_back([this, run, node, grace_s] {
+    while (!closing_) {
+      for (int i = 0; i < 20 && !closing_; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (closing_) return;
+      {
+        std::lock_guard lock(mutex_);
+        if (ended_.count(run)) return;
+      }
+      try {
+        send_stop(run, node, grace_s);
+        note_problem("kill " + run + ": node " + node + " is reachable again; the kill was sent");
+        return;
+      } catch (const std::exception&) {
+      }
+    }
+  });
 }
 
 void Controller::attach(const std::string& run) {
@@ -329,9 +376,17 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
   RunState state = RunState::finished;
   for (const auto& [name, e] : ends)
     if (rank_of(outcome_of(e)) > rank_of(state)) state = outcome_of(e);
+  bool killing = false;
+  {
+    std::lock_guard lock(mutex_);
+    killing = killing_.erase(end.run) > 0;
+  }
+  // A kill that this controller asked for ends the run killed, whatever the
+  // ranks that saw their peers go said of it.
+  if (killing && state != RunState::finished) state = RunState::killed;
   std::string reason;
   for (const auto& [name, e] : ends) {
-    if (outcome_of(e) != state || words_of(e).empty()) continue;
+    if ((outcome_of(e) != state && !killing) || words_of(e).empty()) continue;
     if (!reason.empty()) reason += "; ";
     reason += (nodes.size() > 1 ? "node " + name + ": " : "") + words_of(e);
   }

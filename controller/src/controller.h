@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
 #include <future>
+#include <thread>
 
 #include "agent_link.h"
 #include "flotilla/protocol/experiment_config.h"
@@ -70,6 +72,10 @@ class Controller {
   std::unique_ptr<Transport> open_transport(const std::string& node);
   // The node's answer to a probe over its link (a free port for a rendezvous).
   protocol::ProbeReply probe(const std::string& node);
+  // StopRun (after a Resume, so that the end reaches this controller) to one node.
+  void send_stop(const std::string& run, const std::string& node, double grace_s);
+  // Keeps trying to deliver a kill to a node that could not be reached.
+  void retry_stop(const std::string& run, const std::string& node, double grace_s);
   // A run's end on one node; the run ends once every node has ended it.
   void node_ended(const std::string& node, const protocol::RunEnd& end);
   // Stores the move (if the state machine allows it) and tells the observer.
@@ -86,6 +92,9 @@ class Controller {
   std::condition_variable ended_changed_;
   std::set<std::string> ended_;     // runs whose end this controller stored
   std::set<std::string> followed_;  // runs this controller streams
+  std::set<std::string> killing_;   // runs this controller was asked to kill
+  std::vector<std::thread> retries_;
+  std::atomic<bool> closing_{false};
   std::map<std::string, std::unique_ptr<AgentLink>> links_;
   std::map<std::string, std::string> addresses_;  // node -> where its peers reach it
   std::map<std::string, std::shared_ptr<std::promise<protocol::ProbeReply>>> probes_;

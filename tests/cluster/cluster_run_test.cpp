@@ -289,5 +289,49 @@ TEST(Cluster, AKilledSupervisorFailsTheRunAndStopsEveryNodesRanks) {
     EXPECT_EQ(training_processes(cluster, h.name), std::vector<std::string>{}) << h.name;
 }
 
+TEST(Cluster, AttachAfterTheControllerDiedCompletesEveryNodesRecords) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const auto file = control.write("ddp.yaml", ddp_experiment("reattach", 120));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  runner->kill(SIGKILL);  // the controller dies; ranks train on under their supervisors
+  runner->wait(10s);
+  const auto [status, output] = control.flotilla({"attach", run}, 300s);
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_EQ(control.store().run(run)->state, RunState::finished);
+  expect_complete_per_node(control.store(), run, cluster.hosts());
+  size_t steps = 0;
+  for (const auto& r : control.store().records(run)) steps += r.type == "step";
+  EXPECT_EQ(steps, 3u * 120u);
+}
+
+TEST(Cluster, AKillForAnUnreachableNodeIsRetriedUntilItIsBack) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const auto file = control.write("long.yaml", ddp_experiment("unreachable", 100000));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  runner->kill(SIGKILL);
+  runner->wait(10s);
+  cluster.link("flh3", false);
+  auto killer = control.start({"kill", run, "--grace", "2"}, "kill.txt");
+  std::this_thread::sleep_for(20s);  // past the connect timeout: the kill is being retried
+  EXPECT_FALSE(killer->wait(0ms)) << killer->output();
+  cluster.link("flh3", true);
+  const auto status = killer->wait(120s);
+  ASSERT_TRUE(status) << killer->output();
+  EXPECT_EQ(*status, 0) << killer->output();
+  EXPECT_NE(killer->output().find("node flh3 is unreachable"), std::string::npos)
+      << killer->output();
+  EXPECT_EQ(control.store().run(run)->state, RunState::killed);
+  for (const auto& h : cluster.hosts())
+    EXPECT_EQ(training_processes(cluster, h.name), std::vector<std::string>{}) << h.name;
+}
+
 }  // namespace
 }  // namespace flotilla::testing
