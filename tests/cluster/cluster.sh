@@ -6,6 +6,7 @@
 #
 #   cluster.sh up N [DIR]      make the hosts; writes DIR/cluster.json
 #   cluster.sh down [DIR]      remove every host, the bridge and DIR
+#   cluster.sh down-all        the same for every cluster folder in /tmp
 #   cluster.sh pids HOST       pids running inside HOST's namespace
 #   cluster.sh link HOST up|down
 #   cluster.sh rekey HOST [DIR]  new host key, sshd restarted
@@ -111,6 +112,10 @@ shift || true
 case $command in
   up) up "$@" ;;
   down) down "$@" ;;
+  down-all)  # every cluster of this script, whatever its folder
+    down
+    rm -rf /tmp/flotilla-cluster-*
+    ;;
   pids) ip netns pids "$1" ;;
   link) ip link set "flv${1#flh}" "$2" ;;
   rekey) rekey "$@" ;;
