@@ -116,9 +116,11 @@ AgentLink& Controller::link_for(const std::string& node) {
   events.on_message = [this, node](const protocol::Message& m) { handle(node, m); };
   events.on_problem = [this](const std::string& message) { note_problem(message); };
   events.on_closed = [this, node] {
+    if (closing_) return;
     note_problem("node " + node +
-                 ": the connection to its agent closed; its runs go on and are followed "
-                 "again on the next attach");
+                 ": the connection to its agent closed; its runs go on, and this controller "
+                 "reconnects and resumes them from the last stored record");
+    reconnect_later(node);
   };
   auto link = std::make_unique<AgentLink>(node, std::move(transport), std::move(events),
                                           options_.hello_timeout);
@@ -231,6 +233,39 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
     }));
   for (auto& s : stopping) s.get();
   return true;
+}
+
+void Controller::reconnect_later(const std::string& node) {
+  std::lock_guard lock(mutex_);
+  if (closing_) return;
+  retries_.emplace_back([this, node] {
+    while (!closing_) {
+      for (int i = 0; i < 20 && !closing_; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::vector<std::string> runs;
+      {
+        std::lock_guard lock(mutex_);
+        runs.assign(followed_.begin(), followed_.end());
+      }
+      std::vector<std::string> here;
+      for (const auto& run : runs) {
+        const auto row = store_.run(run);
+        if (!row || is_terminal(row->state)) continue;
+        const auto nodes = nodes_of(*row);
+        if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) here.push_back(run);
+      }
+      if (here.empty() || closing_) return;
+      try {
+        auto& link = link_for(node);
+        for (const auto& run : here)
+          if (!link.send(protocol::Resume{run, store_.last_seq(run, node)}))
+            throw std::runtime_error("the agent went away");
+        note_problem("node " + node + ": reconnected; its runs are followed again");
+        return;
+      } catch (const std::exception&) {
+      }
+    }
+  });
 }
 
 void Controller::send_stop(const std::string& run, const std::string& node, double grace_s) {

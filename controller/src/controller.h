@@ -74,6 +74,9 @@ class Controller {
   protocol::ProbeReply probe(const std::string& node);
   // StopRun (after a Resume, so that the end reaches this controller) to one node.
   void send_stop(const std::string& run, const std::string& node, double grace_s);
+  // After a node's link closed: reconnects and resumes its live runs from the
+  // last stored record, retrying until it can or no run there is live.
+  void reconnect_later(const std::string& node);
   // Keeps trying to deliver a kill to a node that could not be reached.
   void retry_stop(const std::string& run, const std::string& node, double grace_s);
   // A run's end on one node; the run ends once every node has ended it.

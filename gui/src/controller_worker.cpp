@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "node_connection.h"
 #include "run_summary.h"
+#include "ssh_session.h"
 
 namespace flotilla::gui {
 
@@ -74,6 +76,19 @@ void ControllerWorker::startRun(const QString& config_json) {
   if (!controller_) return;
   try {
     const auto config = parse_experiment(config_json.toStdString(), "the form");
+    // Host keys are settled before anything is stored or started.
+    for (const auto& name : config.nodes) {
+      const auto node = store_->node(name);
+      if (!node || node->is_local()) continue;
+      try {
+        controller::NodeConnection::open(*node, {});
+      } catch (const controller::HostKeyError& e) {
+        if (e.kind() == controller::HostKeyError::Kind::changed) throw;
+        emit hostKeyUnknown(QString::fromStdString(name), QString::fromStdString(e.fingerprint()),
+                            config_json);
+        return;
+      }
+    }
     const auto id = store_->save_experiment(config.name, config_json.toStdString());
     const auto run = controller_->start_run(config, id);
     emit runStarted(QString::fromStdString(run));
@@ -85,6 +100,21 @@ void ControllerWorker::startRun(const QString& config_json) {
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
   }
+}
+
+void ControllerWorker::trustHostKeyAndRun(const QString& node, const QString& config_json) {
+  if (!store_) return;
+  try {
+    const auto row = store_->node(node.toStdString());
+    if (!row) throw std::runtime_error("no node \"" + node.toStdString() + "\"");
+    controller::ConnectOptions trusting;
+    trusting.trust_new_host_key = true;
+    controller::NodeConnection::open(*row, trusting);
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+    return;
+  }
+  startRun(config_json);
 }
 
 void ControllerWorker::killRun(const QString& run) {

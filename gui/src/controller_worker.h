@@ -51,7 +51,10 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   void open();
   void refresh();
   void saveExperiment(const QString& name, const QString& config_json);
+  // Asks first (hostKeyUnknown) when a node's SSH host key is not known yet.
   void startRun(const QString& config_json);
+  // Records the node's host key as the person confirmed it, then starts the run.
+  void trustHostKeyAndRun(const QString& node, const QString& config_json);
   void killRun(const QString& run);
   void loadHistory(const QString& run);
 
@@ -61,6 +64,9 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   void experimentsChanged(const QVector<flotilla::gui::ExperimentItem>& experiments);
   void runsChanged(const QVector<flotilla::gui::RunItem>& runs);
   void runStarted(const QString& run);
+  // A node of the run presents a host key never seen: the window shows the
+  // fingerprint and asks whether to trust it.
+  void hostKeyUnknown(const QString& node, const QString& fingerprint, const QString& config_json);
   void runStateChanged(const QString& run, const QString& state, const QString& reason);
   void samplesArrived(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
   void historyLoaded(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);

@@ -50,6 +50,9 @@ ExperimentForm::ExperimentForm(QWidget* parent) : QWidget(parent) {
   strategy_ = combo_of({S::single, S::dp, S::ddp, S::pipeline, S::pipeline_ddp}, "strategyCombo");
   optimizer_ = combo_of({OptimizerKind::sgd, OptimizerKind::adamw}, "optimizerCombo");
   device_ = combo_of({DeviceKind::cpu, DeviceKind::cuda}, "deviceCombo");
+  nodes_ = new QLineEdit;
+  nodes_->setObjectName("nodesEdit");
+  nodes_->setPlaceholderText("local, or node names from `flotilla nodes add`, comma-separated");
   ranks_ = spin(1, 1024, "ranksSpin");
   batch_ = spin(1, 1 << 20, "batchSpin");
   epochs_ = spin(1, 100000, "epochsSpin");
@@ -72,6 +75,7 @@ ExperimentForm::ExperimentForm(QWidget* parent) : QWidget(parent) {
   form->addRow("Model", model_);
   form->addRow("Data set", dataset_);
   form->addRow("Strategy", strategy_);
+  form->addRow("Nodes", nodes_);
   form->addRow("Ranks per node", ranks_);
   form->addRow("Batch size (per rank)", batch_);
   form->addRow("Epochs", epochs_);
@@ -89,6 +93,7 @@ ExperimentForm::ExperimentForm(QWidget* parent) : QWidget(parent) {
     connect(box, &QSpinBox::valueChanged, this, &ExperimentForm::revalidate);
   connect(lr_, &QDoubleSpinBox::valueChanged, this, &ExperimentForm::revalidate);
   connect(name_, &QLineEdit::textChanged, this, &ExperimentForm::revalidate);
+  connect(nodes_, &QLineEdit::textChanged, this, &ExperimentForm::revalidate);
 
   setConfigJson(QString::fromStdString(to_json(ExperimentConfig{})));
 }
@@ -122,6 +127,11 @@ void ExperimentForm::setConfigJson(const QString& config_json) {
   const json optimizer = j.contains("optimizer") ? j["optimizer"] : json::object();
   optimizer_->setCurrentText(QString::fromStdString(optimizer.value("name", "sgd")));
   lr_->setValue(number(optimizer, "lr", defaults.optimizer.lr));
+  QStringList nodes;
+  if (j.contains("nodes") && j["nodes"].is_array())
+    for (const auto& n : j["nodes"])
+      if (n.is_string()) nodes << QString::fromStdString(n.get<std::string>());
+  nodes_->setText(nodes.isEmpty() ? "local" : nodes.join(", "));
   ranks_->setValue(int(number(j, "ranks_per_node", 1)));
   batch_->setValue(int(number(j, "batch_size", double(defaults.batch_size))));
   epochs_->setValue(int(number(j, "epochs", 1)));
@@ -137,6 +147,9 @@ void ExperimentForm::revalidate() {
   json j = json::parse(base_json_, nullptr, false);
   if (!j.is_object()) j = json::object();
   j["name"] = name_->text().toStdString();
+  j["nodes"] = json::array();
+  for (const auto& n : nodes_->text().split(',', Qt::SkipEmptyParts))
+    j["nodes"].push_back(n.trimmed().toStdString());
   j["model"] = model_->currentText().toStdString();
   j["dataset"] = dataset_->currentText().toStdString();
   j["strategy"] = strategy_->currentText().toStdString();

@@ -35,6 +35,7 @@ class ExperimentForm : public QWidget {
   QString json_;
   QStringList problems_;
   bool loading_ = false;
+  QLineEdit* nodes_ = nullptr;
   QLineEdit* name_;
   QComboBox *model_, *dataset_, *strategy_, *optimizer_, *device_;
   QSpinBox *ranks_, *batch_, *epochs_, *max_steps_, *threads_, *seed_;

@@ -144,6 +144,23 @@ void MainWindow::connectWorker() {
   connect(worker_, &ControllerWorker::experimentsChanged, this, &MainWindow::showExperiments);
   connect(worker_, &ControllerWorker::runsChanged, this, &MainWindow::showRuns);
   connect(worker_, &ControllerWorker::runStateChanged, this, &MainWindow::updateRunState);
+  connect(worker_, &ControllerWorker::hostKeyUnknown, this,
+          [this](const QString& node, const QString& fingerprint, const QString& config_json) {
+            const auto answer = QMessageBox::question(
+                this, "Unknown host key",
+                "Node " + node + " presents a host key this controller has not seen:\n\n" +
+                    fingerprint +
+                    "\n\nCompare it with the node's own (ssh-keygen -lf on its host key). "
+                    "Trust it and start the run?",
+                QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+            if (answer == QMessageBox::Yes)
+              QMetaObject::invokeMethod(
+                  worker_,
+                  [worker = worker_, node, config_json] {
+                    worker->trustHostKeyAndRun(node, config_json);
+                  },
+                  Qt::QueuedConnection);
+          });
   connect(worker_, &ControllerWorker::runStarted, this, [this](const QString& run) {
     statusBar()->showMessage("Run " + run + " started", 5000);
     chart_->showRun(run, {});

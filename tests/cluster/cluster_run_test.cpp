@@ -333,5 +333,30 @@ TEST(Cluster, AKillForAnUnreachableNodeIsRetriedUntilItIsBack) {
     EXPECT_EQ(training_processes(cluster, h.name), std::vector<std::string>{}) << h.name;
 }
 
+TEST(Cluster, AnAgentKilledMidRunIsReplacedAndTheStreamResumes) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const auto file = control.write("ddp.yaml", ddp_experiment("agent-lost", 150));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  // The agent that talks to this controller, not the run's supervisor.
+  int killed = 0;
+  for (const auto& [pid, cmdline] : cluster.processes_on("flh2"))
+    if (cmdline.find("flotilla-agent") != std::string::npos &&
+        cmdline.find("supervise") == std::string::npos)
+      killed += ::kill(pid, SIGKILL) == 0;
+  ASSERT_EQ(killed, 1);
+  const auto ended = runner->wait(240s);
+  ASSERT_TRUE(ended) << runner->output();
+  EXPECT_EQ(*ended, 0) << runner->output();
+  EXPECT_NE(runner->output().find("node flh2: reconnected"), std::string::npos) << runner->output();
+  expect_complete_per_node(control.store(), run, cluster.hosts());
+  size_t steps = 0;
+  for (const auto& r : control.store().records(run)) steps += r.type == "step";
+  EXPECT_EQ(steps, 3u * 150u);
+}
+
 }  // namespace
 }  // namespace flotilla::testing

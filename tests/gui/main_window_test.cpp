@@ -7,10 +7,12 @@
 #include <QComboBox>
 #include <QGuiApplication>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QScreen>
 #include <QSpinBox>
 #include <QTest>
+#include <QTimer>
 #include <QWindow>
 #include <functional>
 
@@ -20,6 +22,7 @@
 #include "processes.h"
 #include "store.h"
 #include "temp_dir.h"
+#include "test_cluster.h"
 
 namespace flotilla::gui {
 namespace {
@@ -105,6 +108,61 @@ TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
   EXPECT_EQ(runs[0].state, controller::RunState::finished);
   EXPECT_EQ(runs[0].experiment_name, "gui-fashion-mnist");
   ASSERT_TRUE(store.experiment("gui-fashion-mnist"));
+}
+
+TEST(MainWindow, AsksWithTheFingerprintBeforeTrustingANewHostKeyThenRuns) {
+  std::string why;
+  if (!testing::TestCluster::available(&why)) GTEST_SKIP() << why;
+  testing::TestCluster cluster(1);
+  testing::TempDir dir;
+  // The window's known_hosts goes under the XDG data directory: this test's own.
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(dir.path().string()));
+  const QString db = QString::fromStdString((dir.path() / "gui.db").string());
+  const auto& host = cluster.hosts().at(0);
+  {
+    controller::Store store(db);
+    controller::NodeRow node;
+    node.name = host.name;
+    node.host = host.address;
+    node.user = host.user;
+    node.key_file = cluster.key_file().string();
+    node.remote_dir = host.remote_dir;
+    store.add_node(node);
+  }
+  const std::string fingerprint =
+      testing::shell("ssh-keygen -lf " + host.host_key_pub + " | awk '{print $2}'").second;
+  QString asked;
+  {
+    MainWindow window(db, FLOTILLA_AGENT_BINARY);
+    window.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+    child<QLineEdit>(window, "nameEdit")->setText("gui-remote");
+    child<QLineEdit>(window, "nodesEdit")->setText(QString::fromStdString(host.name));
+    child<QSpinBox>(window, "maxStepsSpin")->setValue(20);
+    child<QSpinBox>(window, "threadsSpin")->setValue(1);
+    ASSERT_TRUE(window.form()->problems().isEmpty())
+        << window.form()->problems().join("; ").toStdString();
+    // Answers the question box as a person would, once it is up.
+    QTimer answer;
+    QObject::connect(&answer, &QTimer::timeout, [&] {
+      if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+        asked = box->text();
+        box->button(QMessageBox::Yes)->click();
+      }
+    });
+    answer.start(50);
+    QTest::mouseClick(child<QPushButton>(window, "runButton"), Qt::LeftButton);
+    ASSERT_TRUE(wait_until([&] { return !asked.isEmpty(); }, 30s)) << "no question was asked";
+    EXPECT_TRUE(asked.contains(QString::fromStdString(fingerprint).trimmed()))
+        << asked.toStdString() << " lacks " << fingerprint;
+    LiveChart* chart = window.chart();
+    ASSERT_TRUE(wait_until([&] { return !chart->run().isEmpty(); }, 60s));
+    const QString run = chart->run();
+    ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 180s))
+        << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "flotilla" / "known_hosts"));
+  qunsetenv("XDG_DATA_HOME");
 }
 
 TEST(LiveChart, DecimatesToTwoPointsAPixelColumnAndKeepsTheExtremes) {
