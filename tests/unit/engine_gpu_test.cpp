@@ -58,7 +58,8 @@ TEST(Gpu, DdpBucketsOnNcclAverageTheGradientsAndCountFourBytesAParameter) {
   auto reference = small_cnn_on(kGpu);
   GradientBuckets buckets(model->parameters(), *comm, 64 * 1024);
   const auto inputs = torch::randn({16, 1, 28, 28}, torch::TensorOptions().device(kGpu));
-  const auto targets = torch::randint(0, 10, {16}, torch::TensorOptions().device(kGpu));
+  const auto targets =
+      torch::randint(0, 10, {16}, torch::TensorOptions().dtype(torch::kInt64).device(kGpu));
   torch::nn::functional::cross_entropy(model->forward(inputs), targets).backward();
   buckets.finish();
   torch::nn::functional::cross_entropy(reference->forward(inputs), targets).backward();
