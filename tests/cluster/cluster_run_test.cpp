@@ -358,5 +358,36 @@ TEST(Cluster, AnAgentKilledMidRunIsReplacedAndTheStreamResumes) {
   EXPECT_EQ(steps, 3u * 150u);
 }
 
+TEST(Cluster, SshAgentLoginAndInstalledBinariesNeedNoKeyFileAndNoBundle) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(1);
+  ClusterControl control(cluster);
+  TempDir dir;
+  const auto socket = (dir.path() / "agent.sock").string();
+  ASSERT_EQ(shell("ssh-agent -a " + socket + " > /dev/null").first, 0);
+  const std::string env = "SSH_AUTH_SOCK=" + socket;
+  ASSERT_EQ(shell(env + " ssh-add " + cluster.key_file().string()).first, 0);
+  const auto& host = cluster.hosts()[0];
+  const std::string installed =
+      std::filesystem::path(FLOTILLA_CLI_BINARY).parent_path() / "flotilla-agent";
+  const auto [added, added_out] =
+      control.flotilla({"nodes", "add", "viaagent", "--host", host.address, "--user", host.user,
+                        "--remote-dir", host.remote_dir + "/installed", "--agent-path", installed});
+  ASSERT_EQ(added, 0) << added_out;
+  auto argv = control.base();
+  for (const auto& a : {"--trust-new-host-key", "nodes", "probe", "viaagent"}) argv.push_back(a);
+  ChildProcess probe(argv, dir.path() / "probe.txt", {env});
+  const auto status = probe.wait(60s);
+  shell(env + " ssh-agent -k > /dev/null");
+  ASSERT_TRUE(status);
+  EXPECT_EQ(*status, 0) << probe.output();
+  EXPECT_NE(probe.output().find("viaagent: "), std::string::npos) << probe.output();
+  EXPECT_FALSE(std::filesystem::exists(host.remote_dir + "/installed/bundles"));
+  // Without the agent there is no key to log in with.
+  const auto [refused, refusal] = control.flotilla({"nodes", "probe", "viaagent"});
+  EXPECT_EQ(refused, 1);
+  EXPECT_NE(refusal.find("ssh-agent"), std::string::npos) << refusal;
+}
+
 }  // namespace
 }  // namespace flotilla::testing
