@@ -389,5 +389,32 @@ TEST(Cluster, SshAgentLoginAndInstalledBinariesNeedNoKeyFileAndNoBundle) {
   EXPECT_NE(refusal.find("ssh-agent"), std::string::npos) << refusal;
 }
 
+TEST(Cluster, PipelineDdpPutsOnePipelinePerNodeAndItsStagePeersAcrossNodes) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(2);
+  ClusterControl control(cluster);
+  // The seeds' Pipe+DDP: "a single Pipe is on the GPUs of a machine, DDP across machines".
+  const auto file = control.write(
+      "pipe.yaml",
+      "name: pipe-ddp\nmodel: small_cnn\ndataset: fashion_mnist\nstrategy: pipeline_ddp\n"
+      "nodes: [flh1, flh2]\nranks_per_node: 2\nreplicas: 2\nchunks: 2\nbatch_size: 64\n"
+      "epochs: 1\nmax_steps: 20\nthreads: 1\nbalance: [2, 2]\n");
+  const auto [status, output] = control.flotilla({"--trust-new-host-key", "run", file.string()});
+  ASSERT_EQ(status, 0) << output;
+  const auto run = run_id_in(output);
+  expect_complete_per_node(control.store(), run, cluster.hosts());
+  size_t steps = 0;
+  for (const auto& r : control.store().records(run)) {
+    if (r.type != "step") continue;
+    ++steps;
+    const auto j = json::parse(r.body);
+    EXPECT_EQ(r.node, "flh" + std::to_string(r.rank / 2 + 1));
+    EXPECT_EQ(j["replica"], r.rank / 2);  // one pipeline per node
+    EXPECT_EQ(j["stage"], r.rank % 2);
+    EXPECT_GT(j["algbw_gbps"].get<double>(), 0.0);  // stage peers all-reduce across nodes
+  }
+  EXPECT_EQ(steps, 4u * 20u);
+}
+
 }  // namespace
 }  // namespace flotilla::testing
