@@ -1,57 +1,264 @@
 #!/usr/bin/env bash
-# A test cluster on one machine: N hosts as network namespaces flh1..flhN on
-# a bridge, each with its own address and its own sshd (own host key, one
-# client key authorised for all). Needs root. Everything it makes it removes
-# again with `down`, and `up` first removes what a crashed run left.
+# A test cluster on one machine: N hosts as network namespaces flh1..flhN,
+# each joined by a veth pair to one bridge in the root namespace, each with its
+# own address, host name and sshd (own host key, one client key authorised on
+# all). Needs root; without it (or without the tools) it says so and exits 77,
+# the skip code. Everything `up` makes, `down` removes, and `up` first removes
+# what an earlier cluster left, crashed or not.
 #
-#   cluster.sh up N [DIR]      make the hosts; writes DIR/cluster.json
-#   cluster.sh down [DIR]      remove every host, the bridge and DIR
-#   cluster.sh down-all        the same for every cluster folder in /tmp
-#   cluster.sh pids HOST       pids running inside HOST's namespace
-#   cluster.sh link HOST up|down
-#   cluster.sh rekey HOST [DIR]  new host key, sshd restarted
+#   cluster.sh up N [--dir DIR] [--owner PID] [--wait SECONDS]
+#                                     make the hosts; writes DIR/cluster.json
+#   cluster.sh down [--dir DIR] [--owner PID] [--force]
+#                                     remove every host, the bridge and DIR
+#   cluster.sh down-all [--force]     the same for whatever cluster is there
+#   cluster.sh status                 the folder, the owner and the hosts
+#   cluster.sh pids HOST              live pids inside HOST's namespace
+#   cluster.sh link HOST up|down      HOST's veth (root side) up or down
+#   cluster.sh rekey HOST [--dir DIR] new host key for HOST, its sshd restarted
+#
+# DIR may also come as the argument after N (up) or first (down, rekey).
+#
+# The names (flh*, flv*, flbr0, 10.77.0.0/24) are machine-wide, so there is
+# one cluster per machine, and several test runs may share the machine. A
+# cluster made with --owner PID belongs to that process while it lives: `up`
+# waits for it (at most --wait seconds, default $FLOTILLA_CLUSTER_WAIT or 300)
+# and `down` leaves it alone unless --force. Once its owner is gone (a test
+# that crashed or was killed) the next `up` or `down` tears it down. A cluster
+# made without --owner (by hand) belongs to nobody. The lock and the owner's
+# record live in /run/flotilla-cluster.
 set -euo pipefail
 
-BRIDGE=flbr0
-NET=10.77.0
-DEFAULT_DIR=/tmp/flotilla-cluster
+readonly BRIDGE=flbr0
+readonly NET=10.77.0
+readonly DEFAULT_DIR=/tmp/flotilla-cluster
+readonly STATE_DIR=/run/flotilla-cluster
+# Written into every folder `up` makes: `down` removes only folders holding it.
+readonly MARKER=.flotilla-test-cluster
+readonly SSHD=/usr/sbin/sshd
+readonly MAX_HOSTS=200
+
+PATH=$PATH:/usr/sbin:/sbin
+
+die() {
+  echo "cluster.sh: $*" >&2
+  exit 1
+}
+
+usage() {
+  sed -n '/^#   cluster.sh/,/^# DIR/p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
 
 need_root() {
   if [[ $(id -u) -ne 0 ]]; then
-    echo "cluster.sh: needs root (network namespaces, veth pairs, sshd)" >&2
+    echo "cluster.sh: needs root (network namespaces, veth pairs, a bridge, sshd on port 22)" >&2
     exit 77
   fi
+  local tool
+  for tool in ip ssh-keygen unshare flock timeout; do
+    command -v "$tool" >/dev/null || {
+      echo "cluster.sh: $tool is missing (iproute2, openssh-client, util-linux, coreutils)" >&2
+      exit 77
+    }
+  done
+  [[ -x $SSHD ]] || {
+    echo "cluster.sh: $SSHD is missing (openssh-server)" >&2
+    exit 77
+  }
 }
 
+# --- processes --------------------------------------------------------------
+
+# Field 22 of /proc/PID/stat (start time in clock ticks since boot): with the
+# pid it names one process, even after the pid is reused.
+start_time() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  # shellcheck disable=SC2086 # split into the fields after the command name
+  set -- $stat
+  [[ $1 != Z ]] || return 1  # a zombie is gone for our purposes
+  echo "${20}"
+}
+
+alive() { start_time "$1" >/dev/null; }
+
+# Live (not zombie) pids in a namespace. This machine's init may never reap
+# what it inherits, so zombies are left out rather than waited for.
+namespace_pids() {
+  local pid
+  for pid in $(ip netns pids "$1" 2>/dev/null); do
+    if alive "$pid"; then echo "$pid"; fi
+  done
+}
+
+# --- the lock and the owner -------------------------------------------------
+
+lock() {
+  mkdir -p "$STATE_DIR"
+  exec 9>"$STATE_DIR/lock"
+  flock 9
+}
+
+unlock() { flock -u 9; }
+
+# The owner's pid if it is still the same live process, else nothing.
+live_owner() {
+  local pid start
+  [[ -f $STATE_DIR/owner ]] || return 0
+  read -r pid start <"$STATE_DIR/owner" || return 0
+  [[ -n ${pid:-} && -n ${start:-} && $(start_time "$pid" 2>/dev/null || true) == "$start" ]] && echo "$pid"
+  return 0
+}
+
+describe() {
+  local cmdline
+  cmdline=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null || true)
+  echo "pid $1 (${cmdline% })"
+}
+
+# Holds the lock and returns once no live process other than $1 owns the
+# cluster; gives up after $2 seconds with exit status 75 (EX_TEMPFAIL).
+acquire() {
+  local me=$1 wait=$2 owner deadline=$((SECONDS + $2)) said=''
+  while true; do
+    lock
+    owner=$(live_owner)
+    if [[ -z $owner || $owner == "$me" ]]; then return 0; fi
+    unlock
+    if ((SECONDS >= deadline)); then
+      echo "cluster.sh: the test cluster still belongs to $(describe "$owner") after ${wait} s" >&2
+      exit 75
+    fi
+    if [[ -z $said ]]; then
+      echo "cluster.sh: waiting for the test cluster of $(describe "$owner")" >&2
+      said=1
+    fi
+    sleep 1
+  done
+}
+
+record_owner() {  # PID DIR
+  local start
+  if [[ -n $1 ]] && start=$(start_time "$1"); then
+    echo "$1 $start" >"$STATE_DIR/owner"
+  else
+    rm -f "$STATE_DIR/owner"
+  fi
+  echo "$2" >"$STATE_DIR/dir"
+}
+
+recorded_dir() { cat "$STATE_DIR/dir" 2>/dev/null || true; }
+
+# --- making and removing ------------------------------------------------------
+
 hosts_present() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^flh[0-9]+$' || true; }
+veths_present() {
+  ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^flv[0-9]+$' || true
+}
+
+# A folder this script may delete: one it made (marker), one an older version
+# made (cluster.json), or an empty one.
+removable() {
+  [[ -e $1/$MARKER || -e $1/cluster.json ]] || [[ -d $1 && -z $(ls -A "$1") ]]
+}
+
+# Removes every host, veth and the bridge, whoever made them, and the folders
+# named (when removable). Never fails on what is already gone.
+teardown() {
+  local host dir pids
+  for host in $(hosts_present); do
+    # Kill until nothing is left: a supervisor may start a rank between rounds.
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      pids=$(namespace_pids "$host")
+      [[ -n $pids ]] || break
+      # shellcheck disable=SC2086 # one pid per word
+      kill -9 $pids 2>/dev/null || true
+      sleep 0.05
+    done
+    ip netns del "$host" 2>/dev/null || true
+  done
+  # A namespace still held open (an fd, a process) keeps its veth: remove it here.
+  for host in $(veths_present); do ip link del "$host" 2>/dev/null || true; done
+  ip link del "$BRIDGE" 2>/dev/null || true
+  for dir in "$@"; do
+    if [[ -n $dir && -e $dir ]]; then
+      if removable "$dir"; then rm -rf "$dir"; else echo "cluster.sh: left $dir (not a cluster folder)" >&2; fi
+    fi
+  done
+  rm -f "$STATE_DIR/owner" "$STATE_DIR/dir"
+}
 
 start_sshd() {  # HOST DIR
   local host=$1 dir=$2
-  ip netns exec "$host" /usr/sbin/sshd -f "$dir/$host/sshd_config" -E "$dir/$host/sshd.log"
+  # Its own UTS namespace so that `hostname` on the host answers flhI. fd 9
+  # (the lock) is closed so the daemon does not hold it for its whole life.
+  # shellcheck disable=SC2016 # expanded by that sh, from its arguments
+  ip netns exec "$host" unshare --uts sh -c 'hostname "$1" && exec "$2" -f "$3" -E "$4"' \
+    sh "$host" "$SSHD" "$dir/$host/sshd_config" "$dir/$host/sshd.log" 9>&-
 }
 
-down() {
-  local dir=${1:-$DEFAULT_DIR} host
-  for host in $(hosts_present); do
-    ip netns pids "$host" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-    ip netns del "$host" 2>/dev/null || true
+wait_for_port() {  # HOST ADDRESS DIR
+  local i
+  for i in $(seq 200); do
+    if timeout 1 bash -c "exec 3<>/dev/tcp/$2/22" 2>/dev/null; then return 0; fi
+    sleep 0.05
   done
-  for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^flv[0-9]+$' || true); do
-    ip link del "$link" 2>/dev/null || true
-  done
-  ip link del "$BRIDGE" 2>/dev/null || true
-  rm -rf "$dir"
+  echo "cluster.sh: the sshd of $1 does not answer on $2:22; its log:" >&2
+  tail -n 20 "$3/$1/sshd.log" >&2 2>/dev/null || true
+  return 1
+}
+
+write_sshd_config() {  # HOST ADDRESS DIR
+  local host=$1 address=$2 dir=$3
+  cat >"$dir/$host/sshd_config" <<CONFIG
+ListenAddress $address
+Port 22
+HostKey $dir/$host/host_key
+PidFile $dir/$host/sshd.pid
+AuthorizedKeysFile $dir/client_key.pub
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+PrintLastLog no
+X11Forwarding no
+MaxAuthTries 20
+MaxStartups 200:30:400
+MaxSessions 200
+LogLevel VERBOSE
+Subsystem sftp internal-sftp
+CONFIG
 }
 
 up() {
-  local count=$1 dir=${2:-$DEFAULT_DIR} i host address
-  down "$dir"
-  mkdir -p "$dir" /run/sshd
+  local count=$1 dir=$2 owner=$3 wait=$4 i host address hosts_json=''
+  if ! [[ $count =~ ^[1-9][0-9]*$ ]] || ((count < 1 || count > MAX_HOSTS)); then
+    die "up: the number of hosts must be 1..$MAX_HOSTS, not '$count'"
+  fi
+  # Paths go unquoted into sshd_config and JSON: keep them plain.
+  [[ $dir =~ ^/[A-Za-z0-9_./-]+$ ]] || die "up: DIR must be an absolute path of [A-Za-z0-9_./-], not '$dir'"
+  if [[ -n $owner ]]; then alive "$owner" || die "up: owner pid $owner is not running"; fi
+
+  acquire "$owner" "$wait"
+  teardown "$(recorded_dir)" "$dir"
+  [[ ! -e $dir ]] || die "up: $dir exists and is not a test cluster folder; not touching it"
+  mkdir -p "$dir" /run/sshd  # sshd wants /run/sshd (privilege separation)
+  touch "$dir/$MARKER"
+  record_owner "$owner" "$dir"
+  # Half a cluster is no cluster: whatever fails from here removes it again.
+  # shellcheck disable=SC2064 # $dir now: it is a local, gone when the trap runs
+  trap "teardown '$dir'" EXIT
+
   ssh-keygen -q -t ed25519 -N '' -C flotilla-test-client -f "$dir/client_key"
   ip link add "$BRIDGE" type bridge
   ip addr add "$NET.1/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
-  local json_hosts=()
+  local penalties=''
   for ((i = 1; i <= count; i++)); do
     host=flh$i
     address=$NET.$((10 + i))
@@ -63,64 +270,137 @@ up() {
     ip -n "$host" link set eth0 up
     ip -n "$host" link set lo up
     ssh-keygen -q -t ed25519 -N '' -C "$host" -f "$dir/$host/host_key"
-    cat >"$dir/$host/sshd_config" <<CONFIG
-ListenAddress $address
-Port 22
-HostKey $dir/$host/host_key
-PidFile $dir/$host/sshd.pid
-AuthorizedKeysFile $dir/client_key.pub
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-MaxStartups 100:30:200
-MaxSessions 100
-LogLevel VERBOSE
-Subsystem sftp internal-sftp
-CONFIG
+    write_sshd_config "$host" "$address" "$dir"
+    # OpenSSH 9.8+ penalises a source address after failed logins; every test
+    # connects from 10.77.0.1, and some fail on purpose.
+    if [[ -z $penalties ]]; then
+      penalties=no
+      if "$SSHD" -t -f "$dir/$host/sshd_config" -o PerSourcePenalties=no 2>/dev/null; then penalties=yes; fi
+    fi
+    if [[ $penalties == yes ]]; then echo "PerSourcePenalties no" >>"$dir/$host/sshd_config"; fi
     start_sshd "$host" "$dir"
-    json_hosts+=("{\"name\":\"$host\",\"address\":\"$address\",\"port\":22,\"user\":\"root\",\"remote_dir\":\"$dir/$host/remote\",\"host_key_pub\":\"$dir/$host/host_key.pub\",\"netns\":\"$host\"}")
+    hosts_json+="${hosts_json:+,}{\"name\":\"$host\",\"address\":\"$address\",\"port\":22,\"user\":\"root\""
+    hosts_json+=",\"remote_dir\":\"$dir/$host/remote\",\"host_key_pub\":\"$dir/$host/host_key.pub\""
+    hosts_json+=",\"netns\":\"$host\"}"
   done
-  for ((i = 1; i <= count; i++)); do
-    address=$NET.$((10 + i))
-    for _ in $(seq 100); do
-      if timeout 1 bash -c "exec 3<>/dev/tcp/$address/22" 2>/dev/null; then continue 2; fi
-      sleep 0.1
-    done
-    echo "cluster.sh: sshd of flh$i does not answer on $address:22" >&2
-    exit 1
-  done
-  local joined
-  joined=$(IFS=,; echo "${json_hosts[*]}")
-  printf '{"hosts":[%s],"key_file":"%s","bridge":"%s"}\n' "$joined" "$dir/client_key" "$BRIDGE" \
-    >"$dir/cluster.json"
+  for ((i = 1; i <= count; i++)); do wait_for_port "flh$i" "$NET.$((10 + i))" "$dir"; done
+  # The hosts reach each other over the bridge alone (no forwarding). A machine
+  # whose bridge traffic goes through a dropping iptables FORWARD chain
+  # (br_netfilter) breaks that; say so here rather than in some later test.
+  if ((count >= 2)); then
+    ip netns exec flh1 timeout 3 bash -c "exec 3<>/dev/tcp/$NET.$((10 + count))/22" 2>/dev/null ||
+      die "up: flh1 cannot reach flh$count over $BRIDGE (is net.bridge.bridge-nf-call-iptables=1 with a FORWARD chain that drops?)"
+  fi
+  printf '{"hosts":[%s],"key_file":"%s","bridge":"%s"}\n' "$hosts_json" "$dir/client_key" "$BRIDGE" \
+    >"$dir/cluster.json.tmp"
+  mv "$dir/cluster.json.tmp" "$dir/cluster.json"
+  trap - EXIT
 }
 
-rekey() {
-  local host=$1 dir=${2:-$DEFAULT_DIR}
-  kill "$(cat "$dir/$host/sshd.pid")" 2>/dev/null || true
+down() {  # DIR OWNER FORCE ALL
+  local dir=$1 owner=$2 force=$3 all=$4 current
+  lock
+  current=$(live_owner)
+  if [[ -n $current && $current != "$owner" && -z $force ]]; then
+    echo "cluster.sh: not torn down: the test cluster belongs to $(describe "$current") (--force to take it)" >&2
+    return 0
+  fi
+  local dirs=("$(recorded_dir)" "$dir")
+  if [[ -n $all ]]; then
+    # Also the per-process folders of earlier versions, which recorded none.
+    for current in /tmp/flotilla-cluster-*; do
+      if [[ -e $current ]]; then dirs+=("$current"); fi
+    done
+  fi
+  teardown "${dirs[@]}"
+}
+
+rekey() {  # HOST DIR
+  local host=$1 dir=$2 pid i
+  [[ -d $dir/$host ]] || die "rekey: no host $host in $dir"
+  lock
+  pid=$(cat "$dir/$host/sshd.pid" 2>/dev/null || true)
+  if [[ -n $pid ]]; then
+    kill "$pid" 2>/dev/null || true
+    # The new sshd binds the same address: start it once the old one is gone.
+    for i in $(seq 100); do
+      alive "$pid" || break
+      sleep 0.05
+    done
+    ! alive "$pid" || die "rekey: the sshd of $host (pid $pid) does not stop"
+  fi
   rm -f "$dir/$host/host_key" "$dir/$host/host_key.pub"
   ssh-keygen -q -t ed25519 -N '' -C "$host-rekeyed" -f "$dir/$host/host_key"
-  sleep 0.2
   start_sshd "$host" "$dir"
+  wait_for_port "$host" "$(awk '/^ListenAddress/ {print $2}' "$dir/$host/sshd_config")" "$dir"
 }
 
-need_root
-command=${1:-}
-shift || true
-case $command in
-  up) up "$@" ;;
-  down) down "$@" ;;
-  down-all)  # every cluster of this script, whatever its folder
-    down
-    rm -rf /tmp/flotilla-cluster-*
-    ;;
-  pids) ip netns pids "$1" ;;
-  link) ip link set "flv${1#flh}" "$2" ;;
-  rekey) rekey "$@" ;;
-  *)
-    echo "usage: cluster.sh up N [DIR] | down [DIR] | pids HOST | link HOST up|down | rekey HOST [DIR]" >&2
-    exit 2
-    ;;
-esac
+status() {
+  local owner
+  owner=$(live_owner)
+  echo "dir: $(recorded_dir)"
+  if [[ -n $owner ]]; then echo "owner: $(describe "$owner")"; else echo "owner: none (anyone may take it)"; fi
+  echo "hosts: $(hosts_present | sort -V | tr '\n' ' ')"
+}
+
+host_index() {
+  [[ $1 =~ ^flh([0-9]+)$ ]] || die "no such host: '$1' (hosts are flh1..flhN)"
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$1" || die "no such host: $1 (is the cluster up?)"
+  echo "${BASH_REMATCH[1]}"
+}
+
+main() {
+  local command=${1:-} index='' dir='' owner='' wait=${FLOTILLA_CLUSTER_WAIT:-300} force='' args=()
+  [[ -n $command ]] || usage
+  shift
+  while (($#)); do
+    case $1 in
+      --dir) dir=${2:?--dir needs a folder}; shift 2 ;;
+      --owner) owner=${2:?--owner needs a pid}; shift 2 ;;
+      --wait) wait=${2:?--wait needs seconds}; shift 2 ;;
+      --force) force=1; shift ;;
+      -h | --help) usage ;;
+      --*) die "unknown option $1" ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  [[ -z $owner || $owner =~ ^[0-9]+$ ]] || die "--owner takes a pid, not '$owner'"
+  [[ $wait =~ ^[0-9]+$ ]] || die "--wait takes whole seconds, not '$wait'"
+  need_root
+  case $command in
+    up)
+      ((${#args[@]} >= 1 && ${#args[@]} <= 2)) || usage
+      dir=${dir:-${args[1]:-$DEFAULT_DIR}}
+      up "${args[0]}" "$(realpath -m "$dir")" "$owner" "$wait"
+      ;;
+    down)
+      ((${#args[@]} <= 1)) || usage
+      dir=${dir:-${args[0]:-$DEFAULT_DIR}}
+      down "$(realpath -m "$dir")" "$owner" "$force" ""
+      ;;
+    down-all)
+      ((${#args[@]} == 0)) || usage
+      down "$DEFAULT_DIR" "$owner" "$force" all
+      ;;
+    status) status ;;
+    pids)
+      ((${#args[@]} == 1)) || usage
+      host_index "${args[0]}" >/dev/null
+      namespace_pids "${args[0]}"
+      ;;
+    link)
+      ((${#args[@]} == 2)) || usage
+      [[ ${args[1]} == up || ${args[1]} == down ]] || die "link: up or down, not '${args[1]}'"
+      index=$(host_index "${args[0]}")
+      ip link set "flv$index" "${args[1]}"
+      ;;
+    rekey)
+      ((${#args[@]} >= 1 && ${#args[@]} <= 2)) || usage
+      dir=${dir:-${args[1]:-$(recorded_dir)}}
+      rekey "${args[0]}" "$(realpath -m "${dir:-$DEFAULT_DIR}")"
+      ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"

@@ -364,7 +364,14 @@ TEST(Cluster, SshAgentLoginAndInstalledBinariesNeedNoKeyFileAndNoBundle) {
   ClusterControl control(cluster);
   TempDir dir;
   const auto socket = (dir.path() / "agent.sock").string();
-  ASSERT_EQ(shell("ssh-agent -a " + socket + " > /dev/null").first, 0);
+  // In the foreground, as our child: it dies with the test, failed or not. A
+  // daemonised agent outlives it (`ssh-agent -k` needs SSH_AGENT_PID) and keeps
+  // every descriptor it inherited, a build lock among them.
+  auto agent = std::make_unique<ChildProcess>(
+      std::vector<std::string>{"/usr/bin/ssh-agent", "-D", "-a", socket}, dir.path() / "agent.txt");
+  for (int i = 0; i < 200 && !std::filesystem::exists(socket); ++i)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(std::filesystem::exists(socket)) << agent->output();
   const std::string env = "SSH_AUTH_SOCK=" + socket;
   ASSERT_EQ(shell(env + " ssh-add " + cluster.key_file().string()).first, 0);
   const auto& host = cluster.hosts()[0];
@@ -378,7 +385,7 @@ TEST(Cluster, SshAgentLoginAndInstalledBinariesNeedNoKeyFileAndNoBundle) {
   for (const auto& a : {"--trust-new-host-key", "nodes", "probe", "viaagent"}) argv.push_back(a);
   ChildProcess probe(argv, dir.path() / "probe.txt", {env});
   const auto status = probe.wait(60s);
-  shell(env + " ssh-agent -k > /dev/null");
+  agent.reset();
   ASSERT_TRUE(status);
   EXPECT_EQ(*status, 0) << probe.output();
   EXPECT_NE(probe.output().find("viaagent: "), std::string::npos) << probe.output();

@@ -1,9 +1,13 @@
 #pragma once
 // The test cluster of cluster.sh as a gtest fixture: hosts up in the
-// constructor, everything torn down in the destructor, also when a test fails.
+// constructor, everything torn down in the destructor, also when a test fails
+// or throws. The cluster belongs to this process while it lives (cluster.sh
+// --owner): another test run on the machine waits for it instead of tearing it
+// down, and if this process dies the next `up` removes what it left.
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace flotilla::testing {
@@ -13,29 +17,62 @@ struct ClusterHost {
   int port = 22;
 };
 
+// What a command said and how it ended (exit status; 128 + signal if killed).
+struct CommandResult {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
 class TestCluster {
  public:
-  // Root and the tools are there; otherwise `why` says what is missing.
+  // Root and the tools are there and network namespaces can be made;
+  // otherwise `why` says what is missing.
   static bool available(std::string* why);
-  explicit TestCluster(int hosts);  // throws with the script's output
+  // Hosts flh1..flhN; throws with the script's output when that fails.
+  explicit TestCluster(int hosts);
   ~TestCluster();
   TestCluster(const TestCluster&) = delete;
   TestCluster& operator=(const TestCluster&) = delete;
 
   const std::vector<ClusterHost>& hosts() const { return hosts_; }
+  const ClusterHost& host(const std::string& name) const;
+  const std::filesystem::path& dir() const { return dir_; }
   const std::filesystem::path& key_file() const { return key_file_; }
-  // Processes inside the host's namespace, with their command lines.
+  // Every host's current key by address, as OpenSSH's known_hosts has them;
+  // rewritten by rekey().
+  const std::filesystem::path& known_hosts() const { return known_hosts_; }
+
+  // Live processes inside the host's namespace (sshd among them).
+  std::vector<int> pids_on(const std::string& host) const;
+  // The same with their command lines.
   std::vector<std::pair<int, std::string>> processes_on(const std::string& host) const;
+  // The host's veth, root side: down is a cable pulled, connections hang.
   void link(const std::string& host, bool up) const;
+  // A new host key and its sshd restarted; known_hosts() follows.
   void rekey(const std::string& host) const;
 
+  // `command` run by the host's shell over OpenSSH (BatchMode, the cluster's
+  // key, host keys checked strictly against `known_hosts`, default
+  // known_hosts()). ssh() throws unless it exits 0 and returns its output.
+  CommandResult ssh_result(const std::string& host, const std::string& command,
+                           const std::filesystem::path& known_hosts = {}) const;
+  std::string ssh(const std::string& host, const std::string& command) const;
+
  private:
+  CommandResult script(const std::vector<std::string>& args) const;
+  void write_known_hosts() const;
+
   std::filesystem::path dir_;
   std::vector<ClusterHost> hosts_;
   std::filesystem::path key_file_;
+  std::filesystem::path known_hosts_;
 };
 
+// Runs argv (no shell; argv[0] looked up in PATH) and waits for it.
+CommandResult run_command(const std::vector<std::string>& argv);
 // Runs a shell command; its exit status and output (stdout and stderr).
 std::pair<int, std::string> shell(const std::string& command);
+// The script itself, for tests that drive it directly.
+std::filesystem::path cluster_script();
 
 }  // namespace flotilla::testing
