@@ -416,8 +416,10 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
     std::lock_guard lock(mutex_);
     killing = killing_.erase(end.run) > 0;
   }
-  // A kill that this controller asked for ends the run killed, whatever the
-  // ranks that saw their peers go said of it.
+  // An agent reports `killed` only for a stop someone asked for, and the ranks
+  // of other nodes that saw their peers go then fail: a requested kill ends
+  // the run killed, whichever controller asked, whatever those ranks said.
+  for (const auto& [name, e] : ends) killing = killing || outcome_of(e) == RunState::killed;
   if (killing && state != RunState::finished) state = RunState::killed;
   std::string reason;
   for (const auto& [name, e] : ends) {
