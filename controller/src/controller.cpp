@@ -23,6 +23,10 @@ std::string new_run_id() {
 Controller::Controller(Store& store, ControllerOptions options)
     : store_(store), options_(std::move(options)) {
   if (options_.agent_binary.empty()) options_.agent_binary = sibling_program("flotilla-agent");
+  // Records the database refuses wait in the store's queue; whoever follows
+  // the runs hears of it (the CLI prints a line, the window its status).
+  store_listener_ = store_.add_problem_listener(
+      [this](const StoreProblem& problem) { note_problem(problem.message); });
 }
 
 std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
@@ -53,6 +57,7 @@ protocol::ProbeReply Controller::probe(const std::string& node) {
 }
 
 Controller::~Controller() {
+  store_.remove_problem_listener(store_listener_);
   closing_ = true;
   std::vector<std::thread> retries;
   {

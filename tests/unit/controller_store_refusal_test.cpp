@@ -16,6 +16,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "flotilla/controller/controller.h"
 #include "flotilla/controller/store.h"
 #include "temp_dir.h"
 
@@ -306,6 +307,50 @@ TEST(StoreWrites, KeepsRecordsQueuedWhileTheDiskIsFullAndStoresThemOnceThereIsRo
   ASSERT_TRUE(problems.wait_for(true)) << "the end of the refusal was never reported";
   store.flush();
   expect_each_record_once(store, 100);
+}
+
+// What the run's followers hear: the controller passes the store's refusal
+// and its end to its observer (the CLI prints it, the window shows it).
+class HeardProblems : public ControllerObserver {
+ public:
+  void problem(const std::string& message) override {
+    std::lock_guard lock(mutex_);
+    heard_.push_back(message);
+    changed_.notify_all();
+  }
+  bool wait_for(const std::string& words) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, 30s, [&] {
+      for (const auto& m : heard_)
+        if (m.find(words) != std::string::npos) return true;
+      return false;
+    });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::string> heard_;
+};
+
+TEST(StoreWrites, TheControllersObserverHearsOfTheRefusalAndOfItsEnd) {
+  TempDir dir;
+  const auto file = dir.path() / "flotilla.db";
+  Store store(q(file), impatient());
+  store.create_run(a_run("r1"));
+  HeardProblems heard;
+  Controller controller(store);
+  controller.set_observer(&heard);
+  {
+    Connection holder(file);
+    holder.exec("BEGIN EXCLUSIVE");
+    for (int64_t seq = 1; seq <= 10; ++seq) store.append_record("r1", a_record(seq));
+    EXPECT_TRUE(heard.wait_for("refuses writes")) << "the observer never heard of the refusal";
+    holder.exec("COMMIT");
+  }
+  EXPECT_TRUE(heard.wait_for("takes writes again")) << "the observer never heard of its end";
+  store.flush();
+  expect_each_record_once(store, 10);
 }
 
 }  // namespace
