@@ -271,6 +271,61 @@ TEST(Cluster, KillReturnsOnceEveryNodeEndedLeavesNoProcessAndSaysWhoWasStopped) 
   expect_complete_per_node(control.store(), run, cluster.hosts());
 }
 
+// A run that starts on two nodes but whose third node's flotilla-train exits
+// at once: the run fails with that node's words, and the ranks already
+// started on the other two are stopped rather than left waiting out their
+// rendezvous (5 minutes).
+TEST(Cluster, ARunWhoseThirdNodeCannotTrainFailsWithItsReasonAndLeavesNoRankAnywhere) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  // flh3 again, under another name, with an installed agent beside a broken
+  // flotilla-train. The agent is a copy: it finds flotilla-train beside its
+  // own resolved path.
+  const auto& host = cluster.host("flh3");
+  const auto broken = std::filesystem::path(host.remote_dir) / "broken";
+  std::filesystem::create_directories(broken);
+  std::filesystem::copy_file(
+      std::filesystem::path(FLOTILLA_CLI_BINARY).parent_path() / "flotilla-agent",
+      broken / "flotilla-agent", std::filesystem::copy_options::overwrite_existing);
+  {
+    std::ofstream train(broken / "flotilla-train");
+    train << "#!/bin/sh\necho 'flotilla-train: this node is broken on purpose' >&2\nexit 3\n";
+  }
+  std::filesystem::permissions(broken / "flotilla-train", std::filesystem::perms::owner_all);
+  const auto [added, added_out] = control.flotilla(
+      {"nodes", "add", "broken", "--host", host.address, "--user", host.user, "--key",
+       cluster.key_file().string(), "--remote-dir", host.remote_dir + "/broken-home",
+       "--agent-path", (broken / "flotilla-agent").string()});
+  ASSERT_EQ(added, 0) << added_out;
+  auto experiment = ddp_experiment("third-broken", 100000);
+  experiment.replace(experiment.find("flh3]"), 5, "broken]");
+  const auto file = control.write("broken.yaml", experiment);
+  const auto [status, output] =
+      control.flotilla({"--trust-new-host-key", "run", file.string()}, 120s);
+  EXPECT_EQ(status, 1) << output;  // failed
+  const auto run = run_id_in(output);
+  ASSERT_FALSE(run.empty()) << output;
+  const auto row = control.store().run(run);
+  EXPECT_EQ(row->state, RunState::failed);
+  EXPECT_NE(row->reason.find("node broken"), std::string::npos) << row->reason;
+  EXPECT_NE(row->reason.find("broken on purpose"), std::string::npos) << row->reason;
+  std::cout << "stored reason: " << row->reason << std::endl;
+  // Within 10 s of the run's end, no process of it is left on any host.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::map<std::string, std::vector<std::string>> left;
+  do {
+    left.clear();
+    for (const auto& h : cluster.hosts())
+      if (auto procs = training_processes(cluster, h.name); !procs.empty()) left[h.name] = procs;
+    if (left.empty()) break;
+    std::this_thread::sleep_for(200ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  for (const auto& [h, procs] : left)
+    ADD_FAILURE() << h << " still runs " << procs.size() << " process(es) of the run, first "
+                  << procs.front();
+}
+
 TEST(Cluster, ALinkDownAndUpAgainMidRunLosesNoRecord) {
   SKIP_WITHOUT_CLUSTER();
   TestCluster cluster(3);
