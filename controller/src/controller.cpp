@@ -61,13 +61,17 @@ protocol::ProbeReply Controller::probe(const std::string& node) {
 
 Controller::~Controller() {
   store_.remove_problem_listener(store_listener_);
-  closing_ = true;
-  std::vector<std::thread> retries;
   {
     std::lock_guard lock(mutex_);
-    retries.swap(retries_);
+    closing_ = true;
   }
-  for (auto& t : retries) t.join();
+  closing_changed_.notify_all();
+  std::list<Background> background;
+  {
+    std::lock_guard lock(mutex_);
+    background.swap(background_);
+  }
+  for (auto& b : background) b.thread.join();
   std::map<std::string, std::unique_ptr<AgentLink>> links;
   std::vector<std::unique_ptr<AgentLink>> closed;
   {
@@ -78,14 +82,54 @@ Controller::~Controller() {
   // Destroyed here, outside the lock: their reader threads may be calling in.
 }
 
+void Controller::pause_before_retry() {
+  std::unique_lock lock(mutex_);
+  closing_changed_.wait_for(lock, options_.retry_interval, [&] { return closing_.load(); });
+}
+
+void Controller::in_background(std::function<void()> work) {
+  std::list<Background> finished;
+  std::lock_guard lock(mutex_);
+  if (closing_) return;
+  for (auto it = background_.begin(); it != background_.end();)
+    if (*it->done)
+      finished.splice(finished.end(), background_, it++);
+    else
+      ++it;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  background_.push_back({std::thread([work = std::move(work), done] {
+                           work();
+                           *done = true;
+                         }),
+                         done});
+  // Joined here: each has returned from its work, or is about to.
+  for (auto& b : finished) b.thread.join();
+}
+
 AgentLink& Controller::link_for(const std::string& node) {
   std::unique_lock lock(mutex_);
+  // Closed links whose reader has returned are dropped (outside the lock:
+  // closing a local agent's transport waits for its process).
+  std::vector<std::unique_ptr<AgentLink>> finished;
+  for (auto it = closed_links_.begin(); it != closed_links_.end();)
+    if ((*it)->finished()) {
+      finished.push_back(std::move(*it));
+      it = closed_links_.erase(it);
+    } else {
+      ++it;
+    }
   if (auto it = links_.find(node); it != links_.end()) {
-    if (it->second->open()) return *it->second;
+    if (it->second->open()) {
+      AgentLink& link = *it->second;
+      lock.unlock();
+      finished.clear();
+      return link;
+    }
     closed_links_.push_back(std::move(it->second));
     links_.erase(it);
   }
   lock.unlock();
+  finished.clear();
   // Opening may take seconds (starting a process, later an SSH handshake).
   auto transport = open_transport(node);
   LinkEvents events;
@@ -215,12 +259,9 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
 }
 
 void Controller::reconnect_later(const std::string& node) {
-  std::lock_guard lock(mutex_);
-  if (closing_) return;
-  retries_.emplace_back([this, node] {
+  in_background([this, node] {
     while (!closing_) {
-      for (int i = 0; i < 20 && !closing_; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      pause_before_retry();
       std::vector<std::string> runs;
       {
         std::lock_guard lock(mutex_);
@@ -286,11 +327,9 @@ void Controller::send_stop(const std::string& run, const std::string& node, doub
 
 void Controller::retry_stop(const std::string& run, const std::string& node, double grace_s,
                             const std::string& why) {
-  std::lock_guard lock(mutex_);
-  retries_.emplace_back([this, run, node, grace_s, why] {
+  in_background([this, run, node, grace_s, why] {
     while (!closing_) {
-      for (int i = 0; i < 20 && !closing_; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      pause_before_retry();
       if (closing_) return;
       {
         std::lock_guard lock(mutex_);
@@ -388,9 +427,7 @@ void Controller::stop_after_failure(const std::string& run, const std::string& f
   // On a thread of its own: this may be a link's reader thread, and a node
   // whose link has closed is reconnected first.
   for (const auto& node : nodes) {
-    std::lock_guard lock(mutex_);
-    if (closing_) return;
-    retries_.emplace_back([this, run, node, failed_node] {
+    in_background([this, run, node, failed_node] {
       const std::string why = "stopped because " + failed_node + " failed";
       try {
         send_stop(run, node, kStopGraceS, why);

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <future>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +46,8 @@ struct ControllerOptions {
   std::filesystem::path agent_binary;  // empty: flotilla-agent next to this program
   std::chrono::milliseconds hello_timeout{30000};
   ConnectOptions connect;  // SSH: known_hosts, trusting new host keys, timeouts
+  // The pause between tries to reconnect to a node or to deliver a kill.
+  std::chrono::milliseconds retry_interval{2000};
 };
 
 class Controller {
@@ -124,7 +128,19 @@ class Controller {
   std::set<std::string> followed_;  // runs this controller streams
   std::set<std::string> killing_;   // runs this controller was asked to kill
   std::set<std::string> failing_;   // runs whose other nodes it stopped after a failure
-  std::vector<std::thread> retries_;
+  // Work in the background (reconnects, kill retries, stops after a
+  // failure): finished ones are joined whenever another starts, so a
+  // long-lived window keeps only the ones still running.
+  struct Background {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Background> background_;
+  // Starts `work` on a thread of its own (not while closing). Takes mutex_.
+  void in_background(std::function<void()> work);
+  // Waits retry_interval, or less when the controller closes.
+  void pause_before_retry();
+  std::condition_variable closing_changed_;
   std::atomic<bool> closing_{false};
   std::map<std::string, std::unique_ptr<AgentLink>> links_;
   std::map<std::string, std::string> addresses_;  // node -> where its peers reach it
