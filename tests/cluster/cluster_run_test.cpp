@@ -326,6 +326,62 @@ TEST(Cluster, ARunWhoseThirdNodeCannotTrainFailsWithItsReasonAndLeavesNoRankAnyw
                   << procs.front();
 }
 
+// Deploying to several nodes at once, again and again: each deploy sends the
+// whole bundle (the bundles are removed between rounds), all eight at the
+// same moment, and none fails or leaves a bundle without its marker.
+TEST(Cluster, EightNodesDeployAtOnceTwentyTimesWithoutAFailure) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(8);
+  ClusterControl control(cluster);
+  std::vector<std::string> probe{"--trust-new-host-key", "nodes", "probe"};
+  for (const auto& h : cluster.hosts()) probe.push_back(h.name);
+  for (int round = 1; round <= 20; ++round) {
+    for (const auto& h : cluster.hosts())
+      std::filesystem::remove_all(std::filesystem::path(h.remote_dir) / "bundles");
+    const auto [status, output] = control.flotilla(probe, 120s);
+    ASSERT_EQ(status, 0) << "round " << round << ": " << output;
+    for (const auto& h : cluster.hosts()) {
+      size_t complete = 0;
+      for (const auto& bundle :
+           std::filesystem::directory_iterator(std::filesystem::path(h.remote_dir) / "bundles"))
+        complete += std::filesystem::exists(bundle.path() / ".complete");
+      EXPECT_EQ(complete, 1u) << "round " << round << ", " << h.name;
+    }
+  }
+}
+
+// A deploy writes nothing of a predictable name in the shared temporary
+// directory: a symlink planted there under the bundle marker's old name
+// (flotilla-bundle-<hash>) is neither followed nor removed.
+TEST(Cluster, ADeployFollowsNoSymlinkPlantedInTheTemporaryDirectory) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(1);
+  ClusterControl control(cluster);
+  const auto bundles = std::filesystem::path(cluster.hosts()[0].remote_dir) / "bundles";
+  const std::vector<std::string> probe{"--trust-new-host-key", "nodes", "probe", "flh1"};
+  const auto [first, first_out] = control.flotilla(probe, 120s);
+  ASSERT_EQ(first, 0) << first_out;
+  std::string hash;
+  for (const auto& bundle : std::filesystem::directory_iterator(bundles))
+    hash = bundle.path().filename().string();
+  ASSERT_FALSE(hash.empty());
+  std::filesystem::remove_all(bundles);
+  TempDir elsewhere;
+  const auto victim = elsewhere.write("victim.txt", "precious\n");
+  const auto planted = std::filesystem::temp_directory_path() / ("flotilla-bundle-" + hash);
+  std::filesystem::remove(planted);
+  std::filesystem::create_symlink(victim, planted);
+  const auto [second, second_out] = control.flotilla(probe, 120s);
+  const bool still_planted = std::filesystem::is_symlink(planted);
+  std::filesystem::remove(planted);
+  EXPECT_EQ(second, 0) << second_out;
+  EXPECT_TRUE(std::filesystem::exists(bundles / hash / ".complete"));
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious\n") << "the deploy wrote through the planted symlink";
+  EXPECT_TRUE(still_planted) << "the deploy removed a file it did not make";
+}
+
 TEST(Cluster, ALinkDownAndUpAgainMidRunLosesNoRecord) {
   SKIP_WITHOUT_CLUSTER();
   TestCluster cluster(3);
