@@ -148,6 +148,7 @@ void Session::stop(const protocol::StopRun& stop) {
     throw std::runtime_error("no run \"" + stop.run + "\" on this node");
   if (auto pid = dir.supervisor_pid()) {
     write_file_atomically(dir.path() / "stop_grace_s", format_number(stop.grace_s));
+    write_file_atomically(dir.path() / "stop_why", stop.why);  // empty: on request
     ::kill(*pid, SIGTERM);
   } else if (!dir.final_state()) {
     end_orphaned_run(stop.run);

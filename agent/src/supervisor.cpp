@@ -123,8 +123,10 @@ class Supervisor {
            {"FLOTILLA_RUN", start_.run}});
       pgids_.push_back(r->process.pid);
       ranks_.push_back(std::move(r));
+      // Known before the next spawn: if that one fails, whoever ends the run
+      // finds every group already started and stops it.
+      dir_.write_process_groups(pgids_);
     }
-    dir_.write_process_groups(pgids_);
   }
 
   bool all_exited() const {
@@ -154,7 +156,7 @@ class Supervisor {
     signalfd_siginfo info{};
     while (read(signal_fd_, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT || info.ssi_signo == SIGHUP) {
-        if (!outcome_) request_stop("killed", "stopped on request");
+        if (!outcome_) request_stop("killed", stop_why());
       }
     }
   }
@@ -168,6 +170,14 @@ class Supervisor {
     stopping_ = true;
     signal_groups(pgids_, SIGTERM);
     kill_deadline_ = Clock::now() + std::chrono::milliseconds(int(start_grace_s() * 1000));
+  }
+
+  // Why the controller stopped the run, when it says (another node failed).
+  std::string stop_why() const {
+    std::ifstream in(dir_.path() / "stop_why");
+    std::string text;
+    std::getline(in, text);
+    return text.empty() ? protocol::kStoppedOnRequest : text;
   }
 
   double start_grace_s() const {
@@ -350,6 +360,14 @@ int run_supervisor(const SupervisorOptions& options) {
     std::cerr << "flotilla-agent supervise " << options.run << ": " << e.what() << "\n";
     try {
       RunDirectory dir(options.home, options.run);
+      // Ranks started before the failure (a later spawn failed) go with it.
+      const auto pgids = dir.process_groups();
+      const auto give_up = Clock::now() + std::chrono::seconds(30);
+      for (auto left = processes_in_groups(pgids); !left.empty() && Clock::now() < give_up;
+           left = processes_in_groups(pgids)) {
+        signal_groups(pgids, SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
       SpoolWriter spool(dir.spool());
       spool.append(
           protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", e.what()}));

@@ -101,6 +101,7 @@ void AgentLink::read_loop() {
   }
   open_ = false;
   if (!closing_ && events_.on_closed) events_.on_closed();
+  finished_ = true;
 }
 
 }  // namespace flotilla::controller

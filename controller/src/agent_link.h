@@ -38,6 +38,9 @@ class AgentLink {
   // False once the agent's end is gone.
   bool send(const protocol::Message& message);
   bool open() const { return open_; }
+  // The reader thread has returned (after on_closed): destroying the link
+  // now waits for nothing.
+  bool finished() const { return finished_; }
   // What the agent's hello said it can do ("start", "probe", ...).
   bool has_capability(const std::string& capability) const;
   int64_t malformed_lines() const { return malformed_; }
@@ -57,6 +60,7 @@ class AgentLink {
   std::atomic<int64_t> malformed_{0};
   std::atomic<bool> open_{true};
   std::atomic<bool> closing_{false};
+  std::atomic<bool> finished_{false};
   std::thread reader_;
 };
 

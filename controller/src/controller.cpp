@@ -12,6 +12,9 @@
 namespace flotilla::controller {
 namespace {
 
+// The grace of the stops a failure sends to the other nodes.
+constexpr double kStopGraceS = 5.0;
+
 std::string new_run_id() {
   return QDateTime::currentDateTimeUtc().toString("yyyyMMdd-HHmmss").toStdString() + "-" +
          QString::number(QRandomGenerator::global()->bounded(0x10000), 16)
@@ -59,13 +62,17 @@ protocol::ProbeReply Controller::probe(const std::string& node) {
 
 Controller::~Controller() {
   store_.remove_problem_listener(store_listener_);
-  closing_ = true;
-  std::vector<std::thread> retries;
   {
     std::lock_guard lock(mutex_);
-    retries.swap(retries_);
+    closing_ = true;
   }
-  for (auto& t : retries) t.join();
+  closing_changed_.notify_all();
+  std::list<Background> background;
+  {
+    std::lock_guard lock(mutex_);
+    background.swap(background_);
+  }
+  for (auto& b : background) b.thread.join();
   std::map<std::string, std::unique_ptr<AgentLink>> links;
   std::vector<std::unique_ptr<AgentLink>> closed;
   {
@@ -76,14 +83,54 @@ Controller::~Controller() {
   // Destroyed here, outside the lock: their reader threads may be calling in.
 }
 
+void Controller::pause_before_retry() {
+  std::unique_lock lock(mutex_);
+  closing_changed_.wait_for(lock, options_.retry_interval, [&] { return closing_.load(); });
+}
+
+void Controller::in_background(std::function<void()> work) {
+  std::list<Background> finished;
+  std::lock_guard lock(mutex_);
+  if (closing_) return;
+  for (auto it = background_.begin(); it != background_.end();)
+    if (*it->done)
+      finished.splice(finished.end(), background_, it++);
+    else
+      ++it;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  background_.push_back({std::thread([work = std::move(work), done] {
+                           work();
+                           *done = true;
+                         }),
+                         done});
+  // Joined here: each has returned from its work, or is about to.
+  for (auto& b : finished) b.thread.join();
+}
+
 AgentLink& Controller::link_for(const std::string& node) {
   std::unique_lock lock(mutex_);
+  // Closed links whose reader has returned are dropped (outside the lock:
+  // closing a local agent's transport waits for its process).
+  std::vector<std::unique_ptr<AgentLink>> finished;
+  for (auto it = closed_links_.begin(); it != closed_links_.end();)
+    if ((*it)->finished()) {
+      finished.push_back(std::move(*it));
+      it = closed_links_.erase(it);
+    } else {
+      ++it;
+    }
   if (auto it = links_.find(node); it != links_.end()) {
-    if (it->second->open()) return *it->second;
+    if (it->second->open()) {
+      AgentLink& link = *it->second;
+      lock.unlock();
+      finished.clear();
+      return link;
+    }
     closed_links_.push_back(std::move(it->second));
     links_.erase(it);
   }
   lock.unlock();
+  finished.clear();
   // Opening may take seconds (starting a process, later an SSH handshake).
   auto transport = open_transport(node);
   LinkEvents events;
@@ -172,6 +219,7 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
     std::lock_guard lock(mutex_);
     followed_.insert(row.id);
   }
+  std::vector<std::string> started;  // the nodes a StartRun was sent to
   try {
     // Rank 0's node serves the rendezvous: this machine for local runs, else
     // the first node at its address, on a port its agent finds free.
@@ -201,6 +249,7 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
     if (master_port == 0) throw std::runtime_error("node " + first + " has no free TCP port");
     int64_t first_rank = 0;
     for (const auto& node : config.nodes) {
+      started.push_back(node);  // from here on it may hold ranks
       protocol::StartRun start;
       start.run = row.id;
       start.node = node;
@@ -217,6 +266,9 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
     }
   } catch (const std::exception& e) {
     end_run(row.id, RunState::failed, e.what());
+    // Nodes that started their ranks would wait out the rendezvous for the
+    // rest; they are stopped now.
+    if (!started.empty()) stop_after_failure(row.id, "the start", started);
   }
   return row.id;
 }
@@ -251,12 +303,9 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
 }
 
 void Controller::reconnect_later(const std::string& node) {
-  std::lock_guard lock(mutex_);
-  if (closing_) return;
-  retries_.emplace_back([this, node] {
+  in_background([this, node] {
     while (!closing_) {
-      for (int i = 0; i < 20 && !closing_; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      pause_before_retry();
       std::vector<std::string> runs;
       {
         std::lock_guard lock(mutex_);
@@ -311,27 +360,27 @@ void Controller::trust_host_key(const std::string& name) {
   NodeConnection::open(*node, options);
 }
 
-void Controller::send_stop(const std::string& run, const std::string& node, double grace_s) {
+void Controller::send_stop(const std::string& run, const std::string& node, double grace_s,
+                           const std::string& why) {
   auto& link = link_for(node);
   // The end, and every record before it, must reach this controller.
   if (!link.send(protocol::Resume{run, store_.last_seq(run, node)}) ||
-      !link.send(protocol::StopRun{run, grace_s}))
+      !link.send(protocol::StopRun{run, grace_s, why}))
     throw std::runtime_error("the agent went away");
 }
 
-void Controller::retry_stop(const std::string& run, const std::string& node, double grace_s) {
-  std::lock_guard lock(mutex_);
-  retries_.emplace_back([this, run, node, grace_s] {
+void Controller::retry_stop(const std::string& run, const std::string& node, double grace_s,
+                            const std::string& why) {
+  in_background([this, run, node, grace_s, why] {
     while (!closing_) {
-      for (int i = 0; i < 20 && !closing_; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      pause_before_retry();
       if (closing_) return;
       {
         std::lock_guard lock(mutex_);
         if (ended_.count(run)) return;
       }
       try {
-        send_stop(run, node, grace_s);
+        send_stop(run, node, grace_s, why);
         note_problem("kill " + run + ": node " + node + " is reachable again; the kill was sent");
         return;
       } catch (const std::exception&) {
@@ -413,16 +462,50 @@ void Controller::end_run(const std::string& run, RunState state, const std::stri
   ended_changed_.notify_all();
 }
 
+void Controller::stop_after_failure(const std::string& run, const std::string& failed_node,
+                                    const std::vector<std::string>& nodes) {
+  {
+    std::lock_guard lock(mutex_);
+    if (killing_.count(run) || !failing_.insert(run).second) return;  // stopping already
+  }
+  // On a thread of its own: this may be a link's reader thread, and a node
+  // whose link has closed is reconnected first.
+  for (const auto& node : nodes) {
+    in_background([this, run, node, failed_node] {
+      const std::string why = "stopped because " + failed_node + " failed";
+      try {
+        send_stop(run, node, kStopGraceS, why);
+      } catch (const std::exception& e) {
+        note_problem("run " + run + ": node " + node + " could not be told to stop its ranks (" +
+                     e.what() + "); the stop is retried until it can be delivered");
+        retry_stop(run, node, kStopGraceS, why);
+      }
+    });
+  }
+}
+
 void Controller::node_ended(const std::string& node, const protocol::RunEnd& end) {
   const auto row = store_.run(end.run);
   if (!row) return;
   const auto nodes = row->nodes;
   std::map<std::string, protocol::RunEnd> ends;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     auto& seen = node_ends_[end.run];
     seen[node] = end;
-    if (seen.size() < nodes.size()) return;
+    if (seen.size() < nodes.size()) {
+      const auto outcome = run_state_from_name(end.outcome);
+      const bool failed = outcome != RunState::finished && outcome != RunState::killed;
+      if (!failed || killing_.count(end.run)) return;
+      // The first node to fail: the others' ranks would wait for it in a
+      // collective or the rendezvous; they are stopped now.
+      std::vector<std::string> others;
+      for (const auto& n : nodes)
+        if (!seen.count(n)) others.push_back(n);
+      lock.unlock();
+      stop_after_failure(end.run, "node " + node, others);
+      return;
+    }
     ends = std::move(seen);
     node_ends_.erase(end.run);
   }
@@ -458,11 +541,16 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
   {
     std::lock_guard lock(mutex_);
     killing = killing_.erase(end.run) > 0;
+    failing_.erase(end.run);
   }
   // An agent reports `killed` only for a stop someone asked for, and the ranks
   // of other nodes that saw their peers go then fail: a requested kill ends
   // the run killed, whichever controller asked, whatever those ranks said.
-  for (const auto& [name, e] : ends) killing = killing || outcome_of(e) == RunState::killed;
+  // The stops a controller sent after a node failed say so, and are not such
+  // a kill.
+  for (const auto& [name, e] : ends)
+    killing =
+        killing || (outcome_of(e) == RunState::killed && e.message == protocol::kStoppedOnRequest);
   if (killing && state != RunState::finished) state = RunState::killed;
   std::string reason;
   // The nodes a stop reached first end `killed`; the ranks elsewhere die in
@@ -471,7 +559,8 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
   // node's own words stay in its run_end record.
   std::vector<std::string> stopped, left;
   for (const auto& [name, e] : ends)
-    (outcome_of(e) == RunState::killed ? stopped : left).push_back(name);
+    (outcome_of(e) == RunState::killed && e.message == protocol::kStoppedOnRequest ? stopped : left)
+        .push_back(name);
   if (state == RunState::killed && nodes.size() > 1 && !stopped.empty()) {
     reason =
         (stopped.size() == 1 ? "node " : "nodes ") + join_list(stopped) + ": stopped on request";
@@ -526,6 +615,10 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
       const auto row = store_.run(error->run);
       if (row && !is_terminal(row->state)) {
         end_run(error->run, RunState::failed, "node " + node + ": " + error->message);
+        std::vector<std::string> others;
+        for (const auto& n : row->nodes)
+          if (n != node) others.push_back(n);
+        stop_after_failure(error->run, "node " + node, others);
         return;
       }
     }

@@ -3,7 +3,6 @@
 #include <QStandardPaths>
 
 #include <cstdlib>
-#include <fstream>
 
 #include "agent_bundle.h"
 #include "flotilla/controller/paths.h"
@@ -76,11 +75,10 @@ class SshConnection final : public NodeConnection {
         send(*path, soname, 0644);
       }
     }
-    const auto marker =
-        std::filesystem::temp_directory_path() / ("flotilla-bundle-" + bundle.hash());
-    std::ofstream(marker) << bundle.hash() << "\n";
-    session_->upload(marker, complete, 0644);
-    std::filesystem::remove(marker);
+    // From memory: a file of a fixed name in the shared temporary directory
+    // was raced by the other nodes' deploys (one removed it as another sent
+    // it) and followed whatever symlink another user planted there.
+    session_->upload_contents(bundle.hash() + "\n", complete, 0644);
     return report;
   }
 

@@ -5,6 +5,7 @@
 #include <libssh/sftp.h>
 
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "shell_quote.h"
@@ -257,6 +258,16 @@ void SshSession::upload(const std::filesystem::path& local, const std::string& r
                         int mode) {
   std::ifstream in(local, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + local.string());
+  upload_stream(in, remote_path, mode);
+}
+
+void SshSession::upload_contents(const std::string& contents, const std::string& remote_path,
+                                 int mode) {
+  std::istringstream in(contents);
+  upload_stream(in, remote_path, mode);
+}
+
+void SshSession::upload_stream(std::istream& in, const std::string& remote_path, int mode) {
   std::lock_guard lock(mutex_);
   auto& impl = *impl_;
   if (!impl.sftp) {

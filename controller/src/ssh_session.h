@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iosfwd>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -51,11 +52,14 @@ class SshSession : public std::enable_shared_from_this<SshSession> {
 
   // SFTP. Paths are the node's: relative ones start at the login's home.
   void upload(const std::filesystem::path& local, const std::string& remote_path, int mode);
+  // The same for bytes held in memory: nothing is written on this machine.
+  void upload_contents(const std::string& contents, const std::string& remote_path, int mode);
   bool exists(const std::string& remote_path);
   void make_directories(const std::string& remote_path);
 
  private:
   SshSession() = default;
+  void upload_stream(std::istream& in, const std::string& remote_path, int mode);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string fingerprint_;

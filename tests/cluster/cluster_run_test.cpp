@@ -271,6 +271,117 @@ TEST(Cluster, KillReturnsOnceEveryNodeEndedLeavesNoProcessAndSaysWhoWasStopped) 
   expect_complete_per_node(control.store(), run, cluster.hosts());
 }
 
+// A run that starts on two nodes but whose third node's flotilla-train exits
+// at once: the run fails with that node's words, and the ranks already
+// started on the other two are stopped rather than left waiting out their
+// rendezvous (5 minutes).
+TEST(Cluster, ARunWhoseThirdNodeCannotTrainFailsWithItsReasonAndLeavesNoRankAnywhere) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  // flh3 again, under another name, with an installed agent beside a broken
+  // flotilla-train. The agent is a copy: it finds flotilla-train beside its
+  // own resolved path.
+  const auto& host = cluster.host("flh3");
+  const auto broken = std::filesystem::path(host.remote_dir) / "broken";
+  std::filesystem::create_directories(broken);
+  std::filesystem::copy_file(
+      std::filesystem::path(FLOTILLA_CLI_BINARY).parent_path() / "flotilla-agent",
+      broken / "flotilla-agent", std::filesystem::copy_options::overwrite_existing);
+  {
+    std::ofstream train(broken / "flotilla-train");
+    train << "#!/bin/sh\necho 'flotilla-train: this node is broken on purpose' >&2\nexit 3\n";
+  }
+  std::filesystem::permissions(broken / "flotilla-train", std::filesystem::perms::owner_all);
+  const auto [added, added_out] = control.flotilla(
+      {"nodes", "add", "broken", "--host", host.address, "--user", host.user, "--key",
+       cluster.key_file().string(), "--remote-dir", host.remote_dir + "/broken-home",
+       "--agent-path", (broken / "flotilla-agent").string()});
+  ASSERT_EQ(added, 0) << added_out;
+  auto experiment = ddp_experiment("third-broken", 100000);
+  experiment.replace(experiment.find("flh3]"), 5, "broken]");
+  const auto file = control.write("broken.yaml", experiment);
+  const auto [status, output] =
+      control.flotilla({"--trust-new-host-key", "run", file.string()}, 120s);
+  EXPECT_EQ(status, 1) << output;  // failed
+  const auto run = run_id_in(output);
+  ASSERT_FALSE(run.empty()) << output;
+  const auto row = control.store().run(run);
+  EXPECT_EQ(row->state, RunState::failed);
+  EXPECT_NE(row->reason.find("node broken"), std::string::npos) << row->reason;
+  EXPECT_NE(row->reason.find("broken on purpose"), std::string::npos) << row->reason;
+  std::cout << "stored reason: " << row->reason << std::endl;
+  // Within 10 s of the run's end, no process of it is left on any host.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::map<std::string, std::vector<std::string>> left;
+  do {
+    left.clear();
+    for (const auto& h : cluster.hosts())
+      if (auto procs = training_processes(cluster, h.name); !procs.empty()) left[h.name] = procs;
+    if (left.empty()) break;
+    std::this_thread::sleep_for(200ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  for (const auto& [h, procs] : left)
+    ADD_FAILURE() << h << " still runs " << procs.size() << " process(es) of the run, first "
+                  << procs.front();
+}
+
+// Deploying to several nodes at once, again and again: each deploy sends the
+// whole bundle (the bundles are removed between rounds), all eight at the
+// same moment, and none fails or leaves a bundle without its marker.
+TEST(Cluster, EightNodesDeployAtOnceTwentyTimesWithoutAFailure) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(8);
+  ClusterControl control(cluster);
+  std::vector<std::string> probe{"--trust-new-host-key", "nodes", "probe"};
+  for (const auto& h : cluster.hosts()) probe.push_back(h.name);
+  for (int round = 1; round <= 20; ++round) {
+    for (const auto& h : cluster.hosts())
+      std::filesystem::remove_all(std::filesystem::path(h.remote_dir) / "bundles");
+    const auto [status, output] = control.flotilla(probe, 120s);
+    ASSERT_EQ(status, 0) << "round " << round << ": " << output;
+    for (const auto& h : cluster.hosts()) {
+      size_t complete = 0;
+      for (const auto& bundle :
+           std::filesystem::directory_iterator(std::filesystem::path(h.remote_dir) / "bundles"))
+        complete += std::filesystem::exists(bundle.path() / ".complete");
+      EXPECT_EQ(complete, 1u) << "round " << round << ", " << h.name;
+    }
+  }
+}
+
+// A deploy writes nothing of a predictable name in the shared temporary
+// directory: a symlink planted there under the bundle marker's old name
+// (flotilla-bundle-<hash>) is neither followed nor removed.
+TEST(Cluster, ADeployFollowsNoSymlinkPlantedInTheTemporaryDirectory) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(1);
+  ClusterControl control(cluster);
+  const auto bundles = std::filesystem::path(cluster.hosts()[0].remote_dir) / "bundles";
+  const std::vector<std::string> probe{"--trust-new-host-key", "nodes", "probe", "flh1"};
+  const auto [first, first_out] = control.flotilla(probe, 120s);
+  ASSERT_EQ(first, 0) << first_out;
+  std::string hash;
+  for (const auto& bundle : std::filesystem::directory_iterator(bundles))
+    hash = bundle.path().filename().string();
+  ASSERT_FALSE(hash.empty());
+  std::filesystem::remove_all(bundles);
+  TempDir elsewhere;
+  const auto victim = elsewhere.write("victim.txt", "precious\n");
+  const auto planted = std::filesystem::temp_directory_path() / ("flotilla-bundle-" + hash);
+  std::filesystem::remove(planted);
+  std::filesystem::create_symlink(victim, planted);
+  const auto [second, second_out] = control.flotilla(probe, 120s);
+  const bool still_planted = std::filesystem::is_symlink(planted);
+  std::filesystem::remove(planted);
+  EXPECT_EQ(second, 0) << second_out;
+  EXPECT_TRUE(std::filesystem::exists(bundles / hash / ".complete"));
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious\n") << "the deploy wrote through the planted symlink";
+  EXPECT_TRUE(still_planted) << "the deploy removed a file it did not make";
+}
+
 TEST(Cluster, ALinkDownAndUpAgainMidRunLosesNoRecord) {
   SKIP_WITHOUT_CLUSTER();
   TestCluster cluster(3);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -182,7 +184,16 @@ const BadConfig kBadConfigs[] = {
      "transformer.layers: must be a positive integer, got -1"},
 };
 
-INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs));
+// Test names a person can read in ctest's output: the entry's number and the
+// field its message names ("07_optimizer_lr").
+std::string bad_config_name(const ::testing::TestParamInfo<BadConfig>& info) {
+  std::string field(info.param.message, std::strcspn(info.param.message, ":"));
+  for (auto& c : field)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return (info.index < 10 ? "0" : "") + std::to_string(info.index) + "_" + field;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs), bad_config_name);
 
 TEST(ExperimentConfig, ReportsEveryProblemAtOnce) {
   const auto problems = problems_of(merged("batch_size: 0\nepochs: 0\nmodel: lenet"));

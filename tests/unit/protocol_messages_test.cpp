@@ -18,7 +18,8 @@ TEST(Messages, EveryTypeRoundTrips) {
                29511,
                RunMode::train,
                {}},
-      StopRun{"r1", 2.5},
+      StopRun{"r1", 2.5, ""},
+      StopRun{"r1", 5, "stopped because node b failed"},
       StatusRequest{"r1"},
       Resume{"r1", 41},
       Started{"r1", {100, 101}},
@@ -44,9 +45,10 @@ TEST(Messages, EveryTypeRoundTrips) {
     EXPECT_EQ(encode(back), line);
   }
   // A record's own type is read out while decoding; an error keeps its run.
-  EXPECT_EQ(std::get<Record>(decode(encode(messages[6]))).record_type, "step");
-  EXPECT_EQ(std::get<Error>(decode(encode(messages[10]))).run, "r1");
-  const auto probe = std::get<ProbeReply>(decode(encode(messages[12])));
+  EXPECT_EQ(std::get<Record>(decode(encode(messages[7]))).record_type, "step");
+  EXPECT_EQ(std::get<Error>(decode(encode(messages[11]))).run, "r1");
+  const auto probe = std::get<ProbeReply>(decode(encode(messages[13])));
+  EXPECT_EQ(std::get<StopRun>(decode(encode(messages[3]))).why, "stopped because node b failed");
   ASSERT_EQ(probe.gpus.size(), 1u);
   EXPECT_EQ(probe.gpus[0].name, "NVIDIA H100");
   EXPECT_EQ(probe.gpus[0].memory_bytes, 80LL << 30);

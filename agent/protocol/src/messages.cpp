@@ -61,6 +61,7 @@ struct Encoder {
   json operator()(const StopRun& m) const {
     auto j = envelope("stop");
     j.update({{"run", m.run}, {"grace_s", m.grace_s}});
+    if (!m.why.empty()) j["why"] = m.why;
     return j;
   }
   json operator()(const StatusRequest& m) const {
@@ -185,7 +186,8 @@ Message decode(std::string_view line) {
     return start;
   }
   if (type == "stop")
-    return StopRun{field<std::string>(j, "run"), optional_field<double>(j, "grace_s", 5.0)};
+    return StopRun{field<std::string>(j, "run"), optional_field<double>(j, "grace_s", 5.0),
+                   optional_field<std::string>(j, "why", "")};
   if (type == "status") return StatusRequest{field<std::string>(j, "run")};
   if (type == "resume") return Resume{field<std::string>(j, "run"), field<int64_t>(j, "after_seq")};
   if (type == "started")

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <future>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +46,8 @@ struct ControllerOptions {
   std::filesystem::path agent_binary;  // empty: flotilla-agent next to this program
   std::chrono::milliseconds hello_timeout{30000};
   ConnectOptions connect;  // SSH: known_hosts, trusting new host keys, timeouts
+  // The pause between tries to reconnect to a node or to deliver a kill.
+  std::chrono::milliseconds retry_interval{2000};
 };
 
 class Controller {
@@ -107,12 +111,20 @@ class Controller {
   // The node's answer to a probe over its link (a free port for a rendezvous).
   protocol::ProbeReply probe(const std::string& node);
   // StopRun (after a Resume, so that the end reaches this controller) to one node.
-  void send_stop(const std::string& run, const std::string& node, double grace_s);
+  // `why`: empty for a person's request, else the failure that stops it.
+  void send_stop(const std::string& run, const std::string& node, double grace_s,
+                 const std::string& why = {});
   // After a node's link closed: reconnects and resumes its live runs from the
   // last stored record, retrying until it can or no run there is live.
   void reconnect_later(const std::string& node);
   // Keeps trying to deliver a kill to a node that could not be reached.
-  void retry_stop(const std::string& run, const std::string& node, double grace_s);
+  void retry_stop(const std::string& run, const std::string& node, double grace_s,
+                  const std::string& why = {});
+  // A node failed the run (it could not start there, or its ranks failed):
+  // the ranks on `nodes` are stopped now rather than waiting out their
+  // rendezvous, and the run's end stays that failure, not `killed`.
+  void stop_after_failure(const std::string& run, const std::string& failed_node,
+                          const std::vector<std::string>& nodes);
   // A run's end on one node; the run ends once every node has ended it.
   void node_ended(const std::string& node, const protocol::RunEnd& end);
   // Stores the move (if the state machine allows it) and tells the observer.
@@ -130,7 +142,20 @@ class Controller {
   std::set<std::string> ended_;     // runs whose end this controller stored
   std::set<std::string> followed_;  // runs this controller streams
   std::set<std::string> killing_;   // runs this controller was asked to kill
-  std::vector<std::thread> retries_;
+  std::set<std::string> failing_;   // runs whose other nodes it stopped after a failure
+  // Work in the background (reconnects, kill retries, stops after a
+  // failure): finished ones are joined whenever another starts, so a
+  // long-lived window keeps only the ones still running.
+  struct Background {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Background> background_;
+  // Starts `work` on a thread of its own (not while closing). Takes mutex_.
+  void in_background(std::function<void()> work);
+  // Waits retry_interval, or less when the controller closes.
+  void pause_before_retry();
+  std::condition_variable closing_changed_;
   std::atomic<bool> closing_{false};
   std::map<std::string, std::unique_ptr<AgentLink>> links_;
   std::map<std::string, std::string> addresses_;  // node -> where its peers reach it

@@ -52,9 +52,15 @@ struct StartRun {
   BenchOptions bench;
 };
 
+// The words of a node's `killed` end when a person asked for the stop.
+inline constexpr const char* kStoppedOnRequest = "stopped on request";
+
 struct StopRun {
   std::string run;
   double grace_s = 5.0;  // SIGTERM, then SIGKILL after this
+  // Why the controller stops it, when not on a person's request (another
+  // node failed): the node's end says so instead of kStoppedOnRequest.
+  std::string why;
 };
 
 struct StatusRequest {
