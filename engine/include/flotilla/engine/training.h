@@ -64,7 +64,10 @@ struct TrainResult {
   double acc_train = 0;
   double acc_test = 0;
   double elapsed_s = 0;
-  double samples_per_s = 0;  // over the run, first step excluded (warm-up)
+  double samples_per_s = 0;  // over the run's wall time, first step excluded (warm-up)
+  int64_t threads = 0;       // LibTorch's intra-op pool
+  int64_t blas_threads = 0;  // the BLAS library's pool
+  std::string blas;          // which BLAS library, as found at run time
   // Mean per-step phases over measured steps (first excluded).
   double data_ms = 0, forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0, step_ms = 0;
 };
