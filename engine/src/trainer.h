@@ -90,9 +90,8 @@ class Trainer {
   int64_t epoch_loss_count_ = 0;
   // Run totals over measured steps, the first (warm-up) step excluded.
   PhaseTimes totals_;
-  double wall_ms_total_ = 0;
   int64_t measured_steps_ = 0;
-  int64_t measured_samples_ = 0;
+  std::vector<double> step_samples_per_s_;  // every step's, for the run's throughput
   TrainResult result_;
 };
 

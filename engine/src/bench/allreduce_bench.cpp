@@ -8,6 +8,7 @@
 #include <iomanip>
 
 #include "comm/communicator.h"
+#include "flotilla/protocol/numbers.h"
 #include "runtime/thread_pools.h"
 #include "torch_adapter.h"
 
@@ -40,9 +41,9 @@ void print_header(std::ostream& out, const AllreduceBenchOptions& o, const std::
 }
 
 void print_row(std::ostream& out, const records::Bench& r) {
-  out << std::fixed << std::setw(12) << r.bytes << std::setw(12) << r.elements << std::setw(12)
-      << std::setprecision(1) << r.time_us << std::setw(13) << std::setprecision(3)
-      << r.algbw_gbps << std::setw(13) << r.busbw_gbps << "\n"
+  out << std::setw(12) << r.bytes << std::setw(12) << r.elements << std::setw(12)
+      << format_fixed(r.time_us, 1) << std::setw(13) << format_fixed(r.algbw_gbps, 3)
+      << std::setw(13) << format_fixed(r.busbw_gbps, 3) << "\n"
       << std::flush;
 }
 
