@@ -73,16 +73,15 @@ int main(int argc, char** argv) {
   app.add_option("--records", records, "where metric records go: - (stdout), fd:N, or a file path");
   app.add_flag("--no-measure", no_measure, "skip per-step timing and step records (benchmarks)");
   app.add_flag("--quiet", quiet, "no summary (or bench table) on stderr");
-  auto* plan_flag = app.add_flag(
-      "--plan", plan, "print the run's plan as JSON (docs/plan.md) instead of training");
+  auto* plan_flag = app.add_flag("--plan", plan,
+                                 "print the run's plan as JSON (docs/plan.md) instead of training");
   app.add_flag("--measure", measure,
                "with --plan and no balance: measure the balance as rank 0 does at start")
       ->needs(plan_flag);
-  auto* bench_flag =
-      app.add_flag("--allreduce-bench", bench,
-                   "time all-reduces of every message size instead of training "
-                   "(docs/allreduce_bench.md)")
-          ->excludes(plan_flag);
+  auto* bench_flag = app.add_flag("--allreduce-bench", bench,
+                                  "time all-reduces of every message size instead of training "
+                                  "(docs/allreduce_bench.md)")
+                         ->excludes(plan_flag);
   app.add_option("--min-bytes", min_bytes, "smallest message (bytes; K, M, G suffixes), default 8")
       ->needs(bench_flag);
   app.add_option("--max-bytes", max_bytes, "largest message, default 256M")->needs(bench_flag);
@@ -94,8 +93,10 @@ int main(int argc, char** argv) {
       ->needs(bench_flag);
   CLI11_PARSE(app, argc, argv);
 
+  // A plan that measures runs blocks as a rank does; one that does not
+  // leaves its large allocations as the kernel's untouched zero pages.
+  if (measure || !plan) keep_freed_memory_for_reuse();
   if (plan) return print_plan(config_path, measure);
-  keep_freed_memory_for_reuse();
 
   std::unique_ptr<flotilla::FileRecordSink> sink;
   flotilla::ExperimentConfig config;
@@ -107,9 +108,10 @@ int main(int argc, char** argv) {
       const auto min = flotilla::parse_byte_size(min_bytes);
       const auto max = flotilla::parse_byte_size(max_bytes);
       if (!min || !max)
-        throw flotilla::ConfigError({"--min-bytes/--max-bytes: expected a byte count such as 8, "
-                                     "64K, 256M or 1G, got \"" +
-                                     (min ? max_bytes : min_bytes) + "\""});
+        throw flotilla::ConfigError(
+            {"--min-bytes/--max-bytes: expected a byte count such as 8, "
+             "64K, 256M or 1G, got \"" +
+             (min ? max_bytes : min_bytes) + "\""});
       bench_options.min_bytes = *min;
       bench_options.max_bytes = *max;
       if (auto problems = flotilla::allreduce_bench_problems(bench_options); !problems.empty())
@@ -127,8 +129,8 @@ int main(int argc, char** argv) {
     bench_options.table = quiet ? nullptr : &std::cerr;
     const auto result = flotilla::run_allreduce_bench(bench_options);
     if (!quiet && !result.message.empty())
-      std::cerr << "flotilla-train: all-reduce bench " << flotilla::records::name_of(result.outcome) << ": "
-                << result.message << "\n";
+      std::cerr << "flotilla-train: all-reduce bench " << flotilla::records::name_of(result.outcome)
+                << ": " << result.message << "\n";
     return exit_status(result.outcome);
   }
 

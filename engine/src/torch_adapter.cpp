@@ -331,7 +331,8 @@ at::Tensor& leave_as_allocated(at::Tensor& self, double, double, c10::optional<a
   return self;
 }
 
-// Replacing a registered kernel is announced with a warning; here it is the point.
+// Replacing a registered kernel is announced with a warning; here it is the
+// point. The handler's signature and the guard's namespace moved in LibTorch 2.
 class QuietWarnings final : public c10::WarningHandler {
  public:
 #if TORCH_VERSION_MAJOR >= 2
@@ -340,6 +341,11 @@ class QuietWarnings final : public c10::WarningHandler {
   void process(const c10::SourceLocation&, const std::string&, const bool) override {}
 #endif
 };
+#if TORCH_VERSION_MAJOR >= 2
+using WarningHandlerGuard = c10::WarningUtils::WarningHandlerGuard;
+#else
+using WarningHandlerGuard = c10::Warning::WarningHandlerGuard;
+#endif
 
 }  // namespace
 
@@ -350,7 +356,7 @@ struct RandomInitialisationSkipped::Registration {
 
 RandomInitialisationSkipped::RandomInitialisationSkipped()
     : registration_(std::make_unique<Registration>()) {
-  c10::WarningUtils::WarningHandlerGuard quiet(&registration_->quiet);
+  WarningHandlerGuard quiet(&registration_->quiet);
   registration_->library.impl("uniform_", &leave_as_allocated);
   registration_->library.impl("normal_", &leave_as_allocated);
 }

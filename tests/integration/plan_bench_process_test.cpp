@@ -92,8 +92,7 @@ optimizer: {name: adamw, lr: 0.001}
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, PlanAgainstARun,
-    ::testing::Values(
-        PlanCase{"Resnet18TwoStagesFp32", 2, R"(
+    ::testing::Values(PlanCase{"Resnet18TwoStagesFp32", 2, R"(
 model: resnet18
 dataset: synthetic
 synthetic: {shape: [3, 32, 32], classes: 10, train_samples: 16, test_samples: 4}
@@ -104,7 +103,7 @@ batch_size: 8
 chunks: 4
 threads: 1
 )"},
-        PlanCase{"Resnet18TwoStagesTwoReplicasSortQuant", 4, R"(
+                      PlanCase{"Resnet18TwoStagesTwoReplicasSortQuant", 4, R"(
 model: resnet18
 dataset: synthetic
 synthetic: {shape: [3, 32, 32], classes: 10, train_samples: 40, test_samples: 4}
@@ -118,7 +117,7 @@ bucket_mb: 4
 compression: {method: sort_quant, bits: 6, split_bits: 2}
 threads: 1
 )"},
-        PlanCase{"TransformerFourStagesFp32OneFOneB", 4, kSmallTransformer + R"(
+                      PlanCase{"TransformerFourStagesFp32OneFOneB", 4, kSmallTransformer + R"(
 synthetic: {shape: [32], vocab: 1000, classes: 2, train_samples: 32, test_samples: 4}
 strategy: pipeline
 schedule: 1f1b
@@ -127,7 +126,8 @@ balance: [1, 2, 2, 1]
 batch_size: 16
 chunks: 4
 )"},
-        PlanCase{"TransformerFourStagesSortQuantFirstStageFrozen", 4, kSmallTransformer + R"(
+                      PlanCase{"TransformerFourStagesSortQuantFirstStageFrozen", 4,
+                               kSmallTransformer + R"(
 synthetic: {shape: [32], vocab: 1000, classes: 2, train_samples: 24, test_samples: 4}
 strategy: pipeline
 ranks_per_node: 4
@@ -137,7 +137,7 @@ chunks: 5
 compression: {method: sort_quant, bits: 6, split_bits: 2}
 freeze: {method: fixed, schedule: [{at_step: 1, blocks: 1}]}
 )"},
-        PlanCase{"TransformerDdpTwoRanks", 2, kSmallTransformer + R"(
+                      PlanCase{"TransformerDdpTwoRanks", 2, kSmallTransformer + R"(
 synthetic: {shape: [32], vocab: 1000, classes: 2, train_samples: 32, test_samples: 4}
 strategy: ddp
 ranks_per_node: 2
@@ -226,17 +226,16 @@ void expect_sweep(const TrainRun& run, int ranks, const std::vector<int64_t>& si
 }
 
 std::string bench_config(int ranks) {
-  return "name: bench\nstrategy: ddp\nranks_per_node: " + std::to_string(ranks) +
-         "\nthreads: 1\n";
+  return "name: bench\nstrategy: ddp\nranks_per_node: " + std::to_string(ranks) + "\nthreads: 1\n";
 }
 
 TEST(AllreduceBench, TwoRanksSweepEveryPowerOfTwo) {
   TempDir dir;
   std::vector<int64_t> sizes;
   for (int64_t b = 8; b <= 256 * 1024; b *= 2) sizes.push_back(b);
-  const auto run = run_train_ranks(
-      dir, bench_config(2), 2,
-      "--allreduce-bench --min-bytes 8 --max-bytes 256K --iterations 3 --warmup 1");
+  const auto run =
+      run_train_ranks(dir, bench_config(2), 2,
+                      "--allreduce-bench --min-bytes 8 --max-bytes 256K --iterations 3 --warmup 1");
   expect_sweep(run, 2, sizes);
 }
 
@@ -251,8 +250,8 @@ TEST(AllreduceBench, ThreeRanksInStepsOfFour) {
 
 TEST(AllreduceBench, BadSizesAreRefusedBeforeAnyRendezvous) {
   TempDir dir;
-  const auto run = run_train_ranks(dir, bench_config(1), 1,
-                                   "--allreduce-bench --min-bytes 6 --max-bytes 1X");
+  const auto run =
+      run_train_ranks(dir, bench_config(1), 1, "--allreduce-bench --min-bytes 6 --max-bytes 1X");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.stderr_text.find("--min-bytes/--max-bytes: expected a byte count such as 8, 64K, "
                                  "256M or 1G, got \"1X\""),
@@ -275,7 +274,7 @@ int64_t usable_cores() {
 }
 
 struct ThreadSample {
-  int runnable = 0;                       // threads in state R (running or waiting for a CPU)
+  int runnable = 0;                      // threads in state R (running or waiting for a CPU)
   std::map<int64_t, int64_t> cpu_ticks;  // per thread id: utime + stime so far
 };
 
@@ -366,12 +365,13 @@ threads: 0
   std::vector<int> sorted = runnable;
   std::sort(sorted.begin(), sorted.end());
   const int p90 = sorted[sorted.size() * 9 / 10];
-  const auto over = std::count_if(runnable.begin(), runnable.end(),
-                                  [&](int r) { return r > per_rank; });
-  std::printf("runnable threads per rank over %zu samples: median %d, 90th percentile %d, "
-              "above %lld in %lld\n",
-              runnable.size(), sorted[sorted.size() / 2], p90, static_cast<long long>(per_rank),
-              static_cast<long long>(over));
+  const auto over =
+      std::count_if(runnable.begin(), runnable.end(), [&](int r) { return r > per_rank; });
+  std::printf(
+      "runnable threads per rank over %zu samples: median %d, 90th percentile %d, "
+      "above %lld in %lld\n",
+      runnable.size(), sorted[sorted.size() / 2], p90, static_cast<long long>(per_rank),
+      static_cast<long long>(over));
   EXPECT_LE(p90, per_rank);
   // ...and the threads that did the work are no more than the pools' size:
   // each thread with a tenth of its rank's CPU time or more.

@@ -37,7 +37,8 @@ TrainRun run_plan(const TempDir& dir, const std::string& config_text, const std:
   const auto config = dir.write("plan.yaml", config_text);
   const auto out = dir.path() / "plan.json";
   const auto err = dir.path() / "plan-stderr.txt";
-  const std::string input = from_stdin ? "- < '" + config.string() + "'" : "'" + config.string() + "'";
+  const std::string input =
+      from_stdin ? "- < '" + config.string() + "'" : "'" + config.string() + "'";
   const std::string command = "'" FLOTILLA_TRAIN_BINARY "' --plan " + args + " --config " + input +
                               " >'" + out.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(("/bin/bash -c \"" + command + "\"").c_str());
@@ -63,8 +64,7 @@ TrainRun run_train_ranks(const TempDir& dir, const std::string& config_text, int
                        "\nstatus=0\npids=\n";
   for (int rank = 0; rank < ranks; ++rank)
     script += "RANK=" + std::to_string(rank) + " '" FLOTILLA_TRAIN_BINARY "' " + args +
-              " --config '" +
-              config.string() + "' --records '" +
+              " --config '" + config.string() + "' --records '" +
               (dir.path() / ("records-" + std::to_string(rank) + ".jsonl")).string() + "' 2>>'" +
               err.string() + "' &\npids=\"$pids $!\"\n";
   script += "for p in $pids; do wait $p || status=$?; done\nexit $status\n";

@@ -78,8 +78,8 @@ void check_pipeline(const ExperimentConfig& c, Checker& check) {
     check.add("strategy", in_quotes(name_of(c.strategy)) + " cuts model " +
                               in_quotes(name_of(c.model)) + " at its block boundaries into " +
                               std::to_string(blocks) + " stages at most, got " +
-                              std::to_string(stages) + " (" + std::to_string(world) +
-                              " ranks / " + std::to_string(c.replicas) + " replicas)");
+                              std::to_string(stages) + " (" + std::to_string(world) + " ranks / " +
+                              std::to_string(c.replicas) + " replicas)");
   if (c.balance.empty()) return;
   int64_t sum = 0;
   for (int64_t b : c.balance) sum += b;

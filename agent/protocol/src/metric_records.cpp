@@ -104,11 +104,16 @@ std::string to_line(const End& r) {
 }
 
 std::string to_line(const Bench& r) {
-  return json{{"type", "bench"},          {"rank", r.rank},
-              {"op", r.op},               {"bytes", r.bytes},
-              {"elements", r.elements},   {"iterations", r.iterations},
-              {"time_us", r.time_us},     {"algbw_gbps", r.algbw_gbps},
-              {"busbw_gbps", r.busbw_gbps}, {"ranks", r.ranks}}
+  return json{{"type", "bench"},
+              {"rank", r.rank},
+              {"op", r.op},
+              {"bytes", r.bytes},
+              {"elements", r.elements},
+              {"iterations", r.iterations},
+              {"time_us", r.time_us},
+              {"algbw_gbps", r.algbw_gbps},
+              {"busbw_gbps", r.busbw_gbps},
+              {"ranks", r.ranks}}
       .dump();
 }
 

@@ -25,8 +25,7 @@ std::vector<int64_t> message_sizes(const AllreduceBenchOptions& o) {
 }
 
 double seconds_since_epoch() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 void synchronize(const torch::Device& device) {
@@ -37,7 +36,8 @@ void print_header(std::ostream& out, const AllreduceBenchOptions& o, const std::
   out << "all-reduce of float32 over " << o.env.world_size << " ranks (" << backend << "), "
       << o.iterations << " iterations after " << o.warmup << " warm-up, time averaged over ranks\n"
       << std::setw(12) << "bytes" << std::setw(12) << "elements" << std::setw(12) << "time_us"
-      << std::setw(13) << "algbw_GB/s" << std::setw(13) << "busbw_GB/s" << "\n";
+      << std::setw(13) << "algbw_GB/s" << std::setw(13) << "busbw_GB/s"
+      << "\n";
 }
 
 void print_row(std::ostream& out, const records::Bench& r) {
@@ -113,8 +113,8 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
     r.elements = bytes / kElementBytes;
     r.iterations = o.iterations;
     r.ranks = o.env.world_size;
-    r.time_us = mean_over_ranks(*comm, time_allreduce(*comm, buffer.narrow(0, 0, r.elements), o),
-                                device);
+    r.time_us =
+        mean_over_ranks(*comm, time_allreduce(*comm, buffer.narrow(0, 0, r.elements), o), device);
     r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
     r.busbw_gbps = r.algbw_gbps * 2.0 * (p - 1.0) / p;
     if (o.sink) o.sink->write(records::to_line(r));

@@ -37,8 +37,8 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, Communic
   }
 }
 
-std::vector<std::vector<size_t>> GradientBuckets::assign(const std::vector<int64_t>& parameter_bytes,
-                                                         int64_t bucket_bytes) {
+std::vector<std::vector<size_t>> GradientBuckets::assign(
+    const std::vector<int64_t>& parameter_bytes, int64_t bucket_bytes) {
   std::vector<std::vector<size_t>> buckets;
   int64_t filled = 0;
   for (size_t i = parameter_bytes.size(); i-- > 0;) {

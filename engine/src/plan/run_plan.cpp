@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <limits>
 
 #include "codec/activation_codec.h"
 #include "comm/gradient_buckets.h"
@@ -15,6 +16,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/schedule.h"
 #include "pipeline/stage_setup.h"
+#include "runtime/thread_pools.h"
 #include "torch_adapter.h"
 
 namespace flotilla {
@@ -36,7 +38,8 @@ int64_t element_count(const std::vector<int64_t>& shape) {
 std::string kind_of(const torch::nn::Module& module) {
   std::string kind = module.name();
   if (auto colon = kind.rfind("::"); colon != std::string::npos) kind.erase(0, colon + 2);
-  if (kind.size() > 4 && kind.compare(kind.size() - 4, 4, "Impl") == 0) kind.resize(kind.size() - 4);
+  if (kind.size() > 4 && kind.compare(kind.size() - 4, 4, "Impl") == 0)
+    kind.resize(kind.size() - 4);
   return kind;
 }
 
@@ -87,8 +90,7 @@ TransferPlan transfer(const ActivationCodec* codec, int64_t per_sample,
 
 // The all-reduce a stage's ranks run each step, as Trainer::rebuild_buckets
 // sets it up: the stage's trainable parameters in GradientBuckets' buckets.
-AllreducePlan allreduce_of(const torch::nn::Sequential& blocks, int64_t ranks,
-                           double bucket_mb) {
+AllreducePlan allreduce_of(const torch::nn::Sequential& blocks, int64_t ranks, double bucket_mb) {
   AllreducePlan a;
   a.ranks = ranks;
   std::vector<int64_t> bytes;
@@ -109,6 +111,8 @@ AllreducePlan allreduce_of(const torch::nn::Sequential& blocks, int64_t ranks,
 
 RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options) {
   const auto started = Clock::now();
+  // Measuring (or estimating) block times with the pools a rank would have.
+  set_compute_threads(threads_per_rank(config, usable_cores()));
   RunPlan plan;
   plan.name = config.name;
   plan.model = name_of(config.model);
@@ -232,7 +236,8 @@ RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options
     }
     int64_t allreduce_bytes = 0;
     if (group) {
-      stage.allreduce = allreduce_of(stage_blocks(model, plan.balance, s), *group, config.bucket_mb);
+      stage.allreduce =
+          allreduce_of(stage_blocks(model, plan.balance, s), *group, config.bucket_mb);
       allreduce_bytes = stage.allreduce->bytes_per_step;
     }
     stage.bytes_sent_per_step = stage.bytes_recv_per_step = allreduce_bytes;

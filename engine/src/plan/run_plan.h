@@ -44,7 +44,7 @@ struct StagePlan {
 
 // One direction across a pipeline boundary, per micro-batch and per step.
 struct TransferPlan {
-  bool sent = true;       // gradients: false while every block before the boundary is frozen
+  bool sent = true;        // gradients: false while every block before the boundary is frozen
   int64_t fp32_bytes = 0;  // of one full micro-batch
   int64_t wire_bytes = 0;  // after the codec (fp32_bytes without one)
   int64_t fp32_bytes_per_step = 0;  // over every micro-batch of a step
@@ -52,7 +52,7 @@ struct TransferPlan {
 };
 
 struct BoundaryPlan {
-  int64_t boundary = 0;  // between stage `boundary` and `boundary + 1`
+  int64_t boundary = 0;               // between stage `boundary` and `boundary + 1`
   std::vector<int64_t> sample_shape;  // per sample, found by running a sample through the model
   std::vector<int64_t> shape;         // per full micro-batch
   int64_t elements = 0;               // of that tensor
@@ -72,7 +72,7 @@ struct RunPlan {
   std::vector<int64_t> micro_batch_sizes;
   int64_t frozen_blocks = 0;  // at the first step
   std::vector<int64_t> balance;
-  std::string balance_source;  // "given", "measured", "estimated", or "whole model"
+  std::string balance_source;    // "given", "measured", "estimated", or "whole model"
   std::vector<double> block_ms;  // the costs a measured or estimated balance was cut by
   double measure_ms = 0;         // how long measuring (or estimating) took
   std::string codec;             // the codec's description; "none"

@@ -22,9 +22,9 @@ struct AllreduceBenchOptions {
   RecordSink* sink = nullptr;
   int64_t min_bytes = 8;
   int64_t max_bytes = int64_t{256} << 20;
-  int64_t step_factor = 2;  // each size is the previous one times this
-  int64_t iterations = 20;  // timed operations per size
-  int64_t warmup = 5;       // untimed operations before them
+  int64_t step_factor = 2;        // each size is the previous one times this
+  int64_t iterations = 20;        // timed operations per size
+  int64_t warmup = 5;             // untimed operations before them
   std::ostream* table = nullptr;  // a table for people (rank 0 writes it), or none
 };
 
