@@ -44,7 +44,9 @@ TEST_P(PlanAgainstARun, BlocksAllReducesAndBoundaryBytesAreWhatTheRanksRecord) {
   for (const auto& start : of_type(run.records, "start")) {
     EXPECT_EQ(start["block_parameters"].get<std::vector<int64_t>>(), plan_blocks);
     EXPECT_EQ(start["parameters"], plan["parameters"]);
-    if (plan["stages"] > 1) EXPECT_EQ(start["balance"], plan["balance"]["blocks_per_stage"]);
+    if (plan["stages"] > 1) {
+      EXPECT_EQ(start["balance"], plan["balance"]["blocks_per_stage"]);
+    }
   }
   const auto steps = of_type(run.records, "step");
   ASSERT_FALSE(steps.empty());
@@ -76,8 +78,9 @@ TEST_P(PlanAgainstARun, BlocksAllReducesAndBoundaryBytesAreWhatTheRanksRecord) {
       fp32 += boundaries[stage - 1]["gradients"]["fp32_bytes_per_step"].get<double>();
       wire += boundaries[stage - 1]["gradients"]["wire_bytes_per_step"].get<double>();
     }
-    if (plan["codec"] != "none" && wire > 0)
+    if (plan["codec"] != "none" && wire > 0) {
       EXPECT_NEAR(step["compression_ratio"].get<double>(), fp32 / wire, 1e-12 * fp32 / wire);
+    }
   }
 }
 
@@ -148,13 +151,19 @@ bucket_mb: 0.5
 
 TEST(Plan, AConfigThatDoesNotValidateGetsTheValidatorsLinesAndExitsTwo) {
   TempDir dir;
-  const auto plan = run_plan(dir, "model: lenet\nbatch_size: 0\n");
+  const auto plan = run_plan(dir, "batch_size: 0\nchunks: 0\n");
   EXPECT_EQ(plan.exit_code, 2);
   EXPECT_TRUE(plan.stdout_text.empty()) << plan.stdout_text;
-  EXPECT_NE(plan.stderr_text.find("\nmodel: unknown value \"lenet\""), std::string::npos)
+  EXPECT_NE(plan.stderr_text.find(":\nbatch_size: must be a positive integer, got 0\n"),
+            std::string::npos)
       << plan.stderr_text;
-  EXPECT_NE(plan.stderr_text.find("\nbatch_size: must be positive, got 0"), std::string::npos)
+  EXPECT_NE(plan.stderr_text.find("\nchunks: must be a positive integer, got 0\n"),
+            std::string::npos)
       << plan.stderr_text;
+  const auto unknown = run_plan(dir, "model: lenet\n");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.stderr_text.find("\nmodel: unknown value \"lenet\""), std::string::npos)
+      << unknown.stderr_text;
 }
 
 TEST(Plan, ReadsTheConfigFromStandardInputAndPlacesRanksOnNodes) {
@@ -216,10 +225,11 @@ void expect_sweep(const TrainRun& run, int ranks, const std::vector<int64_t>& si
       EXPECT_DOUBLE_EQ(algbw, sizes[i] / 1e9 / (time_us / 1e6));
       EXPECT_DOUBLE_EQ(busbw / algbw, factor);
       // The time is averaged over the ranks: every rank reports the same.
-      if (rank == 0)
+      if (rank == 0) {
         times_of_rank0.push_back(time_us);
-      else
+      } else {
         EXPECT_EQ(time_us, times_of_rank0.at(i));
+      }
     }
   }
   EXPECT_NE(run.stderr_text.find("busbw_GB/s"), std::string::npos) << "the table for people";
