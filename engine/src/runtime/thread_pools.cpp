@@ -32,8 +32,12 @@ int64_t threads_per_rank(const ExperimentConfig& config, int64_t cores) {
 }
 
 BlasInfo blas_info() {
-  if (auto* config = loaded_function<char*()>("openblas_get_config"))
-    return {std::string("OpenBLAS ") + config(), true};
+  if (auto* config = loaded_function<char*()>("openblas_get_config")) {
+    // "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Haswell MAX_THREADS=64" (it names itself).
+    std::string name = config();
+    if (name.rfind("OpenBLAS", 0) != 0) name = "OpenBLAS " + name;
+    return {name, true};
+  }
   if (auto* version = loaded_function<const char*()>("bli_info_get_version_str"))
     return {std::string("BLIS ") + version(), true};
   if (loaded_function<void(int)>("mkl_set_num_threads"))
