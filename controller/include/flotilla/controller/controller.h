@@ -35,7 +35,8 @@ class ControllerObserver {
   // A state is stored; for an end, every record before it is stored too.
   virtual void state_changed(const std::string& /*run*/, RunState /*state*/,
                              const std::string& /*reason*/) {}
-  // Something that is not a run's state: a malformed line, a lost agent.
+  // Something that is not a run's state: a malformed line, a lost agent, a
+  // database that refuses the records (said again when it takes them).
   virtual void problem(const std::string& /*message*/) {}
 };
 
@@ -60,6 +61,18 @@ class Controller {
   // named); a node that cannot be reached makes the run `failed`, not a throw.
   std::string start_run(const ExperimentConfig& config,
                         std::optional<int64_t> experiment_id = std::nullopt);
+  // Starts `flotilla nodes bench`: a run over `nodes` whose ranks run the
+  // engine's all-reduce size sweep instead of training, stored in
+  // link_benches (link_bench.h); returns the run id. Throws ConfigError for
+  // nodes that cannot host it (unknown, "local" beside others, fewer than
+  // 2 ranks). A node whose agent predates the sweep fails the run, saying so.
+  struct LinkBenchRequest {
+    std::vector<std::string> nodes;
+    int64_t ranks_per_node = 1;
+    DeviceKind device = DeviceKind::cpu;
+    protocol::BenchOptions sweep;  // 0s: the engine's defaults
+  };
+  std::string start_link_bench(const LinkBenchRequest& request);
   // Asks every node of the run to stop it (SIGTERM, SIGKILL after grace_s);
   // the end, `killed` once no process is left, comes through the stream.
   // Returns false when the run had already ended. Throws for an unknown run.
@@ -86,6 +99,9 @@ class Controller {
   void trust_host_key(const std::string& node);
 
  private:
+  // Stores a run of `config` and starts its ranks in `mode`.
+  std::string start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
+                    protocol::RunMode mode, const protocol::BenchOptions& bench);
   AgentLink& link_for(const std::string& node);
   std::unique_ptr<Transport> open_transport(const std::string& node);
   // The node's answer to a probe over its link (a free port for a rendezvous).
@@ -108,6 +124,7 @@ class Controller {
   Store& store_;
   ControllerOptions options_;
   ControllerObserver* observer_ = nullptr;
+  int store_listener_ = -1;  // the store's refusals, told to the observer
   mutable std::mutex mutex_;
   std::condition_variable ended_changed_;
   std::set<std::string> ended_;     // runs whose end this controller stored
