@@ -1,49 +1,41 @@
-// flotilla-train: trains one rank of a run.
+// flotilla-train: trains one rank of a run; or prints a run's plan (--plan);
+// or times the all-reduce of a run's ranks (--allreduce-bench).
 #include <malloc.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
 
+#include "flotilla/engine/allreduce_bench.h"
+#include "flotilla/engine/plan.h"
 #include "flotilla/engine/training.h"
+
+namespace {
 
 // Training frees and reallocates the same activation-sized blocks every step.
 // glibc would hand them back to the kernel (heap trim, per-block mmap) and
 // fault them in again: measured here as ~2,000 page faults and 10 % of CPU
 // time per small-CNN step. Keep them, as PyTorch's CUDA caching allocator does.
-static void keep_freed_memory_for_reuse() {
+void keep_freed_memory_for_reuse() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest: blocks below it come from the heap
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
-int main(int argc, char** argv) {
-  keep_freed_memory_for_reuse();
-  CLI::App app{
-      "Trains one rank of a Flotilla run. Rank and rendezvous come from torchrun's "
-      "variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."};
-  std::string config_path, records = "-";
-  bool no_measure = false, quiet = false;
-  app.add_option("--config", config_path, "experiment or run file (YAML or JSON)")->required();
-  app.add_option("--records", records, "where metric records go: - (stdout), fd:N, or a file path");
-  app.add_flag("--no-measure", no_measure, "skip per-step timing and step records (benchmarks)");
-  app.add_flag("--quiet", quiet, "no summary on stderr");
-  CLI11_PARSE(app, argc, argv);
+// "-" reads the config from standard input (the window pipes its form in).
+flotilla::ExperimentConfig load_config(const std::string& path) {
+  if (path != "-") return flotilla::load_experiment(path);
+  std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  return flotilla::parse_experiment(text, "stdin");
+}
 
-  flotilla::TrainOptions options;
-  std::unique_ptr<flotilla::FileRecordSink> sink;
-  try {
-    options.config = flotilla::load_experiment(config_path);
-    options.env = flotilla::distributed_env([](const char* name) { return std::getenv(name); });
-    sink = flotilla::FileRecordSink::open(records);
-  } catch (const std::exception& e) {
-    std::cerr << "flotilla-train: " << config_path << ": invalid:\n" << e.what() << "\n";
-    return 2;
-  }
-  options.sink = sink.get();
-  options.measure = !no_measure;
-  const auto result = flotilla::train(options);
-  if (!quiet) std::cerr << flotilla::summary_table(options.config, result);
-  switch (result.outcome) {
+int refuse(const std::string& config_path, const std::exception& e) {
+  std::cerr << "flotilla-train: " << config_path << ": invalid:\n" << e.what() << "\n";
+  return 2;
+}
+
+int exit_status(flotilla::records::Outcome outcome) {
+  switch (outcome) {
     case flotilla::records::Outcome::finished:
       return 0;
     case flotilla::records::Outcome::oom:
@@ -51,4 +43,103 @@ int main(int argc, char** argv) {
     default:
       return 1;
   }
+}
+
+int print_plan(const std::string& config_path, bool measure) {
+  try {
+    const auto config = load_config(config_path);
+    std::cout << flotilla::plan_json(config, {measure}) << "\n";
+    return 0;
+  } catch (const flotilla::ConfigError& e) {
+    return refuse(config_path, e);
+  } catch (const std::exception& e) {
+    std::cerr << "flotilla-train: " << config_path << ": no plan: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Trains one rank of a Flotilla run. Rank and rendezvous come from torchrun's "
+      "variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."};
+  std::string config_path, records = "-";
+  bool no_measure = false, quiet = false, plan = false, measure = false, bench = false;
+  std::string min_bytes = "8", max_bytes = "256M";
+  flotilla::AllreduceBenchOptions bench_options;
+  app.add_option("--config", config_path, "experiment or run file (YAML or JSON); - reads stdin")
+      ->required();
+  app.add_option("--records", records, "where metric records go: - (stdout), fd:N, or a file path");
+  app.add_flag("--no-measure", no_measure, "skip per-step timing and step records (benchmarks)");
+  app.add_flag("--quiet", quiet, "no summary (or bench table) on stderr");
+  auto* plan_flag = app.add_flag("--plan", plan,
+                                 "print the run's plan as JSON (docs/plan.md) instead of training");
+  app.add_flag("--measure", measure,
+               "with --plan and no balance: measure the balance as rank 0 does at start")
+      ->needs(plan_flag);
+  auto* bench_flag = app.add_flag("--allreduce-bench", bench,
+                                  "time all-reduces of every message size instead of training "
+                                  "(docs/allreduce_bench.md)")
+                         ->excludes(plan_flag);
+  app.add_option("--min-bytes", min_bytes, "smallest message (bytes; K, M, G suffixes), default 8")
+      ->needs(bench_flag);
+  app.add_option("--max-bytes", max_bytes, "largest message, default 256M")->needs(bench_flag);
+  app.add_option("--step-factor", bench_options.step_factor, "2 or 4, default 2")
+      ->needs(bench_flag);
+  app.add_option("--iterations", bench_options.iterations, "timed operations per size, default 20")
+      ->needs(bench_flag);
+  app.add_option("--warmup", bench_options.warmup, "untimed operations first, default 5")
+      ->needs(bench_flag);
+  CLI11_PARSE(app, argc, argv);
+
+  // A plan that measures runs blocks as a rank does; one that does not
+  // leaves its large allocations as the kernel's untouched zero pages.
+  if (measure || !plan) keep_freed_memory_for_reuse();
+  if (plan) return print_plan(config_path, measure);
+
+  std::unique_ptr<flotilla::FileRecordSink> sink;
+  flotilla::ExperimentConfig config;
+  flotilla::DistributedEnv env;
+  try {
+    config = load_config(config_path);
+    env = flotilla::distributed_env([](const char* name) { return std::getenv(name); });
+    if (bench) {
+      const auto min = flotilla::parse_byte_size(min_bytes);
+      const auto max = flotilla::parse_byte_size(max_bytes);
+      if (!min || !max)
+        throw flotilla::ConfigError(
+            {"--min-bytes/--max-bytes: expected a byte count such as 8, "
+             "64K, 256M or 1G, got \"" +
+             (min ? max_bytes : min_bytes) + "\""});
+      bench_options.min_bytes = *min;
+      bench_options.max_bytes = *max;
+      if (auto problems = flotilla::allreduce_bench_problems(bench_options); !problems.empty())
+        throw flotilla::ConfigError(problems);
+    }
+    sink = flotilla::FileRecordSink::open(records);
+  } catch (const std::exception& e) {
+    return refuse(config_path, e);
+  }
+
+  if (bench) {
+    bench_options.config = config;
+    bench_options.env = env;
+    bench_options.sink = sink.get();
+    bench_options.table = quiet ? nullptr : &std::cerr;
+    const auto result = flotilla::run_allreduce_bench(bench_options);
+    if (!quiet && !result.message.empty())
+      std::cerr << "flotilla-train: all-reduce bench " << flotilla::records::name_of(result.outcome)
+                << ": " << result.message << "\n";
+    return exit_status(result.outcome);
+  }
+
+  flotilla::TrainOptions options;
+  options.config = config;
+  options.env = env;
+  options.sink = sink.get();
+  options.measure = !no_measure;
+  const auto result = flotilla::train(options);
+  if (!quiet) std::cerr << flotilla::summary_table(options.config, result);
+  return exit_status(result.outcome);
 }

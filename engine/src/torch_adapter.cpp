@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <new>
 
+#include <torch/library.h>
 #include <torch/torch.h>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -323,6 +324,45 @@ std::unique_ptr<ProcessGroupAdapter> ProcessGroupAdapter::connect(
       std::move(store), static_cast<int>(env.rank), static_cast<int>(env.world_size), cuda, timeout,
       cuda ? nullptr : gloo_device_towards(env.master_addr, env.master_port));
 }
+
+namespace {
+
+at::Tensor& leave_as_allocated(at::Tensor& self, double, double, c10::optional<at::Generator>) {
+  return self;
+}
+
+// Replacing a registered kernel is announced with a warning; here it is the
+// point. The handler's signature and the guard's namespace moved in LibTorch 2.
+class QuietWarnings final : public c10::WarningHandler {
+ public:
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning&) override {}
+#else
+  void process(const c10::SourceLocation&, const std::string&, const bool) override {}
+#endif
+};
+#if TORCH_VERSION_MAJOR >= 2
+using WarningHandlerGuard = c10::WarningUtils::WarningHandlerGuard;
+#else
+using WarningHandlerGuard = c10::Warning::WarningHandlerGuard;
+#endif
+
+}  // namespace
+
+struct RandomInitialisationSkipped::Registration {
+  QuietWarnings quiet;
+  torch::Library library{torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__};
+};
+
+RandomInitialisationSkipped::RandomInitialisationSkipped()
+    : registration_(std::make_unique<Registration>()) {
+  WarningHandlerGuard quiet(&registration_->quiet);
+  registration_->library.impl("uniform_", &leave_as_allocated);
+  registration_->library.impl("normal_", &leave_as_allocated);
+}
+
+// Dropping the library's registrations brings LibTorch's own kernels back.
+RandomInitialisationSkipped::~RandomInitialisationSkipped() = default;
 
 bool is_out_of_memory(const std::exception_ptr& error) {
   try {

@@ -7,9 +7,11 @@
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include "codec/activation_codec.h"
+#include "flotilla/protocol/rank_placement.h"
 #include "flotilla/protocol/run_metrics.h"
 #include "models/model_factory.h"
 #include "pipeline/stage_setup.h"
+#include "runtime/thread_pools.h"
 #include "torch_adapter.h"
 
 namespace flotilla {
@@ -41,7 +43,6 @@ Trainer::Trainer(const TrainOptions& options)
       device_(config_.device == DeviceKind::cuda
                   ? torch::Device(torch::kCUDA, options.env.local_rank)
                   : torch::Device(torch::kCPU)) {
-  if (config_.threads > 0) torch::set_num_threads(static_cast<int>(config_.threads));
   // Every rank builds the whole model from the same seed: a pipeline stage
   // keeps its blocks of it, exactly as the unpipelined model has them.
   torch::manual_seed(config_.seed);
@@ -52,19 +53,18 @@ Trainer::Trainer(const TrainOptions& options)
   total_blocks_ = static_cast<int64_t>(full_model->size());
 
   const auto& env = options.env;
-  const bool pipelined =
-      config_.strategy == Strategy::pipeline || config_.strategy == Strategy::pipeline_ddp;
+  // train() checked that the environment's world is the config's.
+  const auto layout = run_layout(config_);
+  const bool pipelined = layout.pipelined;
   // ddp on one rank still goes through a process group: NCCL's one-rank path.
   if (env.world_size > 1 || config_.strategy == Strategy::ddp)
     comm_ = Communicator::connect(env, device_.is_cuda(), std::chrono::minutes(5));
-  const int64_t stages = pipelined ? env.world_size / config_.replicas : 1;
-  replicas_ = pipelined ? config_.replicas : env.world_size;
-  const int64_t replica = env.rank / stages;
+  const int64_t stages = layout.stages;
+  replicas_ = layout.replicas;
+  const int64_t replica = place_rank(config_, env.rank).replica;
 
-  data::LoaderOptions train{config_.batch_size, replica, replicas_,
-                            config_.seed,       true,    dataset_.augment};
-  data::LoaderOptions test{
-      std::max<int64_t>(config_.batch_size, 500), replica, replicas_, config_.seed, false, false};
+  const auto train = data::training_loader_options(config_, replica, replicas_, dataset_.augment);
+  const auto test = data::evaluation_loader_options(config_, replica, replicas_);
   train_loader_ =
       std::make_unique<data::BatchLoader>(dataset_.train, dataset_.normalization, train);
   test_loader_ = std::make_unique<data::BatchLoader>(dataset_.test, dataset_.normalization, test);
@@ -111,7 +111,9 @@ Trainer::Trainer(const TrainOptions& options)
     start.block_parameters.push_back(parameter_count(*it->ptr()));
   if (pipeline_) start.balance = pipeline_->plan().balance;
   start.steps_per_epoch = train_loader_->batches_per_epoch();
-  start.threads = torch::get_num_threads();
+  start.threads = result_.threads = torch::get_num_threads();
+  start.blas = result_.blas = blas_info().name;
+  start.blas_threads = result_.blas_threads = blas_threads();
   start.torch_version = torch_version();
   emit(records::to_line(start));
 }
@@ -126,10 +128,11 @@ void Trainer::broadcast_state(Communicator& group) {
 
 void Trainer::set_up_pipeline(torch::nn::Sequential full_model, int64_t stages) {
   const auto& env = options_.env;
+  const auto place = place_rank(config_, env.rank);
   PipelinePlan plan;
   plan.stages = stages;
-  plan.stage = env.rank % stages;
-  plan.replica = env.rank / stages;
+  plan.stage = place.stage;
+  plan.replica = place.replica;
   plan.schedule = config_.schedule;
   plan.chunks = config_.chunks;
   plan.checkpoint = config_.checkpoint;
@@ -138,11 +141,9 @@ void Trainer::set_up_pipeline(torch::nn::Sequential full_model, int64_t stages) 
   auto sample = test_loader_->next();
   if (!sample) throw std::runtime_error("the test split is empty: no sample to plan the pipeline");
   const auto inputs = sample->inputs.to(device_);
-  const int64_t micro = std::max<int64_t>(1, config_.batch_size / config_.chunks);
   plan.balance = resolve_balance(config_.balance, stages, full_model,
-                                 inputs.slice(0, 0, std::min(micro, inputs.size(0))), *comm_);
-  plan.boundary_shapes = boundary_shapes(
-      full_model, inputs.slice(0, 0, std::min<int64_t>(2, inputs.size(0))), plan.balance);
+                                 measuring_example(inputs, config_), *comm_);
+  plan.boundary_shapes = boundary_shapes(full_model, shape_example(inputs), plan.balance);
   model_ = stage_blocks(full_model, plan.balance, plan.stage);
   first_block_ = plan.first_block();
   if (config_.replicas > 1) {
@@ -281,13 +282,17 @@ void Trainer::train_epoch(int64_t epoch) {
   const int64_t batches = train_loader_->batches_per_epoch();
   for (int64_t i = 0; i < batches && !done(); ++i) {
     // The step starts before the batch is asked for: waiting for it is data time.
+    step_started_ = std::chrono::steady_clock::now();
     if (options_.measure) timer_->begin_step();
     auto batch = train_loader_->next();
     if (!batch) throw std::logic_error("the loader ended its epoch early");
     step(std::move(*batch), epoch);
   }
-  // The last step's times are known only now.
+  // The last step's times are known only now; its wall time ends here, before evaluation.
   if (pending_) {
+    pending_->wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                  pending_->started)
+                            .count();
     if (auto times = timer_->take_last()) finish_step(*pending_, *times);
     pending_.reset();
   }
@@ -353,9 +358,12 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   if (!measure) return;
   timer_->end_step();
   if (pending_) {
+    pending_->wall_ms =
+        std::chrono::duration<double, std::milli>(step_started_ - pending_->started).count();
     if (auto times = timer_->take_previous()) finish_step(*pending_, *times);
   }
   PendingStep next;
+  next.started = step_started_;
   next.record.rank = options_.env.rank;
   next.record.epoch = epoch;
   next.record.step = global_step_;
@@ -386,7 +394,9 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   r.comm_ms = times[Phase::comm];
   r.optimizer_ms = times[Phase::optimizer];
   r.step_ms = times.step_ms;
-  r.samples_per_s = r.step_ms > 0 ? r.samples / (r.step_ms / 1000.0) : 0.0;
+  // Per second of wall time, start to start: what the job delivers with
+  // everything between the timed steps (records, bookkeeping) included.
+  r.samples_per_s = pending.wall_ms > 0 ? r.samples / (pending.wall_ms / 1000.0) : 0.0;
   if (r.stage >= 0) {
     r.busy_ms = r.forward_ms + r.backward_ms;
     r.idle_ms = std::max(0.0, r.step_ms - r.data_ms - r.optimizer_ms - r.busy_ms);
@@ -401,7 +411,7 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   r.comm_busy_ms = c.busy_ms;
   r.bytes_sent = c.bytes_sent;
   r.bytes_recv = c.bytes_recv;
-  r.comm_per_s = r.step_ms > 0 ? c.operations / (r.step_ms / 1000.0) : 0.0;
+  r.comm_per_s = pending.wall_ms > 0 ? c.operations / (pending.wall_ms / 1000.0) : 0.0;
   if (c.allreduce_ms > 0) {
     // nccl-tests: algbw = payload / time; busbw = algbw x 2(P-1)/P for all-reduce.
     const double p = static_cast<double>(c.allreduce_ranks);

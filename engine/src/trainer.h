@@ -30,6 +30,8 @@ class Trainer {
     torch::Tensor loss;  // undefined where this rank computes none
     CommStats comm;
     LinkStats link;
+    std::chrono::steady_clock::time_point started;  // when the step began, data included
+    double wall_ms = 0;  // from its start to the next step's (or to the epoch's end)
   };
 
   void set_up_pipeline(torch::nn::Sequential full_model, int64_t stages);
@@ -77,6 +79,7 @@ class Trainer {
   std::unique_ptr<Freezer> freezer_;
   std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
 
+  std::chrono::steady_clock::time_point step_started_;
   int64_t global_step_ = 0;
   int64_t total_steps_ = 0;
   std::optional<PendingStep> pending_;

@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "runtime/thread_pools.h"
 #include "torch_adapter.h"
 #include "trainer.h"
 
@@ -86,6 +87,8 @@ TrainResult train(const TrainOptions& options) {
           {"WORLD_SIZE: " + std::to_string(options.env.world_size) +
            " ranks from the environment, but the config's ranks_per_node x nodes is " +
            std::to_string(options.config.world_size())});
+    // Both compute pools sized before the first tensor operation.
+    set_compute_threads(threads_per_rank(options.config, usable_cores()));
     Trainer trainer(options);
     result = trainer.run();
   } catch (...) {
@@ -129,6 +132,9 @@ std::string summary_table(const ExperimentConfig& c, const TrainResult& r) {
   if (!r.message.empty()) row("message", r.message);
   row("model / dataset", std::string(name_of(c.model)) + " / " + std::string(name_of(c.dataset)));
   row("parameters", std::to_string(r.parameters));
+  if (!r.blas.empty())
+    row("threads", std::to_string(r.threads) + " intra-op, " + std::to_string(r.blas_threads) +
+                       " BLAS: " + r.blas);
   row("batch size", std::to_string(c.batch_size));
   row("steps / epochs", std::to_string(r.steps) + " / " + std::to_string(r.epochs));
   // A run that never finished an epoch, or never stepped, has no figures:

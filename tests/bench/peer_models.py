@@ -1,6 +1,9 @@
 """PyTorch's own definitions of the engine's models, block for block the same
-(kuangliu/pytorch-cifar ResNet18 and MobileNetV2, Flotilla's small CNN), so that
-benchmarks compare the same arithmetic."""
+(kuangliu/pytorch-cifar ResNet18 and MobileNetV2, Flotilla's small CNN, the
+RoBERTa-style Transformer encoder of engine/src/models/transformer_encoder.cpp),
+so that benchmarks compare the same arithmetic."""
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -57,11 +60,78 @@ class ResNet18(nn.Module):
         return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
 
 
-def build(name, shape, classes):
+class SelfAttention(nn.Module):
+    """engine/src/models/attention.cpp: one qkv projection, matmul attention."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        batch, length, dim = x.shape
+        head_dim = dim // self.heads
+        qkv = self.qkv(x).view(batch, length, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4)
+        q = qkv[0] * (1.0 / math.sqrt(head_dim))
+        weights = torch.softmax(q @ qkv[1].transpose(-2, -1), -1)
+        context = weights @ qkv[2]
+        return self.out(context.transpose(1, 2).reshape(batch, length, dim))
+
+
+class TokenEmbedding(nn.Module):
+    def __init__(self, vocab, hidden, max_positions):
+        super().__init__()
+        self.token = nn.Embedding(vocab, hidden)
+        self.position = nn.Embedding(max_positions, hidden)
+        self.token_type = nn.Embedding(1, hidden)  # RoBERTa keeps one token type
+        self.norm = nn.LayerNorm(hidden, eps=1e-5)
+
+    def forward(self, ids):
+        positions = torch.arange(2, 2 + ids.shape[1])  # RoBERTa counts positions from 2
+        return self.norm(self.token(ids) + self.position(positions) + self.token_type.weight[0])
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, hidden, heads, ffn):
+        super().__init__()
+        self.attention = SelfAttention(hidden, heads)
+        self.norm1 = nn.LayerNorm(hidden, eps=1e-5)
+        self.norm2 = nn.LayerNorm(hidden, eps=1e-5)
+        self.fc1 = nn.Linear(hidden, ffn)
+        self.fc2 = nn.Linear(ffn, hidden)
+
+    def forward(self, x):
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.fc2(F.gelu(self.fc1(x))))
+
+
+class ClassificationHead(nn.Module):
+    def __init__(self, hidden, classes):
+        super().__init__()
+        self.dense = nn.Linear(hidden, hidden)
+        self.out = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.dense(x[:, 0])))
+
+
+def transformer_encoder(vocab, hidden, layers, heads, ffn, max_positions, classes):
+    """The engine's block list: embedding, `layers` encoder layers, head."""
+    return nn.Sequential(TokenEmbedding(vocab, hidden, max_positions),
+                         *[EncoderLayer(hidden, heads, ffn) for _ in range(layers)],
+                         ClassificationHead(hidden, classes))
+
+
+def build(name, shape, classes, transformer=None):
     if name == "small_cnn":
         return SmallCNN(shape[0], shape[1], shape[2], classes)
     if name == "resnet18":
         return ResNet18(shape[0], classes)
+    if name == "transformer_encoder":
+        t = transformer
+        return transformer_encoder(t["vocab"], t["hidden"], t["layers"], t["heads"], t["ffn"],
+                                   t["max_positions"], classes)
     raise ValueError(f"no peer model for {name}")
 
 

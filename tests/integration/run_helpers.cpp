@@ -32,15 +32,39 @@ TrainRun run_train(const TempDir& dir, const std::string& config_text, const std
   return run;
 }
 
-TrainRun run_train_ranks(const TempDir& dir, const std::string& config_text, int ranks) {
+TrainRun run_plan(const TempDir& dir, const std::string& config_text, const std::string& args,
+                  bool from_stdin) {
+  const auto config = dir.write("plan.yaml", config_text);
+  const auto out = dir.path() / "plan.json";
+  const auto err = dir.path() / "plan-stderr.txt";
+  const std::string input =
+      from_stdin ? "- < '" + config.string() + "'" : "'" + config.string() + "'";
+  const std::string command = "'" FLOTILLA_TRAIN_BINARY "' --plan " + args + " --config " + input +
+                              " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(("/bin/bash -c \"" + command + "\"").c_str());
+  TrainRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const auto read = [](const fs::path& file) {
+    std::ifstream in(file);
+    std::stringstream content;
+    content << in.rdbuf();
+    return content.str();
+  };
+  run.stderr_text = read(err);
+  run.stdout_text = read(out);
+  return run;
+}
+
+TrainRun run_train_ranks(const TempDir& dir, const std::string& config_text, int ranks,
+                         const std::string& args) {
   const auto config = dir.write("run.yaml", config_text);
   const auto err = dir.path() / "stderr.txt";
   std::string script = "export WORLD_SIZE=" + std::to_string(ranks) +
                        " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_tcp_port()) +
                        "\nstatus=0\npids=\n";
   for (int rank = 0; rank < ranks; ++rank)
-    script += "RANK=" + std::to_string(rank) + " '" FLOTILLA_TRAIN_BINARY "' --config '" +
-              config.string() + "' --records '" +
+    script += "RANK=" + std::to_string(rank) + " '" FLOTILLA_TRAIN_BINARY "' " + args +
+              " --config '" + config.string() + "' --records '" +
               (dir.path() / ("records-" + std::to_string(rank) + ".jsonl")).string() + "' 2>>'" +
               err.string() + "' &\npids=\"$pids $!\"\n";
   script += "for p in $pids; do wait $p || status=$?; done\nexit $status\n";

@@ -14,6 +14,7 @@ namespace flotilla::testing {
 struct TrainRun {
   int exit_code = -1;
   std::string stderr_text;
+  std::string stdout_text;              // run_plan only
   std::vector<nlohmann::json> records;  // what it wrote, in order
 };
 
@@ -22,8 +23,14 @@ struct TrainRun {
 TrainRun run_train(const TempDir& dir, const std::string& config_text,
                    const std::string& prefix = "");
 // Runs `ranks` flotilla-train processes of one run on 127.0.0.1 (torchrun's
-// variables, a free port); the records of every rank, rank by rank.
-TrainRun run_train_ranks(const TempDir& dir, const std::string& config_text, int ranks);
+// variables, a free port), `args` added to each command line; the records of
+// every rank, rank by rank.
+TrainRun run_train_ranks(const TempDir& dir, const std::string& config_text, int ranks,
+                         const std::string& args = "");
+// flotilla-train --plan on `config_text` (from a file, or piped into
+// --config - when `from_stdin`), `args` added; the plan is stdout_text.
+TrainRun run_plan(const TempDir& dir, const std::string& config_text, const std::string& args = "",
+                  bool from_stdin = false);
 std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records,
                                     const std::string& type);
 

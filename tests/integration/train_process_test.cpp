@@ -44,9 +44,22 @@ void expect_step_records_complete(const std::vector<nlohmann::json>& steps, int6
     EXPECT_LE(parts, step + 1e-6);
     EXPECT_GE(parts, 0.97 * step) << s;
     EXPECT_GT(s["mem_alloc"].get<int64_t>(), 0);
-    EXPECT_NEAR(s["samples_per_s"].get<double>(), s["samples"].get<double>() / (step / 1000),
-                1e-6 * s["samples_per_s"].get<double>());
+    // samples_per_s comes from the wall time from this step's start to the
+    // next one's, which holds the timed step and what follows it.
+    const double wall_ms = 1000 * s["samples"].get<double>() / s["samples_per_s"].get<double>();
+    EXPECT_GE(wall_ms, step * (1 - 1e-9)) << s;
   }
+}
+
+// The wall times behind each step's samples_per_s tile the epoch: their sum
+// is the epoch's training time but for the loader's start and the last record.
+void expect_wall_times_tile_the_epoch(const std::vector<nlohmann::json>& records) {
+  double wall_s = 0;
+  for (const auto& s : of_type(records, "step"))
+    wall_s += s["samples"].get<double>() / s["samples_per_s"].get<double>();
+  const double epoch_s = of_type(records, "epoch").at(0)["epoch_s"];
+  EXPECT_LE(wall_s, epoch_s);
+  EXPECT_GE(wall_s, 0.9 * epoch_s) << "steps' wall times " << wall_s << " s, epoch " << epoch_s;
 }
 
 TEST(TrainProcess, FashionMnistShortRunLearns) {
@@ -71,6 +84,7 @@ threads: 2
   ASSERT_EQ(records.front()["type"], "start");
   EXPECT_EQ(records.front()["parameters"], 421642);
   expect_step_records_complete(of_type(records, "step"), 300);
+  expect_wall_times_tile_the_epoch(records);
   const auto epochs = of_type(records, "epoch");
   ASSERT_EQ(epochs.size(), 1u);
   EXPECT_GE(epochs[0]["acc_test"].get<double>(), 0.80);

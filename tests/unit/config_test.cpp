@@ -96,6 +96,9 @@ const BadConfig kBadConfigs[] = {
     {"strategy: pipeline",
      "strategy: \"pipeline\" needs at least 2 stages per pipeline, got 1 (1 "
      "ranks / 1 replicas)"},
+    {"strategy: pipeline\nranks_per_node: 5",
+     "strategy: \"pipeline\" cuts model \"small_cnn\" at its block boundaries into 4 stages at "
+     "most, got 5 (5 ranks / 1 replicas)"},
     {"strategy: pipeline_ddp\nranks_per_node: 3\nreplicas: 2",
      "replicas: must divide the 3 ranks (ranks_per_node x nodes), got 2"},
     {"ranks_per_node: 2",
@@ -124,7 +127,8 @@ const BadConfig kBadConfigs[] = {
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
     {"device: tpu", "device: unknown value \"tpu\"; allowed: cpu, cuda"},
     {"seed: -1", "seed: expected a non-negative integer, got -1"},
-    {"threads: -2", "threads: must be 0 (LibTorch's default) or positive, got -2"},
+    {"threads: -2",
+     "threads: must be 0 (the node's cores shared among its ranks) or positive, got -2"},
     {"synthetic: {shape: [3, 0, 32]}",
      "synthetic.shape: must be [channels, height, width] or [length] with positive sizes, got [3, "
      "0, 32]"},

@@ -73,8 +73,14 @@ void check_pipeline(const ExperimentConfig& c, Checker& check) {
                               " needs at least 2 stages per pipeline, got " +
                               std::to_string(stages) + " (" + std::to_string(world) + " ranks / " +
                               std::to_string(c.replicas) + " replicas)");
-  if (c.balance.empty()) return;
   const int64_t blocks = model_block_count(c);
+  if (stages > blocks)
+    check.add("strategy", in_quotes(name_of(c.strategy)) + " cuts model " +
+                              in_quotes(name_of(c.model)) + " at its block boundaries into " +
+                              std::to_string(blocks) + " stages at most, got " +
+                              std::to_string(stages) + " (" + std::to_string(world) + " ranks / " +
+                              std::to_string(c.replicas) + " replicas)");
+  if (c.balance.empty()) return;
   int64_t sum = 0;
   for (int64_t b : c.balance) sum += b;
   if (std::any_of(c.balance.begin(), c.balance.end(), [](int64_t b) { return b < 1; }))
@@ -267,7 +273,7 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   if (!(c.bucket_mb > 0) || c.bucket_mb > 4096)
     check.add("bucket_mb",
               "must be above 0 and at most 4096 (MiB), got " + detail::describe(c.bucket_mb));
-  check.at_least_zero("threads", c.threads, "LibTorch's default");
+  check.at_least_zero("threads", c.threads, "the node's cores shared among its ranks");
   check.positive("ranks_per_node", c.ranks_per_node);
   check.positive("chunks", c.chunks);
   if (c.nodes.empty()) check.add("nodes", "needs at least one node name");

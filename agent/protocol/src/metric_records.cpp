@@ -38,6 +38,8 @@ std::string to_line(const Start& r) {
               {"balance", r.balance},
               {"steps_per_epoch", r.steps_per_epoch},
               {"threads", r.threads},
+              {"blas", r.blas},
+              {"blas_threads", r.blas_threads},
               {"torch_version", r.torch_version}}
       .dump();
 }
@@ -98,6 +100,20 @@ std::string to_line(const End& r) {
               {"epochs", r.epochs},
               {"elapsed_s", r.elapsed_s},
               {"wall_time", r.wall_time}}
+      .dump();
+}
+
+std::string to_line(const Bench& r) {
+  return json{{"type", "bench"},
+              {"rank", r.rank},
+              {"op", r.op},
+              {"bytes", r.bytes},
+              {"elements", r.elements},
+              {"iterations", r.iterations},
+              {"time_us", r.time_us},
+              {"algbw_gbps", r.algbw_gbps},
+              {"busbw_gbps", r.busbw_gbps},
+              {"ranks", r.ranks}}
       .dump();
 }
 

@@ -14,20 +14,12 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, Communic
       bucket_of_(parameters_.size()),
       ready_(parameters_.size(), 0),
       self_(std::make_shared<std::atomic<GradientBuckets*>>(this)) {
-  int64_t filled = 0;
-  for (size_t i = parameters_.size(); i-- > 0;) {
-    const int64_t bytes = parameters_[i].numel() * parameters_[i].element_size();
-    // As PyTorch's DDP: the first bucket (the last layers, ready first) is
-    // small, so that communication starts early in backward.
-    const int64_t cap =
-        buckets_.size() == 1 ? std::min(bucket_bytes, kFirstBucketBytes) : bucket_bytes;
-    if (buckets_.empty() || (filled > 0 && filled + bytes > cap)) {
-      buckets_.emplace_back();
-      filled = 0;
-    }
-    buckets_.back().parameters.push_back(i);
-    bucket_of_[i] = buckets_.size() - 1;
-    filled += bytes;
+  std::vector<int64_t> bytes;
+  for (const auto& p : parameters_) bytes.push_back(p.numel() * p.element_size());
+  for (auto& members : assign(bytes, bucket_bytes)) {
+    buckets_.emplace_back();
+    for (size_t i : members) bucket_of_[i] = buckets_.size() - 1;
+    buckets_.back().parameters = std::move(members);
   }
   for (auto& bucket : buckets_) bucket.waiting = bucket.parameters.size();
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -43,6 +35,26 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, Communic
             }));
     hooks_.push_back({std::move(accumulator), key});
   }
+}
+
+std::vector<std::vector<size_t>> GradientBuckets::assign(
+    const std::vector<int64_t>& parameter_bytes, int64_t bucket_bytes) {
+  std::vector<std::vector<size_t>> buckets;
+  int64_t filled = 0;
+  for (size_t i = parameter_bytes.size(); i-- > 0;) {
+    const int64_t bytes = parameter_bytes[i];
+    // As PyTorch's DDP: the first bucket (the last layers, ready first) is
+    // small, so that communication starts early in backward.
+    const int64_t cap =
+        buckets.size() == 1 ? std::min(bucket_bytes, kFirstBucketBytes) : bucket_bytes;
+    if (buckets.empty() || (filled > 0 && filled + bytes > cap)) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(i);
+    filled += bytes;
+  }
+  return buckets;
 }
 
 GradientBuckets::~GradientBuckets() {

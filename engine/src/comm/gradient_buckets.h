@@ -31,6 +31,12 @@ class GradientBuckets {
   // torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES.
   static constexpr int64_t kFirstBucketBytes = 1024 * 1024;
 
+  // Which parameters (by index, of `parameter_bytes`) go into each bucket, in
+  // launch order: reverse parameter order, a bucket closed when the next
+  // parameter would take it past `bucket_bytes` (the first past 1 MiB).
+  static std::vector<std::vector<size_t>> assign(const std::vector<int64_t>& parameter_bytes,
+                                                 int64_t bucket_bytes);
+
   // `parameters`: those that train (frozen ones are left out of all-reduce).
   GradientBuckets(std::vector<torch::Tensor> parameters, Communicator& comm,
                   int64_t bucket_bytes = kDefaultBucketBytes);

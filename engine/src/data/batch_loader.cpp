@@ -1,9 +1,21 @@
 #include "batch_loader.h"
 
+#include <ATen/Parallel.h>
+
 #include <numeric>
 #include <random>
 
 namespace flotilla::data {
+
+LoaderOptions training_loader_options(const ExperimentConfig& config, int64_t replica,
+                                      int64_t replicas, bool augment) {
+  return {config.batch_size, replica, replicas, config.seed, true, augment};
+}
+
+LoaderOptions evaluation_loader_options(const ExperimentConfig& config, int64_t replica,
+                                        int64_t replicas) {
+  return {std::max<int64_t>(config.batch_size, 500), replica, replicas, config.seed, false, false};
+}
 
 BatchLoader::BatchLoader(const Split& split, Normalization normalization, LoaderOptions options)
     : split_(split), normalization_(std::move(normalization)), options_(options) {
@@ -60,6 +72,9 @@ void BatchLoader::start_epoch(int64_t epoch) {
 }
 
 void BatchLoader::produce(int64_t epoch) {
+  // A new thread starts with OpenMP's default team size (every core), not the
+  // rank's: take the rank's, so that batching never adds a pool of its own.
+  at::init_num_threads();
   try {
     const auto shard = shard_indices(epoch);
     std::mt19937_64 rng(options_.seed ^ (static_cast<uint64_t>(options_.rank) << 32) ^

@@ -31,6 +31,14 @@ struct LoaderOptions {
   int64_t prefetch = 3;  // batches built ahead
 };
 
+// What a rank of `replicas` data-parallel replicas loads, as replica `replica`:
+// its shuffled shard of the training split in batches of batch_size, and of
+// the test split in batches of at least 500, in order.
+LoaderOptions training_loader_options(const ExperimentConfig& config, int64_t replica,
+                                      int64_t replicas, bool augment);
+LoaderOptions evaluation_loader_options(const ExperimentConfig& config, int64_t replica,
+                                        int64_t replicas);
+
 class BatchLoader {
  public:
   BatchLoader(const Split& split, Normalization normalization, LoaderOptions options);

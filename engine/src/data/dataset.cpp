@@ -68,6 +68,21 @@ Split synthetic_token_split(const SyntheticConfig& s, int64_t samples, uint64_t 
 
 }  // namespace
 
+DataShape expected_shape(const ExperimentConfig& c) {
+  switch (c.dataset) {
+    case DatasetKind::fashion_mnist:
+    case DatasetKind::mnist:
+      return {{1, 28, 28}, 10};
+    case DatasetKind::cifar10:
+      return {{3, 32, 32}, 10};
+    case DatasetKind::cifar100:
+      return {{3, 32, 32}, 100};
+    case DatasetKind::synthetic:
+      break;
+  }
+  return {c.synthetic.shape, c.synthetic.classes, c.synthetic.vocab};
+}
+
 Dataset load_dataset(const ExperimentConfig& c) {
   if (auto missing = missing_data_files(c); !missing.empty()) throw ConfigError(missing);
   const auto files = data_files(c);
@@ -84,7 +99,7 @@ Dataset load_dataset(const ExperimentConfig& c) {
     case DatasetKind::cifar10:
       d.train = cifar_split(files.train, 1);
       d.test = cifar_split(files.test, 1);
-      d.shape = {{3, 32, 32}, 10};
+      d.shape = expected_shape(c);
       // Mean and deviation as the seed studies normalise.
       d.normalization = {{0.4914, 0.4822, 0.4465}, {0.2023, 0.1994, 0.2010}};
       d.augment = c.augment;
@@ -92,7 +107,7 @@ Dataset load_dataset(const ExperimentConfig& c) {
     case DatasetKind::cifar100:  // two label bytes: coarse, then the fine label used
       d.train = cifar_split(files.train, 2);
       d.test = cifar_split(files.test, 2);
-      d.shape = {{3, 32, 32}, 100};
+      d.shape = expected_shape(c);
       d.normalization = {{0.5071, 0.4865, 0.4409}, {0.2673, 0.2564, 0.2762}};
       d.augment = c.augment;
       break;
@@ -105,7 +120,7 @@ Dataset load_dataset(const ExperimentConfig& c) {
         d.train = synthetic_split(c.synthetic, c.synthetic.train_samples, c.seed);
         d.test = synthetic_split(c.synthetic, c.synthetic.test_samples, c.seed + 1);
       }
-      d.shape = {c.synthetic.shape, c.synthetic.classes, c.synthetic.vocab};
+      d.shape = expected_shape(c);
       break;
   }
   const int64_t max_label = d.train.labels.max().item<int64_t>();

@@ -29,6 +29,12 @@ struct Dataset {
   bool augment = false;  // random crop with padding 4 and horizontal flip
 };
 
+// The sample shape and classes of the config's data set, without reading it:
+// what models are built for before (or without) the data. IDX images are
+// taken as 28x28, as the config's validator takes them; load_dataset reads
+// the files' own size.
+DataShape expected_shape(const ExperimentConfig& config);
+
 // Loads what the config names; throws std::runtime_error naming a missing or bad file.
 Dataset load_dataset(const ExperimentConfig& config);
 

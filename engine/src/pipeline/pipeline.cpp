@@ -59,14 +59,12 @@ std::vector<int64_t> Pipeline::shape_at(int64_t boundary, int64_t batch) const {
 Pipeline::StepOutput Pipeline::train_step(const torch::Tensor& inputs, const torch::Tensor& targets,
                                           int64_t batch_size, GradientBuckets* buckets,
                                           PhaseTimer* timer) {
-  const int64_t count = std::min(plan_.chunks, batch_size);
+  // tensor_split's sizes: they differ by at most one, and every stage computes them alike.
+  const auto sizes = micro_batch_sizes(batch_size, plan_.chunks);
+  const auto count = static_cast<int64_t>(sizes.size());
   std::vector<MicroBatch> micro(count);
-  std::vector<int64_t> sizes(count);
-  for (int64_t i = 0; i < count; ++i) {
-    // tensor_split's sizes: they differ by at most one, and every stage computes them alike.
-    sizes[i] = batch_size / count + (i < batch_size % count ? 1 : 0);
+  for (int64_t i = 0; i < count; ++i)
     micro[i].weight = static_cast<double>(sizes[i]) / static_cast<double>(batch_size);
-  }
   if (plan_.is_first()) {
     auto parts = inputs.to(device_, /*non_blocking=*/true).tensor_split(count);
     for (int64_t i = 0; i < count; ++i) micro[i].input = parts[i];

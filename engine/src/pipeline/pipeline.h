@@ -33,6 +33,10 @@ struct PipelinePlan {
   int64_t end_block() const;
   bool is_first() const { return stage == 0; }
   bool is_last() const { return stage == stages - 1; }
+  // With the whole model's first `frozen` blocks frozen: whether this stage's
+  // input needs a gradient (some block before it still trains), which is then
+  // sent back across the boundary before it.
+  bool input_needs_grad(int64_t frozen) const { return !is_first() && frozen < first_block(); }
 };
 
 // What passed through this stage's codec since the last take.
@@ -82,7 +86,7 @@ class Pipeline {
   torch::Tensor run_blocks(const torch::Tensor& input, const MicroBatch& micro,
                            torch::Tensor* correct);
   // This stage's input needs a gradient: some block before it still trains.
-  bool input_needs_grad() const { return !plan_.is_first() && frozen_ < plan_.first_block(); }
+  bool input_needs_grad() const { return plan_.input_needs_grad(frozen_); }
   bool trains() const { return frozen_ < plan_.end_block(); }
 
   void send(torch::Tensor tensor, int64_t to, int tag);

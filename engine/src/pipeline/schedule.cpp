@@ -34,6 +34,13 @@ int64_t peak_live_micro_batches(const std::vector<PipelineOp>& ops) {
   return peak;
 }
 
+std::vector<int64_t> micro_batch_sizes(int64_t batch, int64_t chunks) {
+  const int64_t count = std::max<int64_t>(1, std::min(chunks, batch));
+  std::vector<int64_t> sizes(count);
+  for (int64_t i = 0; i < count; ++i) sizes[i] = batch / count + (i < batch % count ? 1 : 0);
+  return sizes;
+}
+
 double bubble_fraction(int64_t stages, int64_t micro_batches) {
   return static_cast<double>(stages - 1) / static_cast<double>(micro_batches + stages - 1);
 }

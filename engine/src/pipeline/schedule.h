@@ -28,6 +28,10 @@ std::vector<PipelineOp> stage_schedule(Schedule schedule, int64_t stages, int64_
 // Most micro-batches whose activations a schedule keeps alive at once.
 int64_t peak_live_micro_batches(const std::vector<PipelineOp>& ops);
 
+// The sizes of a batch's micro-batches: min(chunks, batch) of them, differing
+// by at most one, larger first (torch.tensor_split's cut).
+std::vector<int64_t> micro_batch_sizes(int64_t batch, int64_t chunks);
+
 // GPipe's idle fraction of a step, (p - 1) / (m + p - 1).
 double bubble_fraction(int64_t stages, int64_t micro_batches);
 

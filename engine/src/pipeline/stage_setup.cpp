@@ -11,6 +11,15 @@ torch::nn::AnyModule& block(torch::nn::Sequential model, int64_t index) {
 }
 }  // namespace
 
+torch::Tensor measuring_example(const torch::Tensor& samples, const ExperimentConfig& config) {
+  const int64_t micro = std::max<int64_t>(1, config.batch_size / config.chunks);
+  return samples.slice(0, 0, std::min(micro, samples.size(0)));
+}
+
+torch::Tensor shape_example(const torch::Tensor& samples) {
+  return samples.slice(0, 0, 1);
+}
+
 std::vector<double> measure_block_ms(torch::nn::Sequential& model, const torch::Tensor& example) {
   constexpr int kRepeats = 3;
   const bool was_training = model->is_training();
@@ -40,13 +49,21 @@ std::vector<double> measure_block_ms(torch::nn::Sequential& model, const torch::
   return ms;
 }
 
+std::vector<int64_t> measured_balance(torch::nn::Sequential& model, const torch::Tensor& example,
+                                      int64_t stages, std::vector<double>* block_ms) {
+  auto ms = measure_block_ms(model, example);
+  auto balance = balance_by_cost(ms, stages);
+  if (block_ms) *block_ms = std::move(ms);
+  return balance;
+}
+
 std::vector<int64_t> resolve_balance(std::vector<int64_t> balance, int64_t stages,
                                      torch::nn::Sequential& model, const torch::Tensor& example,
                                      Communicator& comm) {
   if (!balance.empty()) return balance;
   auto shared = torch::zeros({stages}, torch::kInt64);
   if (comm.rank() == 0) {
-    const auto cut = balance_by_cost(measure_block_ms(model, example), stages);
+    const auto cut = measured_balance(model, example, stages);
     for (int64_t s = 0; s < stages; ++s) shared[s] = cut[s];
   }
   // Gloo broadcasts CPU tensors, NCCL device ones.

@@ -8,15 +8,28 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "flotilla/protocol/experiment_config.h"
 
 namespace flotilla {
+
+// From the first evaluation batch (`samples`): what rank 0 times each block
+// on, one micro-batch of batch_size / chunks samples; and what the boundary
+// shapes are found with, one sample.
+torch::Tensor measuring_example(const torch::Tensor& samples, const ExperimentConfig& config);
+torch::Tensor shape_example(const torch::Tensor& samples);
 
 // Forward + backward milliseconds of each block on `example` (eval mode, so
 // that batch statistics are left alone), the median of a few repetitions.
 std::vector<double> measure_block_ms(torch::nn::Sequential& model, const torch::Tensor& example);
 
-// `balance` when given, else rank 0's measurement cut by balance_by_cost and
-// broadcast, so that every rank cuts alike.
+// The cut that minimises the slowest stage of measure_block_ms's times: what
+// rank 0 computes when no balance is given.
+// `block_ms`, when given, receives the times it was cut by.
+std::vector<int64_t> measured_balance(torch::nn::Sequential& model, const torch::Tensor& example,
+                                      int64_t stages, std::vector<double>* block_ms = nullptr);
+
+// `balance` when given, else rank 0's measured_balance, broadcast so that
+// every rank cuts alike.
 std::vector<int64_t> resolve_balance(std::vector<int64_t> balance, int64_t stages,
                                      torch::nn::Sequential& model, const torch::Tensor& example,
                                      Communicator& comm);

@@ -67,6 +67,9 @@ struct TrainResult {
   // The run's throughput (flotilla/protocol/run_metrics.h: the median of
   // the job's samples/s after warm-up); 0 without steps.
   double samples_per_s = 0;
+  int64_t threads = 0;       // LibTorch's intra-op pool
+  int64_t blas_threads = 0;  // the BLAS library's pool
+  std::string blas;          // which BLAS library, as found at run time
   // Mean per-step phases over measured steps (first excluded).
   double data_ms = 0, forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0, step_ms = 0;
 };

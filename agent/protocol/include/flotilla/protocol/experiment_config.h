@@ -121,7 +121,7 @@ struct ExperimentConfig {
   CompressionConfig compression;
   DeviceKind device = DeviceKind::cpu;
   uint64_t seed = 0;
-  int64_t threads = 0;  // 0: LibTorch's default
+  int64_t threads = 0;  // per rank: LibTorch's and the BLAS pools; 0: the node's share
   double dropout = 0.0;
 
   int64_t world_size() const { return ranks_per_node * static_cast<int64_t>(nodes.size()); }

@@ -27,7 +27,9 @@ struct Start {
   // Pipelines: blocks per stage, as given or as measured, and this rank's stage.
   std::vector<int64_t> balance;
   int64_t steps_per_epoch = 0;
-  int64_t threads = 0;
+  int64_t threads = 0;       // LibTorch's intra-op pool
+  std::string blas;          // the BLAS library behind libblas.so.3, as found at run time
+  int64_t blas_threads = 0;  // its pool (1: single-threaded)
   std::string torch_version;
 };
 
@@ -92,9 +94,24 @@ struct End {
   double wall_time = 0;  // seconds since the Unix epoch when the outcome was decided
 };
 
+// One message size of an all-reduce sweep (flotilla-train --allreduce-bench),
+// as nccl-tests defines its columns.
+struct Bench {
+  int64_t rank = 0;
+  std::string op = "allreduce";
+  int64_t bytes = 0;     // payload of one operation
+  int64_t elements = 0;  // float32 values: bytes / 4
+  int64_t iterations = 0;
+  double time_us = 0;     // mean per operation, averaged over the ranks
+  double algbw_gbps = 0;  // bytes / time, GB/s (1e9 bytes)
+  double busbw_gbps = 0;  // algbw x 2(P-1)/P
+  int64_t ranks = 1;      // P
+};
+
 std::string to_line(const Start& r);
 std::string to_line(const Step& r);
 std::string to_line(const Epoch& r);
 std::string to_line(const End& r);
+std::string to_line(const Bench& r);
 
 }  // namespace flotilla::records

@@ -1,0 +1,27 @@
+#pragma once
+// The numbers of a run before it starts, for the window's plan preview and
+// for anyone deciding a layout: the model's blocks and parameters, how they
+// are cut into pipeline stages, which rank is which stage of which replica
+// on which node, the bytes a step all-reduces and sends across each pipeline
+// boundary. Computed by the engine's own functions on the model it would
+// build; docs/plan.md describes every field. Free of LibTorch headers.
+
+#include <string>
+
+#include "flotilla/protocol/experiment_config.h"
+
+namespace flotilla {
+
+struct PlanOptions {
+  // Without a balance in the config, measure it as the engine's rank 0 does
+  // at start (random initialisation, the data set's first evaluation batch,
+  // forward and backward of every block); otherwise it is estimated.
+  bool measure = false;
+};
+
+// The plan as one JSON document. Throws ConfigError for what the engine
+// refuses (a model that cannot take the data, --measure on a missing GPU or
+// data set), std::runtime_error for other failures.
+std::string plan_json(const ExperimentConfig& config, const PlanOptions& options = {});
+
+}  // namespace flotilla

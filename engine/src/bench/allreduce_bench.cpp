@@ -1,0 +1,201 @@
+#include "flotilla/engine/allreduce_bench.h"
+
+#include <torch/torch.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+
+#include "comm/communicator.h"
+#include "flotilla/protocol/numbers.h"
+#include "runtime/thread_pools.h"
+#include "torch_adapter.h"
+
+namespace flotilla {
+namespace {
+
+constexpr int64_t kElementBytes = sizeof(float);
+
+std::vector<int64_t> message_sizes(const AllreduceBenchOptions& o) {
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step_factor)
+    sizes.push_back(bytes);
+  return sizes;
+}
+
+double seconds_since_epoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+void print_header(std::ostream& out, const AllreduceBenchOptions& o, const std::string& backend) {
+  out << "all-reduce of float32 over " << o.env.world_size << " ranks (" << backend << "), "
+      << o.iterations << " iterations after " << o.warmup << " warm-up, time averaged over ranks\n"
+      << std::setw(12) << "bytes" << std::setw(12) << "elements" << std::setw(12) << "time_us"
+      << std::setw(13) << "algbw_GB/s" << std::setw(13) << "busbw_GB/s"
+      << "\n";
+}
+
+void print_row(std::ostream& out, const records::Bench& r) {
+  out << std::setw(12) << r.bytes << std::setw(12) << r.elements << std::setw(12)
+      << format_fixed(r.time_us, 1) << std::setw(13) << format_fixed(r.algbw_gbps, 3)
+      << std::setw(13) << format_fixed(r.busbw_gbps, 3) << "\n"
+      << std::flush;
+}
+
+// One size: `warmup` untimed, then `iterations` back to back; the mean per
+// operation on this rank, in microseconds. On CUDA the operations queue on
+// NCCL's stream and the clock stops once the device has run them all.
+double time_allreduce(Communicator& comm, torch::Tensor message, const AllreduceBenchOptions& o) {
+  std::vector<torch::Tensor> one{std::move(message)};
+  for (int64_t i = 0; i < o.warmup; ++i) comm.allreduce_sum(one);
+  synchronize(one[0].device());
+  comm.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < o.iterations; ++i) comm.allreduce_sum(one);
+  synchronize(one[0].device());
+  const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+  return took.count() / static_cast<double>(o.iterations);
+}
+
+// nccl-tests report the time averaged over the ranks.
+double mean_over_ranks(Communicator& comm, double value, const torch::Device& device) {
+  std::vector<torch::Tensor> message{
+      torch::full({1}, value, torch::TensorOptions().dtype(torch::kFloat64).device(device))};
+  Communicator::Uncounted bookkeeping(comm);
+  comm.allreduce_sum(message);
+  return message[0].item<double>() / static_cast<double>(comm.size());
+}
+
+AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
+  const auto& c = o.config;
+  if (auto problems = unsupported_features(c); !problems.empty()) throw ConfigError(problems);
+  if (o.env.world_size != c.world_size())
+    throw ConfigError({"WORLD_SIZE: " + std::to_string(o.env.world_size) +
+                       " ranks from the environment, but the config's ranks_per_node x nodes is " +
+                       std::to_string(c.world_size())});
+  set_compute_threads(threads_per_rank(c, usable_cores()));
+  const bool cuda = c.device == DeviceKind::cuda;
+  const torch::Device device =
+      cuda ? torch::Device(torch::kCUDA, o.env.local_rank) : torch::Device(torch::kCPU);
+  auto comm = Communicator::connect(o.env, cuda, std::chrono::minutes(5));
+  const auto sizes = message_sizes(o);
+
+  if (o.sink) {
+    records::Start start;
+    start.rank = o.env.rank;
+    start.world_size = o.env.world_size;
+    start.device = device.str();
+    start.steps_per_epoch = static_cast<int64_t>(sizes.size());
+    start.threads = torch::get_num_threads();
+    start.blas = blas_info().name;
+    start.blas_threads = blas_threads();
+    start.torch_version = torch_version();
+    o.sink->write(records::to_line(start));
+  }
+  std::ostream* table = o.env.rank == 0 ? o.table : nullptr;
+  if (table) print_header(*table, o, cuda ? "NCCL, cuda" : "Gloo, cpu");
+
+  // Zeros stay zeros however often they are summed: no overflow to inf
+  // across hundreds of operations on the same buffer.
+  auto buffer = torch::zeros({sizes.back() / kElementBytes},
+                             torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  const double p = static_cast<double>(o.env.world_size);
+  AllreduceBenchResult result;
+  for (int64_t bytes : sizes) {
+    records::Bench r;
+    r.rank = o.env.rank;
+    r.bytes = bytes;
+    r.elements = bytes / kElementBytes;
+    r.iterations = o.iterations;
+    r.ranks = o.env.world_size;
+    r.time_us =
+        mean_over_ranks(*comm, time_allreduce(*comm, buffer.narrow(0, 0, r.elements), o), device);
+    r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
+    r.busbw_gbps = r.algbw_gbps * 2.0 * (p - 1.0) / p;
+    if (o.sink) o.sink->write(records::to_line(r));
+    if (table) print_row(*table, r);
+    ++result.sizes;
+  }
+  return result;
+}
+
+}  // namespace
+
+std::optional<int64_t> parse_byte_size(const std::string& text) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [rest, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || value < 0) return std::nullopt;
+  int shift = 0;
+  if (rest != end) {
+    if (rest + 1 != end) return std::nullopt;
+    switch (*rest) {
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        return std::nullopt;
+    }
+  }
+  if (value > (int64_t{1} << (62 - shift))) return std::nullopt;
+  return value << shift;
+}
+
+std::vector<std::string> allreduce_bench_problems(const AllreduceBenchOptions& o) {
+  std::vector<std::string> problems;
+  const auto bytes = [](int64_t b) { return std::to_string(b) + " bytes"; };
+  if (o.min_bytes < kElementBytes || o.min_bytes % kElementBytes != 0)
+    problems.push_back("--min-bytes: must be a positive multiple of 4 (float32 values), got " +
+                       bytes(o.min_bytes));
+  if (o.max_bytes < o.min_bytes)
+    problems.push_back("--max-bytes: must be at least --min-bytes (" + bytes(o.min_bytes) +
+                       "), got " + bytes(o.max_bytes));
+  if (o.max_bytes > int64_t{1} << 34)
+    problems.push_back("--max-bytes: at most 16G, got " + bytes(o.max_bytes));
+  if (o.step_factor != 2 && o.step_factor != 4)
+    problems.push_back("--step-factor: must be 2 or 4, got " + std::to_string(o.step_factor));
+  if (o.iterations < 1)
+    problems.push_back("--iterations: must be at least 1, got " + std::to_string(o.iterations));
+  if (o.warmup < 0)
+    problems.push_back("--warmup: must be 0 or more, got " + std::to_string(o.warmup));
+  return problems;
+}
+
+AllreduceBenchResult run_allreduce_bench(const AllreduceBenchOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  AllreduceBenchResult result;
+  try {
+    if (auto problems = allreduce_bench_problems(options); !problems.empty())
+      throw ConfigError(problems);
+    result = sweep(options);
+  } catch (...) {
+    const auto error = std::current_exception();
+    result.outcome = is_out_of_memory(error) ? records::Outcome::oom : records::Outcome::failed;
+    result.message = error_message(error);
+  }
+  if (options.sink) {
+    records::End end;
+    end.rank = options.env.rank;
+    end.outcome = result.outcome;
+    end.message = result.message;
+    end.steps = result.sizes;
+    end.elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    end.wall_time = seconds_since_epoch();
+    options.sink->write(records::to_line(end));
+  }
+  return result;
+}
+
+}  // namespace flotilla

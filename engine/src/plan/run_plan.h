@@ -1,0 +1,88 @@
+#pragma once
+// The plan of a run (see flotilla/engine/plan.h) as data, computed with the
+// functions the training ranks use: the model factory, stage cutting and
+// boundary shapes, gradient bucketing, the codec's payload size, freezing
+// and the protocol's rank placement.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flotilla/engine/plan.h"
+#include "flotilla/protocol/rank_placement.h"
+
+namespace flotilla {
+
+struct BlockPlan {
+  int64_t index = 0;
+  std::string name;  // as the model names it ("stem", "layer1_0", "head")
+  std::string kind;  // its module class ("ConvBnRelu", "EncoderLayer")
+  int64_t parameters = 0;
+  int64_t trainable = 0;  // parameters that train at the first step (freezing leaves some out)
+};
+
+// All-reduce of one stage's gradients among its replicas (ddp: the whole model's among every rank).
+struct AllreducePlan {
+  int64_t ranks = 0;                  // P, the group's size
+  std::vector<int64_t> bucket_bytes;  // in launch order
+  int64_t bytes_per_step = 0;         // what a step record reports (4 x trainable parameters)
+};
+
+struct StagePlan {
+  int64_t stage = 0;
+  int64_t first_block = 0;
+  int64_t blocks = 0;
+  int64_t parameters = 0;
+  int64_t trainable = 0;
+  std::optional<AllreducePlan> allreduce;
+  // What each rank of this stage records per full step as bytes_sent and
+  // bytes_recv: point-to-point payloads of every micro-batch plus all-reduces.
+  int64_t bytes_sent_per_step = 0;
+  int64_t bytes_recv_per_step = 0;
+};
+
+// One direction across a pipeline boundary, per micro-batch and per step.
+struct TransferPlan {
+  bool sent = true;        // gradients: false while every block before the boundary is frozen
+  int64_t fp32_bytes = 0;  // of one full micro-batch
+  int64_t wire_bytes = 0;  // after the codec (fp32_bytes without one)
+  int64_t fp32_bytes_per_step = 0;  // over every micro-batch of a step
+  int64_t wire_bytes_per_step = 0;
+};
+
+struct BoundaryPlan {
+  int64_t boundary = 0;               // between stage `boundary` and `boundary + 1`
+  std::vector<int64_t> sample_shape;  // per sample, found by running a sample through the model
+  std::vector<int64_t> shape;         // per full micro-batch
+  int64_t elements = 0;               // of that tensor
+  TransferPlan activations, gradients;
+};
+
+struct RunPlan {
+  std::string name, model, dataset, strategy, schedule, device;
+  std::vector<int64_t> input_shape;  // per sample
+  int64_t vocab = 0;                 // above 0: inputs are token ids
+  int64_t classes = 0;
+  std::vector<BlockPlan> blocks;
+  int64_t parameters = 0, trainable = 0;
+  RunLayout layout;
+  int64_t batch_size = 0;  // per replica
+  int64_t chunks = 1;
+  std::vector<int64_t> micro_batch_sizes;
+  int64_t frozen_blocks = 0;  // at the first step
+  std::vector<int64_t> balance;
+  std::string balance_source;    // "given", "measured", "estimated", or "whole model"
+  std::vector<double> block_ms;  // the costs a measured or estimated balance was cut by
+  double measure_ms = 0;         // how long measuring (or estimating) took
+  std::string codec;             // the codec's description; "none"
+  std::vector<StagePlan> stages;
+  std::vector<RankPlacement> ranks;
+  std::vector<BoundaryPlan> boundaries;
+  double elapsed_ms = 0;  // computing this plan, in this process
+};
+
+// Throws as plan_json does.
+RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options);
+
+}  // namespace flotilla
