@@ -41,6 +41,14 @@ sigset_t supervisor_signals() {
 
 using Clock = std::chrono::steady_clock;
 
+// Seconds since the Unix epoch on this node's clock, to the microsecond.
+double wall_seconds() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+             .count() /
+         1e6;
+}
+
 struct Rank {
   int64_t rank = 0;
   ChildProcess process;
@@ -193,6 +201,13 @@ class Supervisor {
       return;
     }
     if (j.value("type", "") == "end") r.end_record = j;
+    // Every record carries the node's clock at its arrival, so that views can
+    // place it in wall-clock time; a rank's own "time" is kept.
+    if (!j.contains("time")) {
+      j["time"] = wall_seconds();
+      append_record(r.rank, j.dump());
+      return;
+    }
     append_record(r.rank, std::string(line));
   }
 
@@ -213,7 +228,7 @@ class Supervisor {
     std::map<int64_t, pid_t> live;
     for (const auto& r : ranks_)
       if (!r->exited) live[r->rank] = r->process.pid;
-    append_record(-1, sampler_.sample(live));
+    append_record(-1, sampler_.sample(live, wall_seconds()));
   }
 
   void reap() {

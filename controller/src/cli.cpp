@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include "cli_nodes.h"
+#include "cli_plot.h"
 
 #include <unistd.h>
 
@@ -323,6 +324,8 @@ int run_cli(int argc, char** argv) {
 
   NodeCommands node_commands;
   add_node_commands(app, node_commands);
+  PlotCommand plot;
+  add_plot_command(app, plot);
 
   try {
     app.parse(argc, argv);
@@ -339,6 +342,7 @@ int run_cli(int argc, char** argv) {
     if (*show) return command_show(store, show_run, format);
     if (*kill) return command_kill(store, options, kill_run, grace_s);
     if (auto status = run_node_commands(store, node_commands, options.connect)) return *status;
+    if (auto status = run_plot_command(store, plot)) return *status;
     if (*list) return command_experiments_list(store);
     if (*import) return command_experiments_import(store, import_files, import_name);
     if (*export_) return command_experiments_export(store, export_name, export_output);

@@ -5,6 +5,7 @@
 #include <QSqlDatabase>
 #include <QSqlError>
 #include <QSqlQuery>
+#include <QSqlRecord>
 #include <QVariant>
 
 #include <atomic>
@@ -52,6 +53,7 @@ class Sql {
     return *this;
   }
   bool next() { return query_.next(); }
+  QSqlRecord record() const { return query_.record(); }
   QVariant at(int i) const { return query_.value(i); }
 
  private:
@@ -97,8 +99,12 @@ int64_t now_ms() {
       .count();
 }
 
-Store::Store(QString path) : path_(std::move(path)) {
+Store::Store(QString path, StoreAccess access) : path_(std::move(path)), access_(access) {
   const QFileInfo info(path_);
+  if (access_ == StoreAccess::read_only) {
+    check_schema_for_reading();
+    return;
+  }
   if (!QDir().mkpath(info.absolutePath()))
     throw StoreError("cannot create the directory of database " + path_.toStdString());
   writer_connection_ = unique_connection_name("write");
@@ -135,6 +141,30 @@ auto Store::with_reader(F&& read) const {
   open_connection(db, path_, true);
   Sql q(db, path_);
   return read(q);
+}
+
+void Store::check_schema_for_reading() const {
+  const QFileInfo info(path_);
+  if (!info.isFile())
+    throw StoreError("no database at " + path_.toStdString());
+  const int version = with_reader([](Sql& q) {
+    q.run("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    if (!q.next()) return 0;
+    q.run("SELECT version FROM schema_version");
+    return q.next() ? q.at(0).toInt() : 0;
+  });
+  const int latest = latest_migration();
+  if (version > latest)
+    throw StoreError("database " + path_.toStdString() + " has schema version " +
+                     std::to_string(version) + ", newer than this Flotilla's " +
+                     std::to_string(latest) + "; use a newer Flotilla");
+  if (version < latest)
+    throw StoreError("database " + path_.toStdString() + " has schema version " +
+                     std::to_string(version) + ", older than this Flotilla's " +
+                     std::to_string(latest) +
+                     "; a view does not migrate it: run any flotilla command on it once "
+                     "(e.g. `flotilla --db " +
+                     path_.toStdString() + " runs`), which does");
 }
 
 int Store::schema_version() const {
@@ -197,13 +227,57 @@ std::vector<RunRow> Store::live_runs() const {
   });
 }
 
-std::vector<RecordRow> Store::records(const std::string& run, int64_t after_seq) const {
+std::vector<StepBucketRow> Store::step_buckets(const std::string& run) const {
   return with_reader([&](Sql& q) {
+    std::vector<StepBucketRow> rows;
+    q.run("SELECT * FROM step_buckets WHERE run_id = ? ORDER BY rank, bucket", {qs(run)});
+    // After run_id, rank, bucket and records, four columns a field:
+    // <field>_min, _max, _sum, _n.
+    const QSqlRecord columns = q.record();
+    std::vector<std::string> fields;
+    for (int c = 4; c + 3 < columns.count(); c += 4)
+      fields.push_back(columns.fieldName(c).chopped(4).toStdString());
+    while (q.next()) {
+      StepBucketRow row;
+      row.rank = q.at(1).toLongLong();
+      row.bucket = q.at(2).toLongLong();
+      row.records = q.at(3).toLongLong();
+      for (size_t f = 0; f < fields.size(); ++f) {
+        const int c = 4 + 4 * int(f);
+        const int64_t count = q.at(c + 3).toLongLong();
+        if (count > 0)
+          row.fields[fields[f]] = {q.at(c).toDouble(), q.at(c + 1).toDouble(),
+                                   q.at(c + 2).toDouble(), count};
+      }
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  });
+}
+
+std::vector<RecordRow> Store::records(const std::string& run, int64_t after_seq) const {
+  return records(run, RecordFilter{}, after_seq);
+}
+
+std::vector<RecordRow> Store::records(const std::string& run, const RecordFilter& filter,
+                                      int64_t after_seq) const {
+  return with_reader([&](Sql& q) {
+    QString sql = "SELECT seq, node, rank, type, body FROM records WHERE run_id = ? AND seq > ?";
+    QVariantList binds{qs(run), QVariant::fromValue<qlonglong>(after_seq)};
+    if (filter.type) {
+      sql += " AND type = ?";
+      binds << qs(*filter.type);
+    }
+    if (filter.rank) {
+      sql += " AND rank = ?";
+      binds << QVariant::fromValue<qlonglong>(*filter.rank);
+    }
+    if (filter.node) {
+      sql += " AND node = ?";
+      binds << qs(*filter.node);
+    }
+    q.run(sql + " ORDER BY node, seq", binds);
     std::vector<RecordRow> rows;
-    q.run(
-        "SELECT seq, node, rank, type, body FROM records WHERE run_id = ? AND seq > ? "
-        "ORDER BY node, seq",
-        {qs(run), QVariant::fromValue<qlonglong>(after_seq)});
     while (q.next())
       rows.push_back(
           {q.at(0).toLongLong(), ss(q.at(1)), q.at(2).toLongLong(), ss(q.at(3)), ss(q.at(4))});
@@ -365,7 +439,14 @@ bool Store::transition(const std::string& run, RunState to, const std::string& r
   return moved;
 }
 
+void Store::check_writable() const {
+  if (access_ == StoreAccess::read_only)
+    throw StoreError("database " + path_.toStdString() +
+                     " is open read-only (for a view): nothing is written to it");
+}
+
 void Store::append_record(const std::string& run, RecordRow record) {
+  check_writable();
   {
     std::lock_guard lock(mutex_);
     queue_.push_back({QueuedRecord{run, std::move(record)}, nullptr});
@@ -378,6 +459,7 @@ void Store::flush() {
 }
 
 void Store::write_and_wait(Write write) {
+  check_writable();
   auto done = std::make_shared<std::promise<void>>();
   auto future = done->get_future();
   {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -80,6 +81,30 @@ struct NodeRow {
   bool is_local() const { return name == "local"; }
 };
 
+// Which records to read: unset fields match everything.
+struct RecordFilter {
+  std::optional<std::string> type;  // start, step, epoch, end, system, run_end, ...
+  std::optional<int64_t> rank;      // -1: the agents' own records (system, run_end)
+  std::optional<std::string> node;
+};
+
+// One field of the step records over one bucket of steps.
+struct FieldSummary {
+  double min = 0, max = 0, sum = 0;
+  int64_t count = 0;  // records of the bucket that have the field as a number
+};
+
+// A run's step records summarised per rank over buckets of
+// kStepsPerBucket steps (migration 0004), kept by a trigger as records are
+// stored: what a view paints first when a run is too long to read at once.
+struct StepBucketRow {
+  int64_t rank = 0;
+  int64_t bucket = 0;   // steps bucket x kStepsPerBucket + 1 ..
+  int64_t records = 0;  // step records in the bucket
+  std::map<std::string, FieldSummary> fields;  // the fields some record of the bucket has
+};
+inline constexpr int64_t kStepsPerBucket = 256;
+
 struct TransitionRow {
   RunState state;
   int64_t at_ms = 0;
@@ -88,11 +113,18 @@ struct TransitionRow {
 
 int64_t now_ms();
 
+enum class StoreAccess {
+  read_write,  // creates and migrates the database; writes go through the writer thread
+  read_only,   // for views: never creates, migrates or writes; every write throws
+};
+
 class Store {
  public:
   // Opens (creating when missing) and migrates the database at `path`. Throws
-  // StoreError naming the file and what went wrong.
-  explicit Store(QString path);
+  // StoreError naming the file and what went wrong. Read-only, the database
+  // must exist at this Flotilla's schema version: an older one is refused
+  // with how to migrate it, a newer one with the version it has.
+  explicit Store(QString path, StoreAccess access = StoreAccess::read_write);
   ~Store();  // commits everything queued, then stops the writer
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -108,6 +140,11 @@ class Store {
   std::optional<RunRow> run(const std::string& id) const;
   std::vector<RunRow> live_runs() const;  // created, starting or running
   std::vector<RecordRow> records(const std::string& run, int64_t after_seq = 0) const;
+  // The records of `run` that match `filter`, in the same order.
+  std::vector<RecordRow> records(const std::string& run, const RecordFilter& filter,
+                                 int64_t after_seq = 0) const;
+  // The run's step buckets, by rank then bucket.
+  std::vector<StepBucketRow> step_buckets(const std::string& run) const;
   int64_t last_seq(const std::string& run, const std::string& node) const;
   std::vector<TransitionRow> transitions(const std::string& run) const;
   std::vector<std::string> node_names() const;
@@ -148,7 +185,13 @@ class Store {
   template <typename F>
   auto with_reader(F&& read) const;
 
+  // Read-only: refuses a missing database or one of another schema version.
+  void check_schema_for_reading() const;
+  // Throws unless the store may write.
+  void check_writable() const;
+
   QString path_;
+  StoreAccess access_ = StoreAccess::read_write;
   QString writer_connection_;
   mutable std::mutex mutex_;
   std::condition_variable queued_;
