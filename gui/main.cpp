@@ -15,8 +15,8 @@
 #include "dashboard.h"
 #include "flotilla/charts/export.h"
 #include "main_window.h"
-#include "paths.h"
-#include "store.h"
+#include "flotilla/controller/paths.h"
+#include "flotilla/controller/store.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "paths.h"
+#include "flotilla/controller/paths.h"
 
 namespace flotilla::controller {
 namespace {

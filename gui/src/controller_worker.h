@@ -11,7 +11,7 @@
 #include <memory>
 #include <tuple>
 
-#include "controller.h"
+#include "flotilla/controller/controller.h"
 
 namespace flotilla::gui {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "flotilla/charts/run_loader.h"
-#include "store.h"
+#include "flotilla/controller/store.h"
 
 namespace flotilla::gui {
 namespace {

@@ -17,10 +17,10 @@
 #include <functional>
 
 #include "experiment_form.h"
+#include "flotilla/controller/store.h"
 #include "live_chart.h"
 #include "main_window.h"
 #include "processes.h"
-#include "store.h"
 #include "temp_dir.h"
 #include "test_cluster.h"
 

@@ -5,13 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <QString>
+#include <clocale>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 
+#include "flotilla/controller/store.h"
 #include "processes.h"
-#include "store.h"
 #include "temp_dir.h"
 
 namespace flotilla::testing {
@@ -74,8 +75,9 @@ class Flotilla {
   }
   // Runs to the end; returns the exit status and output.
   std::pair<int, std::string> run(const std::vector<std::string>& args,
-                                  std::chrono::seconds limit = 300s) const {
-    auto child = start(args, "out-" + std::to_string(++calls_) + ".txt");
+                                  std::chrono::seconds limit = 300s,
+                                  const std::vector<std::string>& extra_env = {}) const {
+    auto child = start(args, "out-" + std::to_string(++calls_) + ".txt", extra_env);
     const auto status = child->wait(limit);
     EXPECT_TRUE(status) << "flotilla " << args.front() << " still running after " << limit.count()
                         << " s:\n"
@@ -147,6 +149,46 @@ std::string value_after(const std::string& text, const std::string& label) {
   const std::regex pattern("\\n  " + label + " +([^\\n]*)");
   if (!std::regex_search(text, m, pattern)) return "(no \"" + label + "\" line)";
   return m[1];
+}
+
+bool locale_installed(const char* name) {
+  const std::string previous = std::setlocale(LC_ALL, nullptr);
+  const bool installed = std::setlocale(LC_ALL, name) != nullptr;
+  std::setlocale(LC_ALL, previous.c_str());
+  return installed;
+}
+
+// Qt sets the process locale from the environment; under a comma-decimal one
+// the CLI must still read `lr: 0.05` and print every number with a point.
+// The nodes are typed as a person types them, with spaces.
+TEST(FlotillaCli, RunsUnderACommaDecimalLocaleAndPrintsNumbersWithAPoint) {
+  if (!locale_installed("de_DE.UTF-8"))
+    GTEST_SKIP() << "the de_DE.UTF-8 locale is not installed (scripts/setup.sh generates it)";
+  Flotilla f;
+  const std::vector<std::string> german{"LC_ALL=de_DE.UTF-8", "LANG=de_DE.UTF-8"};
+  // The preset's optimizer has lr 0.05 and weight_decay 0.0005.
+  const auto file =
+      f.dir().write("exp.yaml", two_ranks("komma", "epochs: 1\nmax_steps: 12\ndropout: 0.1\n"));
+  const auto [status, output] = f.run({"run", file.string(), "--nodes", " local "}, 300s, german);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_EQ(output.find("expected a number"), std::string::npos) << output;
+  const std::string throughput = value_after(output, "throughput");
+  EXPECT_TRUE(std::regex_search(throughput, std::regex("^[0-9]+\\.[0-9] samples/s"))) << throughput;
+
+  auto store = f.store();
+  const auto run = store.runs().at(0);
+  EXPECT_EQ(run.nodes, std::vector<std::string>{"local"});
+  EXPECT_DOUBLE_EQ(json::parse(run.config_json)["optimizer"]["lr"].get<double>(), 0.05);
+  const auto [csv_status, csv] = f.run({"show", run.id, "--format", "csv"}, 60s, german);
+  ASSERT_EQ(csv_status, 0) << csv;
+  std::istringstream lines(csv);
+  std::string header;
+  std::getline(lines, header);
+  const auto columns = std::count(header.begin(), header.end(), ',');
+  int rows = 0;
+  for (std::string line; std::getline(lines, line); ++rows)
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), columns) << line;  // no "0,05"
+  EXPECT_EQ(rows, 24);
 }
 
 TEST(FlotillaCli, RunsTwoRanksOnFashionMnistAndStoresEveryRecord) {

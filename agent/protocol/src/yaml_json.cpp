@@ -2,10 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "flotilla/protocol/numbers.h"
+
 #include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 
 namespace flotilla::detail {
@@ -18,11 +18,9 @@ nlohmann::json plain_scalar(const std::string& s) {
   int64_t i = 0;
   const char* end = s.data() + s.size();
   if (auto [p, ec] = std::from_chars(s.data(), end, i); ec == std::errc() && p == end) return i;
-  if (s.find_first_of("0123456789") != std::string::npos) {
-    char* stop = nullptr;
-    double d = std::strtod(s.c_str(), &stop);
-    if (stop == s.c_str() + s.size() && std::isfinite(d)) return d;
-  }
+  // Never strtod: it reads the process locale's decimal separator.
+  if (s.find_first_of("0123456789") != std::string::npos)
+    if (const auto d = parse_number(s)) return *d;
   return s;
 }
 

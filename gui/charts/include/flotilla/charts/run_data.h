@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "store.h"
+#include "flotilla/controller/store.h"
 
 namespace flotilla::charts {
 

@@ -27,7 +27,7 @@
 #include <variant>
 #include <vector>
 
-#include "run_state.h"
+#include "flotilla/controller/run_state.h"
 
 class QSqlDatabase;
 
@@ -51,7 +51,7 @@ struct RunRow {
   std::optional<int64_t> experiment_id;
   std::string experiment_name;
   std::string config_json;
-  std::string nodes;  // comma-separated node names
+  std::vector<std::string> nodes;  // in rank order: the first node holds rank 0
   int64_t world_size = 1;
   RunState state = RunState::created;
   std::string reason;
@@ -139,10 +139,15 @@ class Store {
   std::vector<RunRow> runs() const;
   std::optional<RunRow> run(const std::string& id) const;
   std::vector<RunRow> live_runs() const;  // created, starting or running
+  // Every record of `run` after `after_seq`, ordered by node then seq.
   std::vector<RecordRow> records(const std::string& run, int64_t after_seq = 0) const;
-  // The records of `run` that match `filter`, in the same order.
+  // The records of `run` that match `filter`, in the same order; indexed by
+  // (run, type, rank), so a view reads what it draws and nothing else.
   std::vector<RecordRow> records(const std::string& run, const RecordFilter& filter,
                                  int64_t after_seq = 0) const;
+  // SQLite's plan for records(run, filter), one step a line: how a view's
+  // read is served (tests check that it goes through the index).
+  std::string records_query_plan(const std::string& run, const RecordFilter& filter) const;
   // The run's step buckets, by rank then bucket.
   std::vector<StepBucketRow> step_buckets(const std::string& run) const;
   int64_t last_seq(const std::string& run, const std::string& node) const;
@@ -150,6 +155,8 @@ class Store {
   std::vector<std::string> node_names() const;
   std::vector<NodeRow> nodes() const;
   std::optional<NodeRow> node(const std::string& name) const;
+  // The live runs (created, starting, running) that use `node`.
+  std::vector<std::string> live_runs_on(const std::string& node) const;
 
   // Writes, queued in order to the writer thread.
   // Inserts or replaces the experiment named `name`; returns its id.
