@@ -47,8 +47,7 @@ void put_text(std::string& out, const std::string& text) {
 // Writes `bytes` to `file` whole or not at all; an error message or empty.
 QString write_file(const QString& file, const QByteArray& bytes) {
   QSaveFile out(file);
-  if (!out.open(QIODevice::WriteOnly))
-    return "cannot write " + file + ": " + out.errorString();
+  if (!out.open(QIODevice::WriteOnly)) return "cannot write " + file + ": " + out.errorString();
   out.write(bytes);
   if (!out.commit()) return "cannot write " + file + ": " + out.errorString();
   return {};
@@ -70,8 +69,8 @@ std::string panel_csv(const PanelDescription& panel) {
                                                           : "relative_s";
   bool smoothed = false;
   for (const auto& s : panel.series) smoothed = smoothed || s.style == SeriesStyle::faint_raw;
-  std::string out = std::string("run,series,unit,") + x_name + ",value" +
-                    (smoothed ? ",smoothed\n" : "\n");
+  std::string out =
+      std::string("run,series,unit,") + x_name + ",value" + (smoothed ? ",smoothed\n" : "\n");
   for (size_t i = 0; i < panel.series.size(); ++i) {
     const auto& s = panel.series[i];
     if (s.style == SeriesStyle::faint_raw) continue;

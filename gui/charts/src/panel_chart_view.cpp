@@ -26,13 +26,13 @@ void PanelChartView::mouseMoveEvent(QMouseEvent* event) {
     const QRectF plot = chart()->plotArea();
     const QPointF top_left = mapFromScene(chart()->mapToScene(plot.topLeft()));
     const QPointF bottom_right = mapFromScene(chart()->mapToScene(plot.bottomRight()));
-    const double left = std::clamp(std::min(band_origin_->x(), event->position().x()),
-                                   top_left.x(), bottom_right.x());
+    const double left = std::clamp(std::min(band_origin_->x(), event->position().x()), top_left.x(),
+                                   bottom_right.x());
     const double right = std::clamp(std::max(band_origin_->x(), event->position().x()),
                                     top_left.x(), bottom_right.x());
-    band_->setGeometry(QRect(QPoint(int(left), int(top_left.y())),
-                             QPoint(int(right), int(bottom_right.y())))
-                           .normalized());
+    band_->setGeometry(
+        QRect(QPoint(int(left), int(top_left.y())), QPoint(int(right), int(bottom_right.y())))
+            .normalized());
     band_->show();
   }
   if (const auto x = xAt(event->position()))

@@ -12,7 +12,7 @@
 namespace flotilla::charts::detail {
 
 // Colours beyond the palette's hues.
-inline constexpr int kJobColour = 100;   // the job's total: near black
+inline constexpr int kJobColour = 100;    // the job's total: near black
 inline constexpr int kLimitColour = 101;  // limits and bounds: red
 
 // The x of a set of rows in one x mode, with the rows that have one (rows

@@ -30,7 +30,7 @@
 namespace flotilla::charts {
 
 struct PanelWidget::Drawn {
-  std::vector<QAbstractSeries*> series;  // parallel to the description's series
+  std::vector<QAbstractSeries*> series;    // parallel to the description's series
   std::vector<QLineSeries*> upper, lower;  // stacked areas' edges (null elsewhere)
   std::vector<QAbstractAxis*> y_axes;
   QAbstractAxis* x_axis = nullptr;
@@ -493,8 +493,9 @@ void PanelWidget::placeLabels() {
   qreal last_bottom = -1e9;
   for (size_t r = 0; r < drawn_->reference_labels.size(); ++r) {
     auto* label = drawn_->reference_labels[r];
-    const QPointF at = chart()->mapToPosition(
-        {d.x_mode == XMode::wall_time ? x1_ * 1000 : x1_, d.references[r].y}, drawn_->references[r]);
+    const QPointF at =
+        chart()->mapToPosition({d.x_mode == XMode::wall_time ? x1_ * 1000 : x1_, d.references[r].y},
+                               drawn_->references[r]);
     const QRectF box = label->boundingRect();
     qreal y = at.y() - box.height() - 1;
     if (y < last_bottom) y = last_bottom;  // labels of nearby lines stack, not overlap
@@ -589,9 +590,9 @@ void PanelWidget::hideHover() {
 void PanelWidget::exportTo(const QString& format) {
   if (!panel_) return;
   const QString title = q(panel_->description.title).section(':', 0, 0).toLower().replace(' ', '_');
-  const QString file = QFileDialog::getSaveFileName(
-      this, "Export " + q(panel_->description.title), title + "." + format,
-      format.toUpper() + " (*." + format + ")");
+  const QString file =
+      QFileDialog::getSaveFileName(this, "Export " + q(panel_->description.title),
+                                   title + "." + format, format.toUpper() + " (*." + format + ")");
   if (file.isEmpty()) return;
   const QString error = format == "csv" ? saveCsv(file) : saveImage(file);
   if (error.isEmpty()) return;

@@ -64,18 +64,18 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
     if (!rank_shown(rank, o)) continue;
     const std::string who = rank_label(rank);
     if (gpu) {
-      add_rank_field(panel, run, rank, "mem_reserved",
-                     {who + " reserved", run.run.id, "GiB", "mem_reserved / 2^30",
-                      SeriesStyle::thin, int(r)},
-                     o, gib);
-      add_rank_field(panel, run, rank, "mem_alloc",
-                     {who + " allocated", run.run.id, "GiB", "mem_alloc / 2^30",
-                      SeriesStyle::dashed, int(r)},
-                     o, gib);
-      add_rank_field(panel, run, rank, "mem_peak",
-                     {who + " peak", run.run.id, "GiB", "mem_peak / 2^30", SeriesStyle::dotted,
-                      int(r)},
-                     o, gib);
+      add_rank_field(
+          panel, run, rank, "mem_reserved",
+          {who + " reserved", run.run.id, "GiB", "mem_reserved / 2^30", SeriesStyle::thin, int(r)},
+          o, gib);
+      add_rank_field(
+          panel, run, rank, "mem_alloc",
+          {who + " allocated", run.run.id, "GiB", "mem_alloc / 2^30", SeriesStyle::dashed, int(r)},
+          o, gib);
+      add_rank_field(
+          panel, run, rank, "mem_peak",
+          {who + " peak", run.run.id, "GiB", "mem_peak / 2^30", SeriesStyle::dotted, int(r)}, o,
+          gib);
     } else {
       add_rank_field(panel, run, rank, "mem_peak",
                      {who + " peak RSS", run.run.id, "GiB", "mem_peak / 2^30 (RSS on the CPU)",
@@ -92,9 +92,8 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
       const auto rank = run.ranks.find(r);
       if (o.ranks && !o.ranks->count(r)) continue;
       add_line(panel,
-               {"rank " + std::to_string(r) + " RSS", run.run.id, "GiB",
-                "system rank_rss / 2^30", SeriesStyle::thin,
-                rank == run.ranks.end() ? int(r) : int(rank->first)},
+               {"rank " + std::to_string(r) + " RSS", run.run.id, "GiB", "system rank_rss / 2^30",
+                SeriesStyle::thin, rank == run.ranks.end() ? int(r) : int(rank->first)},
                frame, take(rss, frame, gib), o);
     }
     // What NVML says each GPU holds, under its total: the headroom to an OOM.
@@ -115,9 +114,9 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
     for (const auto& node : run.nodes)
       if (std::isfinite(node.memory_bytes) && node_shown(node.name, o) &&
           (run.systems.count(node.name) || run.nodes.size() == 1))
-        panel.references.push_back({node.name + " memory " +
-                                        label_number(gib(node.memory_bytes), 3) + " GiB",
-                                    gib(node.memory_bytes), 0, kLimitColour});
+        panel.references.push_back(
+            {node.name + " memory " + label_number(gib(node.memory_bytes), 3) + " GiB",
+             gib(node.memory_bytes), 0, kLimitColour});
   if (panel.series.empty()) {
     panel.references.clear();
     panel.empty_reason = run.ranks.empty() && run.systems.empty()
@@ -212,7 +211,7 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
               SeriesStyle::dashed, colour},
              frame, tx, o);
   }
-  if (!nic_traffic && !run.systems.empty() && run.run.nodes.find(',') == std::string::npos)
+  if (!nic_traffic && !run.systems.empty() && run.run.nodes.size() <= 1)
     panel.notes.push_back("the NIC counters leave out loopback: ranks on one node talk over it");
   if (!traffic && !nic_traffic) {
     panel.series.clear();
@@ -220,8 +219,8 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
     if (run.ranks.empty())
       panel.empty_reason = no_steps_reason(run);
     else if (run.shape.world_size <= 1)
-      panel.empty_reason = "one rank (strategy " + run.shape.strategy +
-                           "): nothing crosses between ranks";
+      panel.empty_reason =
+          "one rank (strategy " + run.shape.strategy + "): nothing crosses between ranks";
     else
       panel.empty_reason = "no bytes sent or received by the ranks and nodes chosen";
   }
@@ -242,14 +241,12 @@ PanelDescription communication_panel(const std::vector<const RunData*>& runs,
       }
       const auto* lead = lead_of(run);
       if (!lead) continue;
-      add_rank_field(panel, run, *lead, "comm_busy_ms",
-                     {run.run.id + " busy", run.run.id, "ms", "comm_busy_ms", SeriesStyle::bold,
-                      int(i)},
-                     o);
-      add_rank_field(panel, run, *lead, "comm_ms",
-                     {run.run.id + " exposed", run.run.id, "ms", "comm_ms", SeriesStyle::dashed,
-                      int(i)},
-                     o);
+      add_rank_field(
+          panel, run, *lead, "comm_busy_ms",
+          {run.run.id + " busy", run.run.id, "ms", "comm_busy_ms", SeriesStyle::bold, int(i)}, o);
+      add_rank_field(
+          panel, run, *lead, "comm_ms",
+          {run.run.id + " exposed", run.run.id, "ms", "comm_ms", SeriesStyle::dashed, int(i)}, o);
     }
     return panel;
   }
@@ -274,15 +271,13 @@ PanelDescription communication_panel(const std::vector<const RunData*>& runs,
     if (!rank_shown(rank, o)) continue;
     const std::string who = rank_label(rank);
     add_rank_field(panel, run, rank, "comm_busy_ms",
-                   {who + " busy", run.run.id, "ms", "comm_busy_ms", SeriesStyle::thin, int(r)},
-                   o);
+                   {who + " busy", run.run.id, "ms", "comm_busy_ms", SeriesStyle::thin, int(r)}, o);
     add_rank_field(panel, run, rank, "comm_ms",
-                   {who + " exposed", run.run.id, "ms", "comm_ms", SeriesStyle::dashed, int(r)},
-                   o);
-    add_rank_field(panel, run, rank, "comm_per_s",
-                   {who + " operations/s", run.run.id, "1/s", "comm_per_s", SeriesStyle::dotted,
-                    int(r), 1},
-                   o);
+                   {who + " exposed", run.run.id, "ms", "comm_ms", SeriesStyle::dashed, int(r)}, o);
+    add_rank_field(
+        panel, run, rank, "comm_per_s",
+        {who + " operations/s", run.run.id, "1/s", "comm_per_s", SeriesStyle::dotted, int(r), 1},
+        o);
     if (!codec || !rank.has("compression_ratio")) continue;
     add_rank_field(panel, run, rank, "encode_ms",
                    {who + " encode", run.run.id, "ms", "encode_ms", SeriesStyle::thin,

@@ -92,15 +92,15 @@ PanelDescription throughput_panel(const std::vector<const RunData*>& runs, const
                        o, [replicas](double v) { return v / replicas; });
       }
     }
-    add_job_line(panel, run,
-                 {prefix + "job", run.run.id, "samples/s",
-                  "sum over replicas of samples_per_s / replicas", SeriesStyle::bold,
-                  several ? int(i) : kJobColour},
-                 o);
+    add_job_line(
+        panel, run,
+        {prefix + "job", run.run.id, "samples/s", "sum over replicas of samples_per_s / replicas",
+         SeriesStyle::bold, several ? int(i) : kJobColour},
+        o);
     if (const auto median = run_throughput(run))
-      panel.references.push_back({prefix + "median after warm-up " + label_number(*median) +
-                                      " samples/s",
-                                  *median, 0, several ? int(i) : kJobColour});
+      panel.references.push_back(
+          {prefix + "median after warm-up " + label_number(*median) + " samples/s", *median, 0,
+           several ? int(i) : kJobColour});
   }
   if (panel.series.empty() && runs.size() == 1) panel.empty_reason = no_steps_reason(*runs[0]);
   return panel;
@@ -122,10 +122,10 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
       add_rank_field(panel, run, lead->second, "step_ms",
                      {run.run.id + " step", run.run.id, "ms", "step_ms", SeriesStyle::bold, int(i)},
                      o);
-      add_rank_field(panel, run, lead->second, "comm_ms",
-                     {run.run.id + " exposed comm", run.run.id, "ms", "comm_ms",
-                      SeriesStyle::dashed, int(i)},
-                     o);
+      add_rank_field(
+          panel, run, lead->second, "comm_ms",
+          {run.run.id + " exposed comm", run.run.id, "ms", "comm_ms", SeriesStyle::dashed, int(i)},
+          o);
     }
     return panel;
   }
@@ -181,9 +181,8 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
     }
     const auto* step_ms = other.field("step_ms");
     if (!step_ms) continue;
-    for (const auto& [field, what, style] :
-         {std::tuple{"busy_ms", "busy", SeriesStyle::dotted},
-          std::tuple{"idle_ms", "idle", SeriesStyle::dashed}}) {
+    for (const auto& [field, what, style] : {std::tuple{"busy_ms", "busy", SeriesStyle::dotted},
+                                             std::tuple{"idle_ms", "idle", SeriesStyle::dashed}}) {
       const auto* column = other.field(field);
       if (!column) continue;
       const XFrame f = rank_frame(run, other, o.x);
@@ -192,8 +191,7 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
                     (other.replica > 0 ? " replica " + std::to_string(other.replica) : "") + " " +
                     what + " %",
                 run.run.id, "%", std::string(field) + " / step_ms x 100", style, 5 + int(r), 1},
-               f,
-               take_rows(f, [&](size_t row) { return 100 * (*column)[row] / (*step_ms)[row]; }),
+               f, take_rows(f, [&](size_t row) { return 100 * (*column)[row] / (*step_ms)[row]; }),
                o);
     }
   }
@@ -246,8 +244,7 @@ PanelDescription loss_panel(const std::vector<const RunData*>& runs, const Panel
   }
   if (panel.series.empty() && runs.size() == 1) {
     const RunData& run = *runs[0];
-    panel.empty_reason = run.ranks.empty() ? no_steps_reason(run)
-                                           : "no rank reports a loss yet";
+    panel.empty_reason = run.ranks.empty() ? no_steps_reason(run) : "no rank reports a loss yet";
   }
   // The right axis only when accuracy is drawn.
   bool accuracy = false;

@@ -171,7 +171,8 @@ int64_t RunData::lead_rank() const {
   int64_t lead_stage = -1;
   for (const auto& [rank, columns] : ranks) {
     if (columns.stage) {
-      if (columns.replica == 0 && *columns.stage > lead_stage) lead = rank, lead_stage = *columns.stage;
+      if (columns.replica == 0 && *columns.stage > lead_stage)
+        lead = rank, lead_stage = *columns.stage;
     } else if (lead_stage < 0 && (lead < 0 || rank < lead)) {
       lead = rank;
     }

@@ -81,7 +81,8 @@ RunFacts facts_of(const RunData& run) {
   }
   auto& s = facts.summary;
   s.emplace_back("strategy", run.shape.strategy + ", " + std::to_string(run.shape.world_size) +
-                                 " rank(s) on " + r.nodes + ", device " + run.shape.device);
+                                 " rank(s) on " + join_list(r.nodes) + ", device " +
+                                 run.shape.device);
   const auto lead_it = run.ranks.find(run.lead_rank());
   if (lead_it != run.ranks.end() && !run.coarse) {
     const RankColumns& lead = lead_it->second;

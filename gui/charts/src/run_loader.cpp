@@ -1,7 +1,6 @@
 #include "flotilla/charts/run_loader.h"
 
 #include <algorithm>
-#include <sstream>
 
 namespace flotilla::charts {
 namespace {
@@ -9,12 +8,11 @@ namespace {
 RunData header(const controller::Store& store, const std::string& run_id) {
   RunData data;
   auto run = store.run(run_id);
-  if (!run)
-    throw RunNotFound("no run \"" + run_id + "\" in " + store.path().toStdString());
+  if (!run) throw RunNotFound("no run \"" + run_id + "\" in " + store.path().toStdString());
   data.run = std::move(*run);
   data.shape = job_shape_of(data.run);
   data.transitions = store.transitions(run_id);
-  for (const auto& name : nodes_of(data.run)) {
+  for (const auto& name : data.run.nodes) {
     if (const auto node = store.node(name))
       data.nodes.push_back(node_info_of(*node));
     else
@@ -24,14 +22,6 @@ RunData header(const controller::Store& store, const std::string& run_id) {
 }
 
 }  // namespace
-
-std::vector<std::string> nodes_of(const controller::RunRow& run) {
-  std::vector<std::string> nodes;
-  std::stringstream in(run.nodes);
-  for (std::string node; std::getline(in, node, ',');)
-    if (!node.empty()) nodes.push_back(node);
-  return nodes;
-}
 
 RunData load_run(const controller::Store& store, const std::string& run_id) {
   RunData data = header(store, run_id);
@@ -60,8 +50,8 @@ RunData load_run_coarse(const controller::Store& store, const std::string& run_i
     const size_t row = rank.rows();
     rank.step.push_back(step->second.sum / double(step->second.count));
     const auto time = bucket.fields.find("time");
-    rank.time.push_back(time == bucket.fields.end() ? kMissing
-                                                    : time->second.sum / double(time->second.count));
+    rank.time.push_back(
+        time == bucket.fields.end() ? kMissing : time->second.sum / double(time->second.count));
     for (const auto& [name, summary] : bucket.fields) {
       if (name == "step" || name == "time") continue;
       for (auto* columns : {&rank.fields, &rank.low, &rank.high}) {
@@ -84,8 +74,7 @@ RunData load_run_coarse(const controller::Store& store, const std::string& run_i
   return data;
 }
 
-bool has_more_steps_than(const controller::Store& store, const std::string& run_id,
-                         int64_t limit) {
+bool has_more_steps_than(const controller::Store& store, const std::string& run_id, int64_t limit) {
   int64_t steps = 0;
   for (const auto& bucket : store.step_buckets(run_id)) {
     steps += bucket.records;
@@ -100,7 +89,7 @@ size_t load_new_records(const controller::Store& store, RunData& data) {
     data.transitions = store.transitions(data.run.id);
   }
   size_t added = 0;
-  for (const auto& node : nodes_of(data.run)) {
+  for (const auto& node : data.run.nodes) {
     const auto last = data.last_seq.find(node);
     const auto records = store.records(data.run.id, controller::RecordFilter{{}, {}, node},
                                        last == data.last_seq.end() ? 0 : last->second);

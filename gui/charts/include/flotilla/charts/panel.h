@@ -22,10 +22,9 @@
 namespace flotilla::charts {
 
 enum class PanelKind { throughput, step_time, memory, bandwidth, communication, loss, system };
-inline constexpr PanelKind kAllPanels[] = {PanelKind::throughput,    PanelKind::step_time,
-                                           PanelKind::memory,        PanelKind::bandwidth,
-                                           PanelKind::communication, PanelKind::loss,
-                                           PanelKind::system};
+inline constexpr PanelKind kAllPanels[] = {
+    PanelKind::throughput,    PanelKind::step_time, PanelKind::memory, PanelKind::bandwidth,
+    PanelKind::communication, PanelKind::loss,      PanelKind::system};
 std::string_view name_of(PanelKind kind);  // throughput, step_time, ...
 std::optional<PanelKind> panel_kind_from_name(std::string_view name);
 
@@ -71,7 +70,8 @@ struct Series {
 };
 
 struct ReferenceLine {
-  std::string label;  // shown beside the line and in the legend: "median after warm-up 1846.5 samples/s"
+  std::string
+      label;  // shown beside the line and in the legend: "median after warm-up 1846.5 samples/s"
   double y = 0;
   int axis = 0;
   int colour = 0;
@@ -90,7 +90,7 @@ struct PanelDescription {
   std::vector<Axis> y_axes;  // the first on the left, the others on the right
   std::vector<Series> series;
   std::vector<ReferenceLine> references;
-  std::string empty_reason;  // when set, the panel shows this sentence instead of a plot
+  std::string empty_reason;        // when set, the panel shows this sentence instead of a plot
   std::vector<std::string> notes;  // said under the plot: "values <= 0 left out", "coarse"
   bool coarse = false;             // drawn from step buckets while full resolution loads
 };

@@ -51,10 +51,10 @@ struct SystemColumns {
   };
   std::string node;
   std::vector<double> time;
-  std::vector<double> cpu_util;                  // 0..1
-  std::vector<double> nic_rx_mb_s, nic_tx_mb_s;  // since the previous sample; NaN for the first
+  std::vector<double> cpu_util;                     // 0..1
+  std::vector<double> nic_rx_mb_s, nic_tx_mb_s;     // since the previous sample; NaN for the first
   std::map<int64_t, std::vector<double>> rank_rss;  // bytes, NaN where the rank was not running
-  std::map<int64_t, Gpu> gpus;                       // by NVML index
+  std::map<int64_t, Gpu> gpus;                      // by NVML index
   // The cumulative counters of the last sample, for the next one's rate.
   double last_rx = kMissing, last_tx = kMissing, last_time = kMissing;
 
@@ -91,9 +91,9 @@ struct JobShape {
   std::string strategy;  // single, dp, ddp, pipeline, pipeline_ddp
   std::string device;    // cpu, cuda
   int64_t world_size = 1;
-  int64_t replicas = 1;  // data-parallel replicas: ranks for ddp, pipelines for pipeline_ddp
-  int64_t stages = 1;    // pipeline stages per replica
-  int64_t chunks = 1;    // micro-batches per step
+  int64_t replicas = 1;     // data-parallel replicas: ranks for ddp, pipelines for pipeline_ddp
+  int64_t stages = 1;       // pipeline stages per replica
+  int64_t chunks = 1;       // micro-batches per step
   std::string compression;  // none, uniform, sort_quant
 };
 

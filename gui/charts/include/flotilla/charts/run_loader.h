@@ -24,14 +24,10 @@ RunData load_run(const controller::Store& store, const std::string& run_id);
 RunData load_run_coarse(const controller::Store& store, const std::string& run_id);
 // Whether the run has more step records than `limit` (read from its buckets,
 // without touching the records): then a first paint should be coarse.
-bool has_more_steps_than(const controller::Store& store, const std::string& run_id,
-                         int64_t limit);
+bool has_more_steps_than(const controller::Store& store, const std::string& run_id, int64_t limit);
 // Adds the records stored since `data` was read (each node's after its last
 // seq) and refreshes the run row and transitions; returns how many records
 // came. `data` must be at full resolution.
 size_t load_new_records(const controller::Store& store, RunData& data);
-
-// The run's nodes, in rank order.
-std::vector<std::string> nodes_of(const controller::RunRow& run);
 
 }  // namespace flotilla::charts

@@ -36,7 +36,8 @@ enum class Reduction {
 class Pyramid {
  public:
   Pyramid() = default;
-  Pyramid(std::shared_ptr<const std::vector<double>> x, std::shared_ptr<const std::vector<double>> y);
+  Pyramid(std::shared_ptr<const std::vector<double>> x,
+          std::shared_ptr<const std::vector<double>> y);
 
   size_t size() const { return x_ ? x_->size() : 0; }
   const std::vector<double>& x() const { return *x_; }
