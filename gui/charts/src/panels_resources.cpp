@@ -179,8 +179,18 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
                 SeriesStyle::dashed, int(r)},
                frame, take_rows(frame, mb_s(rank, "bytes_recv")), o);
     }
-  // The all-reduces' algbw and busbw, as nccl-tests define them, of the lead rank.
-  const auto* lead = lead_of(run);
+  // The all-reduces' algbw and busbw, as nccl-tests define them: one figure
+  // of the whole collective, read from the lead rank, or from the lowest
+  // shown rank when the filter leaves the lead out.
+  const RankColumns* lead = lead_of(run);
+  if (lead && !rank_shown(*lead, o)) {
+    lead = nullptr;
+    for (const auto& [r, rank] : run.ranks)
+      if (rank_shown(rank, o) && rank.has("algbw_gbps")) {
+        lead = &rank;
+        break;
+      }
+  }
   if (lead && any_nonzero(run, "algbw_gbps", o)) {
     add_rank_field(panel, run, *lead, "algbw_gbps",
                    {"all-reduce algbw (" + rank_label(*lead) + ")", run.run.id, "MB/s",
