@@ -14,9 +14,9 @@
 
 #include "dashboard.h"
 #include "flotilla/charts/export.h"
-#include "main_window.h"
 #include "flotilla/controller/paths.h"
 #include "flotilla/controller/store.h"
+#include "main_window.h"
 
 namespace {
 
@@ -45,7 +45,8 @@ std::variant<flotilla::charts::RenderRequest, QString> render_request(
   const auto kind = panel_kind_from_name(panel.toStdString());
   if (!kind) {
     QStringList names;
-    for (const auto k : kAllPanels) names << QString::fromLatin1(name_of(k).data(), int(name_of(k).size()));
+    for (const auto k : kAllPanels)
+      names << QString::fromLatin1(name_of(k).data(), int(name_of(k).size()));
     return "--panel \"" + panel + "\": expected one of " + names.join(", ");
   }
   request.panel = *kind;
@@ -71,11 +72,10 @@ std::variant<flotilla::charts::RenderRequest, QString> render_request(
 
 // Opens the window on `run`'s dashboard, waits for every step of it to be
 // drawn, and saves what the screen shows.
-int screenshot(const QString& database, const QString& run, const QString& file) {
+int screenshot(const QString& database, const QString& run, const QString& file, double smoothing) {
   try {
     const flotilla::controller::Store store(database, flotilla::controller::StoreAccess::read_only);
-    if (!store.run(run.toStdString()))
-      return fail("no run \"" + run + "\" in " + database);
+    if (!store.run(run.toStdString())) return fail("no run \"" + run + "\" in " + database);
   } catch (const std::exception& e) {
     return fail(QString::fromStdString(e.what()));
   }
@@ -84,6 +84,7 @@ int screenshot(const QString& database, const QString& run, const QString& file)
   window.show();
   window.showRun(run);
   auto* dashboard = window.dashboard();
+  dashboard->setSmoothing(smoothing);
   QElapsedTimer waited;
   waited.start();
   while (!(dashboard->frame() && !dashboard->frame()->coarse)) {
@@ -106,16 +107,17 @@ int screenshot(const QString& database, const QString& run, const QString& file)
 int main(int argc, char** argv) {
   // Rendering needs no display; a screenshot without one is drawn off screen.
   const bool render = has_argument(argc, argv, "--render");
-  if (render || (has_argument(argc, argv, "--screenshot") && qEnvironmentVariableIsEmpty("DISPLAY") &&
-                 qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")))
+  if (render ||
+      (has_argument(argc, argv, "--screenshot") && qEnvironmentVariableIsEmpty("DISPLAY") &&
+       qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")))
     qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   QApplication::setApplicationName("flotilla");
   QCommandLineParser parser;
   parser.setApplicationDescription("Design, run, watch and compare distributed training runs.");
   parser.addHelpOption();
-  parser.addOption({{"d", "db"}, "the SQLite database", "path",
-                    flotilla::controller::default_database_path()});
+  parser.addOption(
+      {{"d", "db"}, "the SQLite database", "path", flotilla::controller::default_database_path()});
   parser.addOption({"run", "a run to show (--render: several are overlaid)", "run"});
   parser.addOption({"render", "draw one panel to a file (-o) and exit; needs no display"});
   parser.addOption({"panel",
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
                     "system",
                     "panel", "throughput"});
   parser.addOption({"x", "--render: the x axis, step, time or relative", "mode", "step"});
-  parser.addOption({"smoothing", "--render: 0 to 0.99", "weight", "0"});
+  parser.addOption({"smoothing", "--render and --screenshot: 0 to 0.99", "weight", "0"});
   parser.addOption({"size", "--render: WIDTHxHEIGHT in pixels", "size", "1000x560"});
   parser.addOption({{"o", "output"}, "--render: the .png or .svg to write", "file"});
   parser.addOption({"screenshot", "open the window on --run's dashboard, save it, exit", "file"});
@@ -133,12 +135,18 @@ int main(int argc, char** argv) {
   if (render) {
     const auto request = render_request(parser);
     if (const auto* problem = std::get_if<QString>(&request)) return fail(*problem);
-    const QString error = flotilla::charts::render_panel(std::get<flotilla::charts::RenderRequest>(request));
+    const QString error =
+        flotilla::charts::render_panel(std::get<flotilla::charts::RenderRequest>(request));
     return error.isEmpty() ? 0 : fail(error);
   }
   if (parser.isSet("screenshot")) {
     if (parser.values("run").size() != 1) return fail("--screenshot needs one --run RUN");
-    return screenshot(database, parser.value("run"), parser.value("screenshot"));
+    bool ok = false;
+    const double smoothing = parser.value("smoothing").toDouble(&ok);  // C locale, always
+    if (!ok || smoothing < 0 || smoothing > 0.99)
+      return fail("--smoothing \"" + parser.value("smoothing") +
+                  "\": expected a number from 0 to 0.99");
+    return screenshot(database, parser.value("run"), parser.value("screenshot"), smoothing);
   }
   flotilla::gui::MainWindow window(database,
                                    flotilla::controller::sibling_program("flotilla-agent"));

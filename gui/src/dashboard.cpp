@@ -31,8 +31,9 @@ Dashboard::Dashboard(const QString& database, QWidget* parent)
   int cell = 0;
   for (const auto kind : charts::kAllPanels) {
     auto* panel = new charts::PanelWidget(sync_);
-    panel->setObjectName(QString("panel_") + QString::fromLatin1(charts::name_of(kind).data(),
-                                                                 int(charts::name_of(kind).size())));
+    panel->setObjectName(
+        QString("panel_") +
+        QString::fromLatin1(charts::name_of(kind).data(), int(charts::name_of(kind).size())));
     panel->setMinimumHeight(330);
     panels_[kind] = panel;
     grid->addWidget(panel, cell / 2, cell % 2);
@@ -106,6 +107,7 @@ void Dashboard::buildControls(QWidget* bar) {
   nodes_button_->setMenu(new QMenu(nodes_button_));
   breakdown_combo_ = new QComboBox;
   breakdown_combo_->setObjectName("breakdownCombo");
+  breakdown_combo_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   breakdown_combo_->setToolTip("The rank whose step the Step time panel breaks down");
   status_ = new QLabel;
   status_->setObjectName("dashboardStatus");
@@ -277,7 +279,8 @@ void Dashboard::updateFilters(const DashboardFrame& frame) {
     breakdown_combo_->clear();
     breakdown_combo_->addItem("lead rank");
     for (const auto rank : frame.ranks)
-      breakdown_combo_->addItem("rank " + QString::number(rank), QVariant::fromValue<qlonglong>(rank));
+      breakdown_combo_->addItem("rank " + QString::number(rank),
+                                QVariant::fromValue<qlonglong>(rank));
   }
   ranks_button_->setEnabled(frame.runs.size() == 1);
   breakdown_combo_->setEnabled(frame.runs.size() == 1);
@@ -292,7 +295,8 @@ void Dashboard::updateStatus() {
   else if (!frame_)
     text = "Loading " + runs_.join(", ") + "…";
   else if (frame_->coarse)
-    text = QString("%1 step records: drawn from buckets, every step loading…").arg(frame_->step_records);
+    text = QString("%1 step records: drawn from buckets, every step loading…")
+               .arg(frame_->step_records);
   else
     text = QString("%1 step records%2").arg(frame_->step_records).arg(frame_->live ? ", live" : "");
   status_->setText(text);

@@ -35,7 +35,7 @@ struct PanelWidget::Drawn {
   std::vector<QAbstractAxis*> y_axes;
   QAbstractAxis* x_axis = nullptr;
   std::vector<QLineSeries*> references;
-  std::vector<QGraphicsSimpleTextItem*> reference_labels;
+  std::vector<QGraphicsTextItem*> reference_labels;  // on a light box: readable over lines
   QGraphicsTextItem* empty_text = nullptr;
   QGraphicsLineItem* cursor = nullptr;
   QGraphicsRectItem* hover_box = nullptr;
@@ -381,8 +381,11 @@ void PanelWidget::rebuild() {
     line->attachAxis(drawn_->x_axis);
     line->attachAxis(drawn_->y_axes.at(size_t(std::clamp(r.axis, 0, int(d.y_axes.size()) - 1))));
     drawn_->references.push_back(line);
-    auto* label = new QGraphicsSimpleTextItem(q(r.label), c);
-    label->setBrush(colour_of(r.colour).darker(115));
+    auto* label = new QGraphicsTextItem(c);
+    label->setHtml("<span style=\"background-color: rgba(255, 255, 255, 215)\">" +
+                   q(r.label).toHtmlEscaped() + "</span>");
+    label->setDefaultTextColor(colour_of(r.colour).darker(115));
+    label->setZValue(10);
     drawn_->reference_labels.push_back(label);
   }
   // Raw values behind a smoothed line have no legend entry of their own; a
@@ -397,6 +400,13 @@ void PanelWidget::rebuild() {
       setSeriesHidden(marker->label(), !hidden_.contains(marker->label()));
     });
   }
+  // A long legend under the plot gets its names cut ("ran..."): beside the
+  // plot each entry has a line of its own.
+  const auto entries = d.references.size() +
+                       size_t(std::count_if(d.series.begin(), d.series.end(), [](const Series& x) {
+                         return x.style != SeriesStyle::faint_raw;
+                       }));
+  c->legend()->setAlignment(entries > 5 ? Qt::AlignRight : Qt::AlignBottom);
 }
 
 void PanelWidget::applyXRange() {
@@ -473,6 +483,22 @@ void PanelWidget::redraw() {
     else
       range = lo[a] <= hi[a] ? linear_axis_range(lo[a], hi[a]) : std::pair{0.0, 1.0};
     drawn_->y_axes[a]->setRange(range.first, range.second);
+    // Ticks at round numbers (0, 500, 1000), not at fifths of the data's range.
+    if (auto* linear = qobject_cast<QValueAxis*>(drawn_->y_axes[a])) {
+      const double span = range.second - range.first;
+      if (span > 0 && std::isfinite(span)) {
+        const double decade = std::pow(10.0, std::floor(std::log10(span / 5)));
+        double interval = decade;
+        for (const double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+          if (span / (m * decade) <= 6) {
+            interval = m * decade;
+            break;
+          }
+        linear->setTickType(QValueAxis::TicksDynamic);
+        linear->setTickAnchor(0);
+        linear->setTickInterval(interval);
+      }
+    }
   }
   placeLabels();
   if (hover_x_) showHover(*hover_x_);
