@@ -79,8 +79,9 @@ int screenshot(const QString& database, const QString& run, const QString& file,
   } catch (const std::exception& e) {
     return fail(QString::fromStdString(e.what()));
   }
-  flotilla::gui::MainWindow window(database,
-                                   flotilla::controller::sibling_program("flotilla-agent"));
+  // View only: a screenshot must not resume, start or write anything.
+  flotilla::gui::MainWindow window(
+      database, flotilla::controller::sibling_program("flotilla-agent"), nullptr, true);
   window.show();
   window.showRun(run);
   auto* dashboard = window.dashboard();
@@ -104,6 +105,20 @@ int screenshot(const QString& database, const QString& run, const QString& file,
 
 }  // namespace
 
+namespace {
+
+// Qt's notes that say nothing to a person (the offscreen platform cannot
+// hint window sizes; no runtime directory is set under a bare shell) are
+// dropped; every other message goes on as Qt would print it.
+QtMessageHandler qt_message_handler = nullptr;
+void quiet_message_handler(QtMsgType type, const QMessageLogContext& context, const QString& text) {
+  if (text.contains("propagateSizeHints") || text.startsWith("QStandardPaths: XDG_RUNTIME_DIR"))
+    return;
+  if (qt_message_handler) qt_message_handler(type, context, text);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Rendering needs no display; a screenshot without one is drawn off screen.
   const bool render = has_argument(argc, argv, "--render");
@@ -111,6 +126,7 @@ int main(int argc, char** argv) {
       (has_argument(argc, argv, "--screenshot") && qEnvironmentVariableIsEmpty("DISPLAY") &&
        qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")))
     qputenv("QT_QPA_PLATFORM", "offscreen");
+  qt_message_handler = qInstallMessageHandler(quiet_message_handler);
   QApplication app(argc, argv);
   QApplication::setApplicationName("flotilla");
   QCommandLineParser parser;

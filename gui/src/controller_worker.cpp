@@ -1,10 +1,12 @@
 #include "controller_worker.h"
 
-
 namespace flotilla::gui {
 
-ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent_binary)
-    : database_(std::move(database)), agent_binary_(std::move(agent_binary)) {
+ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent_binary,
+                                   bool view_only)
+    : database_(std::move(database)),
+      agent_binary_(std::move(agent_binary)),
+      view_only_(view_only) {
   qRegisterMetaType<QVector<ExperimentItem>>();
   qRegisterMetaType<QVector<RunItem>>();
 }
@@ -15,6 +17,12 @@ ControllerWorker::~ControllerWorker() {
 
 void ControllerWorker::open() {
   try {
+    if (view_only_) {
+      store_ = std::make_unique<controller::Store>(database_, controller::StoreAccess::read_only);
+      emit opened(database_);
+      refresh();
+      return;
+    }
     store_ = std::make_unique<controller::Store>(database_);
     controller::ControllerOptions options;
     options.agent_binary = agent_binary_;

@@ -36,7 +36,9 @@ struct RunItem {
 class ControllerWorker : public QObject, private controller::ControllerObserver {
   Q_OBJECT
  public:
-  ControllerWorker(QString database, std::filesystem::path agent_binary);
+  // `view_only`: the store opened read-only and no controller: nothing is
+  // started, resumed or written (the window as --screenshot opens it).
+  ControllerWorker(QString database, std::filesystem::path agent_binary, bool view_only = false);
   ~ControllerWorker() override;
 
  public slots:
@@ -71,6 +73,7 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
 
   QString database_;
   std::filesystem::path agent_binary_;
+  bool view_only_ = false;
   std::unique_ptr<controller::Store> store_;
   std::unique_ptr<controller::Controller> controller_;
 };

@@ -29,8 +29,8 @@ bool live(const QString& state) {
 }  // namespace
 
 MainWindow::MainWindow(const QString& database, const std::filesystem::path& agent_binary,
-                       QWidget* parent)
-    : QMainWindow(parent), worker_(new ControllerWorker(database, agent_binary)) {
+                       QWidget* parent, bool view_only)
+    : QMainWindow(parent), worker_(new ControllerWorker(database, agent_binary, view_only)) {
   setWindowTitle("Flotilla — " + database);
   dashboard_ = new Dashboard(database);
   buildWidgets();

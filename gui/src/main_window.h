@@ -25,8 +25,10 @@ class ExperimentForm;
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
+  // `view_only`: shows the database without a controller (nothing is run,
+  // resumed or written), as --screenshot does.
   MainWindow(const QString& database, const std::filesystem::path& agent_binary,
-             QWidget* parent = nullptr);
+             QWidget* parent = nullptr, bool view_only = false);
   ~MainWindow() override;
 
   ExperimentForm* form() const { return form_; }

@@ -332,6 +332,27 @@ TEST_F(StoredRun, RenderNamesWhatIsWrong) {
   EXPECT_FALSE(std::filesystem::exists(dir_.path() / "missing.db"));  // a view creates nothing
 }
 
+// The step buckets a long run is first painted from are kept by the store
+// as records arrive: each holds the mean, lowest and highest of its steps.
+TEST_F(StoredRun, CoarseLoadHoldsEachBucketsMeanAndExtremes) {
+  const Store store(database(), controller::StoreAccess::read_only);
+  const RunData coarse = load_run_coarse(store, "ddp-run");
+  ASSERT_TRUE(coarse.coarse);
+  const RankColumns& rank1 = coarse.ranks.at(1);
+  ASSERT_EQ(rank1.rows(), 1u);  // 40 steps: one bucket of 256
+  double sum = 0, low = 1e300, high = 0;
+  for (int step = 1; step <= kSteps; ++step) {
+    const double step_ms = step_body(1, step)["step_ms"];
+    sum += step_ms, low = std::min(low, step_ms), high = std::max(high, step_ms);
+  }
+  EXPECT_NEAR(rank1.field("step_ms")->front(), sum / kSteps, 1e-9);
+  EXPECT_DOUBLE_EQ(rank1.low.at("step_ms").front(), low);
+  EXPECT_DOUBLE_EQ(rank1.high.at("step_ms").front(), high);
+  // Step records of every rank: 2 x 40 (the record without a step has no bucket).
+  EXPECT_FALSE(has_more_steps_than(store, "ddp-run", 2 * kSteps));
+  EXPECT_TRUE(has_more_steps_than(store, "ddp-run", 2 * kSteps - 1));
+}
+
 TEST(Transforms, SmoothingLeavesNonFiniteValuesOut) {
   const std::vector<double> values{1, kMissing, 3};
   const auto smoothed = smooth_ema(values, 0.5);

@@ -89,7 +89,8 @@ TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
 
     QTest::mouseClick(run_button, Qt::LeftButton);
     Dashboard* dashboard = window.dashboard();
-    EXPECT_EQ(window.tabs()->currentWidget(), dashboard);
+    // Once the run has started, the window shows its dashboard.
+    EXPECT_TRUE(wait_until([&] { return window.tabs()->currentWidget() == dashboard; }, 60s));
     // While it trains, frames of the live run arrive and every panel shows
     // series from its records (a CPU run's memory panel: the ranks' RSS).
     ASSERT_TRUE(wait_until(

@@ -402,11 +402,11 @@ void PanelWidget::rebuild() {
   }
   // A long legend under the plot gets its names cut ("ran..."): beside the
   // plot each entry has a line of its own.
-  const auto entries = d.references.size() +
-                       size_t(std::count_if(d.series.begin(), d.series.end(), [](const Series& x) {
-                         return x.style != SeriesStyle::faint_raw;
-                       }));
-  c->legend()->setAlignment(entries > 5 ? Qt::AlignRight : Qt::AlignBottom);
+  size_t entries = d.references.size(), letters = 0;
+  for (const auto& r : d.references) letters += r.label.size();
+  for (const auto& x : d.series)
+    if (x.style != SeriesStyle::faint_raw) ++entries, letters += x.name.size();
+  c->legend()->setAlignment(entries > 5 || letters > 80 ? Qt::AlignRight : Qt::AlignBottom);
 }
 
 void PanelWidget::applyXRange() {
