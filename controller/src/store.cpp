@@ -169,6 +169,21 @@ void Store::check_schema_for_reading() const {
                      path_.toStdString() + " runs`), which does");
 }
 
+void Store::read_only(const std::function<void(QSqlDatabase&)>& read) const {
+  const QString name = unique_connection_name("read");
+  struct Remove {
+    QString name;
+    ~Remove() { QSqlDatabase::removeDatabase(name); }
+  } remove{name};
+  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
+  open_connection(db, path_, true, options_.busy_timeout);
+  read(db);
+}
+
+void Store::write_transaction(const std::function<void(QSqlDatabase&)>& write) {
+  write_and_wait(write);
+}
+
 int Store::schema_version() const {
   return with_reader([](Sql& q) {
     q.run("SELECT version FROM schema_version");
