@@ -42,6 +42,14 @@ sigset_t supervisor_signals() {
 
 using Clock = std::chrono::steady_clock;
 
+// Seconds since the Unix epoch on this node's clock, to the microsecond.
+double wall_seconds() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+             .count() /
+         1e6;
+}
+
 // A rank's command line: training, or the all-reduce sweep of `nodes bench`
 // with the limits the controller set (the engine's defaults for the rest).
 std::vector<std::string> train_arguments(const protocol::StartRun& start, const std::string& binary,
@@ -222,6 +230,13 @@ class Supervisor {
       return;
     }
     if (j.value("type", "") == "end") r.end_record = j;
+    // Every record carries the node's clock at its arrival, so that views can
+    // place it in wall-clock time; a rank's own "time" is kept.
+    if (!j.contains("time")) {
+      j["time"] = wall_seconds();
+      append_record(r.rank, j.dump());
+      return;
+    }
     append_record(r.rank, std::string(line));
   }
 
@@ -242,7 +257,7 @@ class Supervisor {
     std::map<int64_t, pid_t> live;
     for (const auto& r : ranks_)
       if (!r->exited) live[r->rank] = r->process.pid;
-    append_record(-1, sampler_.sample(live));
+    append_record(-1, sampler_.sample(live, wall_seconds()));
   }
 
   void reap() {

@@ -120,8 +120,8 @@ SystemSampler::SystemSampler() : nvml_(Nvml::load()) {
 }
 SystemSampler::~SystemSampler() = default;
 
-std::string SystemSampler::sample(const std::map<int64_t, pid_t>& rank_pids) {
-  nlohmann::json record{{"type", "system"}};
+std::string SystemSampler::sample(const std::map<int64_t, pid_t>& rank_pids, double time) {
+  nlohmann::json record{{"type", "system"}, {"time", time}};
   uint64_t rx = 0, tx = 0;
   nlohmann::json nics = nlohmann::json::object();
   for (const auto& [name, bytes] : read_nic_bytes()) {

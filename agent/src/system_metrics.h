@@ -43,8 +43,9 @@ class SystemSampler {
  public:
   SystemSampler();
   ~SystemSampler();
-  // One "system" record (JSON object text) for the ranks' processes.
-  std::string sample(const std::map<int64_t, pid_t>& rank_pids);
+  // One "system" record (JSON object text) for the ranks' processes, taken
+  // at `time` (seconds since the Unix epoch on this node's clock).
+  std::string sample(const std::map<int64_t, pid_t>& rank_pids, double time);
 
  private:
   uint64_t last_busy_ = 0, last_total_ = 0;

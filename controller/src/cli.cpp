@@ -2,6 +2,7 @@
 
 #include "cli_compare.h"
 #include "cli_nodes.h"
+#include "cli_plot.h"
 
 #include <unistd.h>
 
@@ -302,6 +303,8 @@ int run_cli(int argc, char** argv) {
 
   NodeCommands node_commands;
   add_node_commands(app, node_commands);
+  PlotCommand plot;
+  add_plot_command(app, plot);
   CompareCommands compare_commands;
   add_compare_commands(app, compare_commands);
 
@@ -320,6 +323,7 @@ int run_cli(int argc, char** argv) {
     if (*show) return command_show(store, show_run, format);
     if (*kill) return command_kill(store, options, kill_run, grace_s);
     if (auto status = run_node_commands(store, node_commands, options.connect)) return *status;
+    if (auto status = run_plot_command(store, plot)) return *status;
     if (auto status = run_compare_commands(store, compare_commands)) return *status;
     if (*list) return command_experiments_list(store);
     if (*import) return command_experiments_import(store, import_files, import_name);

@@ -7,6 +7,7 @@
 #include <QSqlDatabase>
 #include <QSqlError>
 #include <QSqlQuery>
+#include <QSqlRecord>
 #include <QString>
 #include <QVariant>
 
@@ -65,6 +66,7 @@ class SqlQuery {
     return *this;
   }
   bool next() { return query_.next(); }
+  QSqlRecord record() const { return query_.record(); }
   QVariant at(int i) const { return query_.value(i); }
   // Rows the last UPDATE, INSERT or DELETE changed.
   int changed() const { return query_.numRowsAffected(); }

@@ -5,6 +5,7 @@
 #include <QSqlDatabase>
 #include <QSqlError>
 #include <QSqlQuery>
+#include <QSqlRecord>
 #include <QVariant>
 
 #include <atomic>
@@ -100,8 +101,13 @@ int64_t now_ms() {
       .count();
 }
 
-Store::Store(QString path, StoreOptions options) : path_(std::move(path)), options_(options) {
+Store::Store(QString path, StoreOptions options, StoreAccess access)
+    : path_(std::move(path)), options_(options), access_(access) {
   const QFileInfo info(path_);
+  if (access_ == StoreAccess::read_only) {
+    check_schema_for_reading();
+    return;
+  }
   if (!QDir().mkpath(info.absolutePath()))
     throw StoreError("cannot create the directory of database " + path_.toStdString());
   writer_connection_ = unique_connection_name("write");
@@ -138,6 +144,29 @@ auto Store::with_reader(F&& read) const {
   open_connection(db, path_, true, options_.busy_timeout);
   Sql q(db, path_);
   return read(q);
+}
+
+void Store::check_schema_for_reading() const {
+  const QFileInfo info(path_);
+  if (!info.isFile()) throw StoreError("no database at " + path_.toStdString());
+  const int version = with_reader([](Sql& q) {
+    q.run("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    if (!q.next()) return 0;
+    q.run("SELECT version FROM schema_version");
+    return q.next() ? q.at(0).toInt() : 0;
+  });
+  const int latest = latest_migration();
+  if (version > latest)
+    throw StoreError("database " + path_.toStdString() + " has schema version " +
+                     std::to_string(version) + ", newer than this Flotilla's " +
+                     std::to_string(latest) + "; use a newer Flotilla");
+  if (version < latest)
+    throw StoreError("database " + path_.toStdString() + " has schema version " +
+                     std::to_string(version) + ", older than this Flotilla's " +
+                     std::to_string(latest) +
+                     "; a view does not migrate it: run any flotilla command on it once "
+                     "(e.g. `flotilla --db " +
+                     path_.toStdString() + " runs`), which does");
 }
 
 void Store::read_only(const std::function<void(QSqlDatabase&)>& read) const {
@@ -219,6 +248,34 @@ std::vector<std::string> Store::live_runs_on(const std::string& node) const {
           {qs(node)});
     while (q.next()) ids.push_back(ss(q.at(0)));
     return ids;
+  });
+}
+
+std::vector<StepBucketRow> Store::step_buckets(const std::string& run) const {
+  return with_reader([&](Sql& q) {
+    std::vector<StepBucketRow> rows;
+    q.run("SELECT * FROM step_buckets WHERE run_id = ? ORDER BY rank, bucket", {qs(run)});
+    // After run_id, rank, bucket and records, four columns a field:
+    // <field>_min, _max, _sum, _n.
+    const QSqlRecord columns = q.record();
+    std::vector<std::string> fields;
+    for (int c = 4; c + 3 < columns.count(); c += 4)
+      fields.push_back(columns.fieldName(c).chopped(4).toStdString());
+    while (q.next()) {
+      StepBucketRow row;
+      row.rank = q.at(1).toLongLong();
+      row.bucket = q.at(2).toLongLong();
+      row.records = q.at(3).toLongLong();
+      for (size_t f = 0; f < fields.size(); ++f) {
+        const int c = 4 + 4 * int(f);
+        const int64_t count = q.at(c + 3).toLongLong();
+        if (count > 0)
+          row.fields[fields[f]] = {q.at(c).toDouble(), q.at(c + 1).toDouble(),
+                                   q.at(c + 2).toDouble(), count};
+      }
+      rows.push_back(std::move(row));
+    }
+    return rows;
   });
 }
 
@@ -432,6 +489,12 @@ bool Store::transition(const std::string& run, RunState to, const std::string& r
     moved = true;
   });
   return moved;
+}
+
+void Store::check_writable() const {
+  if (access_ == StoreAccess::read_only)
+    throw StoreError("database " + path_.toStdString() +
+                     " is open read-only (for a view): nothing is written to it");
 }
 
 }  // namespace flotilla::controller

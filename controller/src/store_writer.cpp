@@ -46,6 +46,7 @@ std::string joined(const std::set<std::string>& runs) {
 }  // namespace
 
 void Store::append_record(const std::string& run, RecordRow record) {
+  check_writable();
   {
     std::lock_guard lock(mutex_);
     queue_.push_back({QueuedRecord{run, std::move(record)}, nullptr, {}});
@@ -58,6 +59,7 @@ void Store::flush() {
 }
 
 void Store::write_and_wait(Write write) {
+  check_writable();
   auto done = std::make_shared<std::promise<void>>();
   auto future = done->get_future();
   {

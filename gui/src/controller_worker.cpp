@@ -1,24 +1,14 @@
 #include "controller_worker.h"
 
-#include <nlohmann/json.hpp>
-
-#include "flotilla/controller/run_summary.h"
-
 namespace flotilla::gui {
 
-std::optional<ChartSample> chart_sample_of(const controller::RecordRow& record) {
-  if (record.type != "step") return std::nullopt;
-  const auto j = nlohmann::json::parse(record.body, nullptr, false);
-  if (!j.is_object() || !controller::is_lead_step(j)) return std::nullopt;
-  return ChartSample{j.value("step", qint64{0}), j.value("samples_per_s", 0.0),
-                     j.value("loss", 0.0)};
-}
-
-ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent_binary)
-    : database_(std::move(database)), agent_binary_(std::move(agent_binary)) {
+ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent_binary,
+                                   bool view_only)
+    : database_(std::move(database)),
+      agent_binary_(std::move(agent_binary)),
+      view_only_(view_only) {
   qRegisterMetaType<QVector<ExperimentItem>>();
   qRegisterMetaType<QVector<RunItem>>();
-  qRegisterMetaType<QVector<ChartSample>>();
 }
 
 ControllerWorker::~ControllerWorker() {
@@ -27,6 +17,12 @@ ControllerWorker::~ControllerWorker() {
 
 void ControllerWorker::open() {
   try {
+    if (view_only_) {
+      store_ = std::make_unique<controller::Store>(database_, controller::StoreAccess::read_only);
+      emit opened(database_);
+      refresh();
+      return;
+    }
     store_ = std::make_unique<controller::Store>(database_);
     controller::ControllerOptions options;
     options.agent_binary = agent_binary_;
@@ -113,24 +109,6 @@ void ControllerWorker::killRun(const QString& run) {
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
   }
-}
-
-void ControllerWorker::loadHistory(const QString& run) {
-  if (!store_) return;
-  try {
-    QVector<ChartSample> samples;
-    for (const auto& record : store_->records(run.toStdString()))
-      if (auto sample = chart_sample_of(record)) samples.push_back(*sample);
-    emit historyLoaded(run, samples);
-  } catch (const std::exception& e) {
-    emit failed(QString::fromStdString(e.what()));
-  }
-}
-
-void ControllerWorker::record_received(const std::string& run,
-                                       const controller::RecordRow& record) {
-  if (auto sample = chart_sample_of(record))
-    emit samplesArrived(QString::fromStdString(run), {*sample});
 }
 
 void ControllerWorker::state_changed(const std::string& run, controller::RunState state,

@@ -33,17 +33,12 @@ struct RunItem {
   }
 };
 
-// One of rank 0's steps, as the live chart plots it.
-struct ChartSample {
-  qint64 step = 0;
-  double samples_per_s = 0;
-  double loss = 0;
-};
-
 class ControllerWorker : public QObject, private controller::ControllerObserver {
   Q_OBJECT
  public:
-  ControllerWorker(QString database, std::filesystem::path agent_binary);
+  // `view_only`: the store opened read-only and no controller: nothing is
+  // started, resumed or written (the window as --screenshot opens it).
+  ControllerWorker(QString database, std::filesystem::path agent_binary, bool view_only = false);
   ~ControllerWorker() override;
 
  public slots:
@@ -56,7 +51,6 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   // Records the node's host key as the person confirmed it, then starts the run.
   void trustHostKeyAndRun(const QString& node, const QString& config_json);
   void killRun(const QString& run);
-  void loadHistory(const QString& run);
 
  signals:
   void opened(const QString& database);
@@ -68,27 +62,23 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   // fingerprint and asks whether to trust it.
   void hostKeyUnknown(const QString& node, const QString& fingerprint, const QString& config_json);
   void runStateChanged(const QString& run, const QString& state, const QString& reason);
-  void samplesArrived(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
-  void historyLoaded(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
 
  private:
-  // ControllerObserver: called on the agent links' threads.
-  void record_received(const std::string& run, const controller::RecordRow& record) override;
+  // ControllerObserver: called on the agent links' threads. Records are not
+  // forwarded: the dashboard reads them from the store, as for runs started
+  // elsewhere.
   void state_changed(const std::string& run, controller::RunState state,
                      const std::string& reason) override;
   void problem(const std::string& message) override;
 
   QString database_;
   std::filesystem::path agent_binary_;
+  bool view_only_ = false;
   std::unique_ptr<controller::Store> store_;
   std::unique_ptr<controller::Controller> controller_;
 };
-
-// The step record's point, if it is one of rank 0's steps.
-std::optional<ChartSample> chart_sample_of(const controller::RecordRow& record);
 
 }  // namespace flotilla::gui
 
 Q_DECLARE_METATYPE(flotilla::gui::ExperimentItem)
 Q_DECLARE_METATYPE(flotilla::gui::RunItem)
-Q_DECLARE_METATYPE(flotilla::gui::ChartSample)

@@ -8,6 +8,7 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -15,9 +16,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "dashboard.h"
 #include "experiment_form.h"
 #include "flotilla/protocol/experiment_config.h"
-#include "live_chart.h"
 
 namespace flotilla::gui {
 namespace {
@@ -28,9 +29,10 @@ bool live(const QString& state) {
 }  // namespace
 
 MainWindow::MainWindow(const QString& database, const std::filesystem::path& agent_binary,
-                       QWidget* parent)
-    : QMainWindow(parent), worker_(new ControllerWorker(database, agent_binary)) {
+                       QWidget* parent, bool view_only)
+    : QMainWindow(parent), worker_(new ControllerWorker(database, agent_binary, view_only)) {
   setWindowTitle("Flotilla — " + database);
+  dashboard_ = new Dashboard(database);
   buildWidgets();
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
@@ -79,36 +81,41 @@ void MainWindow::buildWidgets() {
   left_layout->addWidget(run_table_, 2);
 
   form_ = new ExperimentForm;
-  chart_ = new LiveChart;
-  auto* right = new QWidget;
-  auto* right_layout = new QVBoxLayout(right);
-  auto* top = new QHBoxLayout;
-  top->addWidget(form_, 1);
+  auto* experiment = new QWidget;
+  auto* experiment_layout = new QHBoxLayout(experiment);
+  experiment_layout->addWidget(form_, 1);
   auto* run_buttons = new QVBoxLayout;
   for (auto* b : {save_button_, run_button_, kill_button_}) run_buttons->addWidget(b);
   run_buttons->addStretch();
-  top->addLayout(run_buttons);
-  right_layout->addLayout(top);
-  right_layout->addWidget(chart_, 1);
+  experiment_layout->addLayout(run_buttons);
+  tabs_ = new QTabWidget;
+  tabs_->setObjectName("mainTabs");
+  tabs_->addTab(experiment, "Experiment");
+  tabs_->addTab(dashboard_, "Dashboard");
 
   auto* splitter = new QSplitter;
   splitter->addWidget(left);
-  splitter->addWidget(right);
-  splitter->setStretchFactor(1, 2);
+  splitter->addWidget(tabs_);
+  splitter->setStretchFactor(1, 3);
   setCentralWidget(splitter);
-  resize(1280, 860);
-  splitter->setSizes({470, 810});
+  resize(1500, 950);
+  splitter->setSizes({420, 1080});
 
   connect(new_button, &QPushButton::clicked, this,
           [this] { form_->setConfigJson(QString::fromStdString(to_json(ExperimentConfig()))); });
   connect(import_button, &QPushButton::clicked, this, &MainWindow::importExperiment);
   connect(export_button, &QPushButton::clicked, this, &MainWindow::exportExperiment);
   connect(experiment_list_, &QListWidget::currentRowChanged, this, [this](int row) {
-    if (row >= 0 && row < experiments_.size()) form_->setConfigJson(experiments_[row].config_json);
+    if (row < 0 || row >= experiments_.size()) return;
+    form_->setConfigJson(experiments_[row].config_json);
+    tabs_->setCurrentIndex(0);
   });
   connect(run_table_, &QTableWidget::itemSelectionChanged, this, [this] {
     const QString run = selectedRun();
-    if (!run.isEmpty() && run != chart_->run()) emit requestHistory(run);
+    if (!run.isEmpty()) {
+      dashboard_->showRun(run);
+      tabs_->setCurrentWidget(dashboard_);
+    }
     updateButtons();
   });
   connect(form_, &ExperimentForm::edited, this, &MainWindow::updateButtons);
@@ -133,7 +140,6 @@ void MainWindow::connectWorker() {
   connect(this, &MainWindow::requestSave, worker_, &ControllerWorker::saveExperiment);
   connect(this, &MainWindow::requestStart, worker_, &ControllerWorker::startRun);
   connect(this, &MainWindow::requestKill, worker_, &ControllerWorker::killRun);
-  connect(this, &MainWindow::requestHistory, worker_, &ControllerWorker::loadHistory);
   connect(worker_, &ControllerWorker::opened, this,
           [this](const QString& db) { statusBar()->showMessage("Database " + db); });
   connect(worker_, &ControllerWorker::failed, this, [this](const QString& message) {
@@ -163,11 +169,9 @@ void MainWindow::connectWorker() {
           });
   connect(worker_, &ControllerWorker::runStarted, this, [this](const QString& run) {
     statusBar()->showMessage("Run " + run + " started", 5000);
-    chart_->showRun(run, {});
+    showRun(run);
     updateButtons();
   });
-  connect(worker_, &ControllerWorker::samplesArrived, chart_, &LiveChart::appendSamples);
-  connect(worker_, &ControllerWorker::historyLoaded, chart_, &LiveChart::showRun);
 }
 
 void MainWindow::showExperiments(const QVector<ExperimentItem>& experiments) {
@@ -185,7 +189,8 @@ void MainWindow::showExperiments(const QVector<ExperimentItem>& experiments) {
 void MainWindow::showRuns(const QVector<RunItem>& runs) {
   if (runs == runs_) return;  // the periodic refresh found nothing new
   runs_ = runs;
-  const QString selected = selectedRun().isEmpty() ? chart_->run() : selectedRun();
+  const QString shown = dashboard_->runs().size() == 1 ? dashboard_->runs().front() : QString();
+  const QString selected = selectedRun().isEmpty() ? shown : selectedRun();
   QSignalBlocker block(run_table_);
   run_table_->setRowCount(int(runs.size()));
   for (int row = 0; row < runs.size(); ++row) {
@@ -218,6 +223,12 @@ void MainWindow::updateRunState(const QString& run, const QString& state, const 
   if (!listed) emit requestRefresh();
   if (!live(state)) statusBar()->showMessage("Run " + run + " " + state, 10000);
   updateButtons();
+}
+
+void MainWindow::showRun(const QString& run) {
+  selectRun(run);
+  dashboard_->showRun(run);
+  tabs_->setCurrentWidget(dashboard_);
 }
 
 void MainWindow::selectRun(const QString& run) {

@@ -1,7 +1,8 @@
 #pragma once
-// Flotilla's main window: experiments on the left with the runs below them,
-// the experiment form and the live chart of the selected run on the right.
-// Everything that touches the database or an agent goes to the worker thread.
+// Flotilla's main window: experiments on the left with the runs below them;
+// on the right, tabs: the experiment form (Save, Run, Kill) and the selected
+// run's dashboard. Everything that touches the database or an agent goes to
+// the worker thread; the dashboard reads on a thread of its own.
 
 #include <QMainWindow>
 #include <QThread>
@@ -13,22 +14,28 @@
 
 class QListWidget;
 class QPushButton;
+class QTabWidget;
 class QTableWidget;
 
 namespace flotilla::gui {
 
+class Dashboard;
 class ExperimentForm;
-class LiveChart;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
+  // `view_only`: shows the database without a controller (nothing is run,
+  // resumed or written), as --screenshot does.
   MainWindow(const QString& database, const std::filesystem::path& agent_binary,
-             QWidget* parent = nullptr);
+             QWidget* parent = nullptr, bool view_only = false);
   ~MainWindow() override;
 
   ExperimentForm* form() const { return form_; }
-  LiveChart* chart() const { return chart_; }
+  Dashboard* dashboard() const { return dashboard_; }
+  QTabWidget* tabs() const { return tabs_; }
+  // Selects `run` in the run list (when listed) and shows its dashboard.
+  void showRun(const QString& run);
   // The state the run list shows for `run`, empty when it is not listed.
   QString listedState(const QString& run) const;
 
@@ -38,7 +45,6 @@ class MainWindow : public QMainWindow {
   void requestSave(const QString& name, const QString& config_json);
   void requestStart(const QString& config_json);
   void requestKill(const QString& run);
-  void requestHistory(const QString& run);
 
  private:
   void buildWidgets();
@@ -59,7 +65,8 @@ class MainWindow : public QMainWindow {
   QListWidget* experiment_list_;
   QTableWidget* run_table_;
   ExperimentForm* form_;
-  LiveChart* chart_;
+  Dashboard* dashboard_;
+  QTabWidget* tabs_;
   QPushButton *run_button_, *kill_button_, *save_button_;
 };
 

@@ -1,6 +1,6 @@
 // The main window driven through its own widgets (offscreen in CI, or under
-// Xvfb for a screenshot): Run a short experiment, watch the chart fill and
-// the run finish.
+// Xvfb for a screenshot): Run a short experiment, watch every dashboard
+// panel fill while it trains and the run finish.
 #include <gtest/gtest.h>
 
 #include <QApplication>
@@ -11,14 +11,16 @@
 #include <QPushButton>
 #include <QScreen>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QTest>
 #include <QTimer>
 #include <QWindow>
 #include <functional>
 
+#include "dashboard.h"
 #include "experiment_form.h"
+#include "flotilla/charts/panel_widget.h"
 #include "flotilla/controller/store.h"
-#include "live_chart.h"
 #include "main_window.h"
 #include "processes.h"
 #include "temp_dir.h"
@@ -86,20 +88,49 @@ TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
     ASSERT_TRUE(run_button->isEnabled());
 
     QTest::mouseClick(run_button, Qt::LeftButton);
-    LiveChart* chart = window.chart();
-    ASSERT_TRUE(wait_until([&] { return chart->throughputPoints() >= 20; }, 120s))
-        << "the chart got " << chart->sampleCount() << " samples";
-    const QString run = chart->run();
-    ASSERT_FALSE(run.isEmpty());
-    EXPECT_GT(chart->lossPoints(), 0);
+    Dashboard* dashboard = window.dashboard();
+    // Once the run has started, the window shows its dashboard.
+    EXPECT_TRUE(wait_until([&] { return window.tabs()->currentWidget() == dashboard; }, 60s));
+    // While it trains, frames of the live run arrive and every panel shows
+    // series from its records (a CPU run's memory panel: the ranks' RSS).
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const auto* frame = dashboard->frame();
+          return frame && frame->live && !frame->coarse && frame->step_records >= 2 * 20;
+        },
+        120s))
+        << "no live frame with 20 steps of both ranks";
+    ASSERT_EQ(dashboard->runs().size(), 1);
+    const QString run = dashboard->runs().front();
+    const std::vector<charts::PanelKind> live_panels = {
+        charts::PanelKind::throughput, charts::PanelKind::step_time,
+        charts::PanelKind::bandwidth,  charts::PanelKind::communication,
+        charts::PanelKind::loss,       charts::PanelKind::memory};
+    ASSERT_TRUE(wait_until(
+        [&] {
+          for (const auto kind : live_panels) {
+            const auto* panel = dashboard->panel(kind)->panel();
+            if (!panel || panel->description.series.empty()) return false;
+          }
+          return true;
+        },
+        60s));
+    for (const auto kind : live_panels)
+      EXPECT_TRUE(dashboard->panel(kind)->panel()->description.empty_reason.empty())
+          << charts::name_of(kind);
+    EXPECT_TRUE(window.listedState(run) == "running" || window.listedState(run) == "starting")
+        << window.listedState(run).toStdString();
     save_screenshot(window);
     ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 180s))
         << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
-    ASSERT_TRUE(wait_until([&] { return chart->sampleCount() == 120; }, 5s))
-        << chart->sampleCount() << " samples for 120 steps";
-    // Redrawn from the buffer, decimated to the plot's width at most.
-    ASSERT_TRUE(wait_until([&] { return chart->throughputPoints() > 20; }, 2s));
-    EXPECT_LE(chart->throughputPoints(), 120);
+    // The last frame holds every step of both ranks.
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const auto* frame = dashboard->frame();
+          return frame && !frame->live && frame->step_records == 2 * 120;
+        },
+        10s))
+        << (dashboard->frame() ? dashboard->frame()->step_records : -1) << " step records";
     EXPECT_FALSE(child<QPushButton>(window, "killButton")->isEnabled());
   }
   controller::Store store(db);
@@ -155,31 +186,14 @@ TEST(MainWindow, AsksWithTheFingerprintBeforeTrustingANewHostKeyThenRuns) {
     ASSERT_TRUE(wait_until([&] { return !asked.isEmpty(); }, 30s)) << "no question was asked";
     EXPECT_TRUE(asked.contains(QString::fromStdString(fingerprint).trimmed()))
         << asked.toStdString() << " lacks " << fingerprint;
-    LiveChart* chart = window.chart();
-    ASSERT_TRUE(wait_until([&] { return !chart->run().isEmpty(); }, 60s));
-    const QString run = chart->run();
+    Dashboard* dashboard = window.dashboard();
+    ASSERT_TRUE(wait_until([&] { return dashboard->runs().size() == 1; }, 60s));
+    const QString run = dashboard->runs().front();
     ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 180s))
         << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
   }
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "flotilla" / "known_hosts"));
   qunsetenv("XDG_DATA_HOME");
-}
-
-TEST(LiveChart, DecimatesToTwoPointsAPixelColumnAndKeepsTheExtremes) {
-  QVector<QPointF> points;
-  for (int i = 0; i < 10000; ++i) points.push_back({double(i), i == 5000 ? 1000.0 : i % 7});
-  const auto reduced = LiveChart::decimate(points, 100);
-  EXPECT_LE(reduced.size(), 200);
-  EXPECT_GE(reduced.size(), 100);
-  double highest = 0;
-  for (int i = 1; i < reduced.size(); ++i) {
-    EXPECT_LE(reduced[i - 1].x(), reduced[i].x());
-    highest = std::max(highest, reduced[i].y());
-  }
-  EXPECT_EQ(highest, 1000.0);  // the spike survives
-  EXPECT_EQ(reduced.front(), points.front());
-  const QVector<QPointF> few{{0, 1}, {1, 2}};
-  EXPECT_EQ(LiveChart::decimate(few, 100), few);
 }
 
 }  // namespace

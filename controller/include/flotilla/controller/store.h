@@ -100,6 +100,23 @@ struct RecordFilter {
   std::optional<std::string> node;
 };
 
+// One field of the step records over one bucket of steps.
+struct FieldSummary {
+  double min = 0, max = 0, sum = 0;
+  int64_t count = 0;  // records of the bucket that have the field as a number
+};
+
+// A run's step records summarised per rank over buckets of
+// kStepsPerBucket steps (migration 0004), kept by a trigger as records are
+// stored: what a view paints first when a run is too long to read at once.
+struct StepBucketRow {
+  int64_t rank = 0;
+  int64_t bucket = 0;                          // steps bucket x kStepsPerBucket + 1 ..
+  int64_t records = 0;                         // step records in the bucket
+  std::map<std::string, FieldSummary> fields;  // the fields some record of the bucket has
+};
+inline constexpr int64_t kStepsPerBucket = 256;
+
 struct TransitionRow {
   RunState state;
   int64_t at_ms = 0;
@@ -107,6 +124,11 @@ struct TransitionRow {
 };
 
 int64_t now_ms();
+
+enum class StoreAccess {
+  read_write,  // creates and migrates the database; writes go through the writer thread
+  read_only,   // for views: never creates, migrates or writes; every write throws
+};
 
 struct StoreOptions {
   // How long one statement waits for another connection's lock before the
@@ -130,8 +152,12 @@ struct StoreProblem {
 class Store {
  public:
   // Opens (creating when missing) and migrates the database at `path`. Throws
-  // StoreError naming the file and what went wrong.
-  explicit Store(QString path, StoreOptions options = {});
+  // StoreError naming the file and what went wrong. Read-only, the database
+  // must exist at this Flotilla's schema version: an older one is refused
+  // with how to migrate it, a newer one with the version it has.
+  explicit Store(QString path, StoreOptions options = {},
+                 StoreAccess access = StoreAccess::read_write);
+  Store(QString path, StoreAccess access) : Store(std::move(path), StoreOptions{}, access) {}
   // Commits everything queued, then stops the writer. A database that still
   // refuses writes is given `write_patience`; what it never took is reported.
   ~Store();
@@ -157,6 +183,8 @@ class Store {
   // SQLite's plan for records(run, filter), one step a line: how a view's
   // read is served (tests check that it goes through the index).
   std::string records_query_plan(const std::string& run, const RecordFilter& filter) const;
+  // The run's step buckets, by rank then bucket.
+  std::vector<StepBucketRow> step_buckets(const std::string& run) const;
   int64_t last_seq(const std::string& run, const std::string& node) const;
   std::vector<TransitionRow> transitions(const std::string& run) const;
   std::vector<std::string> node_names() const;
@@ -222,10 +250,15 @@ class Store {
   template <typename F>
   auto with_reader(F&& read) const;
 
+  // Read-only: refuses a missing database or one of another schema version.
+  void check_schema_for_reading() const;
+  // Throws unless the store may write.
+  void check_writable() const;
   void report(const StoreProblem& problem);
 
   QString path_;
   StoreOptions options_;
+  StoreAccess access_ = StoreAccess::read_write;
   QString writer_connection_;
   std::mutex listeners_mutex_;
   std::map<int, ProblemListener> listeners_;

@@ -1,0 +1,629 @@
+#include "flotilla/charts/panel_widget.h"
+
+#include <QAreaSeries>
+#include <QChart>
+#include <QChartView>
+#include <QDateTime>
+#include <QDateTimeAxis>
+#include <QFileDialog>
+#include <QGraphicsLayout>
+#include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QMenu>
+#include <QMessageBox>
+#include <QScatterSeries>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <cmath>
+
+#include "panel_chart_view.h"
+
+namespace flotilla::charts {
+
+struct PanelWidget::Drawn {
+  std::vector<QAbstractSeries*> series;    // parallel to the description's series
+  std::vector<QLineSeries*> upper, lower;  // stacked areas' edges (null elsewhere)
+  std::vector<QAbstractAxis*> y_axes;
+  QAbstractAxis* x_axis = nullptr;
+  std::vector<QLineSeries*> references;
+  std::vector<QGraphicsTextItem*> reference_labels;  // on a light box: readable over lines
+  QGraphicsTextItem* empty_text = nullptr;
+  QGraphicsLineItem* cursor = nullptr;
+  QGraphicsRectItem* hover_box = nullptr;
+  QGraphicsTextItem* hover_label = nullptr;
+  QString hover_text;
+  std::vector<bool> log_axis;  // per y axis
+};
+
+namespace {
+
+QColor colour_of(int index) {
+  const auto name = palette_colour(index);
+  return QColor(QString::fromLatin1(name.data(), int(name.size())));
+}
+
+QString q(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+QString number_text(double v) {
+  if (!std::isfinite(v)) return "—";
+  const double magnitude = std::abs(v);
+  if (magnitude >= 1e6 || (magnitude > 0 && magnitude < 1e-3)) return QString::number(v, 'g', 4);
+  if (magnitude >= 100) return QString::number(v, 'f', 1);
+  if (magnitude >= 1) return QString::number(v, 'f', 3);
+  return QString::number(v, 'f', 4);
+}
+
+QPen pen_of(const Series& s) {
+  QPen pen(colour_of(s.colour));
+  pen.setWidthF(1.6);
+  switch (s.style) {
+    case SeriesStyle::bold:
+      pen.setWidthF(3.0);
+      break;
+    case SeriesStyle::dashed:
+      pen.setStyle(Qt::DashLine);
+      break;
+    case SeriesStyle::dotted:
+      pen.setStyle(Qt::DotLine);
+      pen.setWidthF(2.0);
+      break;
+    case SeriesStyle::faint_raw: {
+      QColor faint = pen.color();
+      faint.setAlpha(70);
+      pen.setColor(faint);
+      pen.setWidthF(1.0);
+      break;
+    }
+    default:
+      break;
+  }
+  return pen;
+}
+
+// The name the legend shows for series `i` (a raw series shares its smoothed line's).
+QString legend_name(const PanelDescription& d, size_t i) {
+  const auto& s = d.series[i];
+  if (s.style == SeriesStyle::faint_raw && s.raw_of >= 0 && size_t(s.raw_of) < d.series.size())
+    return q(d.series[size_t(s.raw_of)].name);
+  return q(s.name);
+}
+
+}  // namespace
+
+std::shared_ptr<const PreparedPanel> prepare(PanelDescription description) {
+  auto prepared = std::make_shared<PreparedPanel>();
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  std::shared_ptr<std::vector<double>> running;  // the stack's sum so far
+  for (const auto& s : description.series) {
+    std::shared_ptr<const std::vector<double>> y = s.y;
+    if (s.style == SeriesStyle::stacked_area) {
+      auto sum = std::make_shared<std::vector<double>>(*s.y);
+      if (running && running->size() == sum->size())
+        for (size_t i = 0; i < sum->size(); ++i)
+          (*sum)[i] += std::isfinite((*running)[i]) ? (*running)[i] : 0;
+      running = sum;
+      y = sum;
+    }
+    prepared->pyramids.emplace_back(s.x, y);
+    if (!s.x->empty()) {
+      lo = std::min(lo, s.x->front());
+      hi = std::max(hi, s.x->back());
+    }
+  }
+  if (lo <= hi) prepared->x_min = lo, prepared->x_max = hi;
+  prepared->description = std::move(description);
+  return prepared;
+}
+
+void PanelSync::zoomTo(double x0, double x1) {
+  if (x1 < x0) std::swap(x0, x1);
+  if (!(x1 > x0)) return;
+  zoom_ = {x0, x1};
+  emit zoomChanged();
+}
+
+void PanelSync::resetZoom() {
+  zoom_.reset();
+  emit zoomChanged();
+}
+
+PanelWidget::PanelWidget(PanelSync* sync, QWidget* parent)
+    : QFrame(parent), sync_(sync ? sync : new PanelSync(this)), drawn_(std::make_unique<Drawn>()) {
+  setFrameShape(QFrame::StyledPanel);
+  view_ = new PanelChartView(this);
+  view_->setRenderHint(QPainter::Antialiasing);
+  auto* chart = new QChart;
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->legend()->setShowToolTips(true);
+  chart->layout()->setContentsMargins(0, 0, 0, 0);
+  chart->setMargins(QMargins(6, 4, 6, 4));
+  QFont title = chart->titleFont();
+  title.setBold(true);
+  title.setPointSizeF(title.pointSizeF() * 1.05);
+  chart->setTitleFont(title);
+  view_->setChart(chart);
+
+  log_button_ = new QToolButton;
+  log_button_->setText("log y");
+  log_button_->setCheckable(true);
+  log_button_->setToolTip("Logarithmic y axis (values <= 0 are left out)");
+  log_button_->setObjectName("logButton");
+  export_button_ = new QToolButton;
+  export_button_->setText("Export");
+  export_button_->setObjectName("exportButton");
+  export_button_->setPopupMode(QToolButton::InstantPopup);
+  auto* menu = new QMenu(export_button_);
+  menu->addAction("PNG image…", this, [this] { exportTo("png"); });
+  menu->addAction("SVG image…", this, [this] { exportTo("svg"); });
+  menu->addAction("CSV of every value…", this, [this] { exportTo("csv"); });
+  export_button_->setMenu(menu);
+  toolbar_ = new QWidget;
+  auto* tools = new QHBoxLayout(toolbar_);
+  tools->setContentsMargins(0, 0, 0, 0);
+  tools->addStretch();
+  tools->addWidget(log_button_);
+  tools->addWidget(export_button_);
+  notes_ = new QLabel;
+  notes_->setWordWrap(true);
+  notes_->setStyleSheet("color: #555;");
+  notes_->hide();
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 2, 4, 4);
+  layout->setSpacing(0);
+  layout->addWidget(toolbar_);
+  layout->addWidget(view_, 1);
+  layout->addWidget(notes_);
+
+  connect(log_button_, &QToolButton::toggled, this, &PanelWidget::setLogY);
+  connect(sync_, &PanelSync::hovered, this, &PanelWidget::showHover);
+  connect(sync_, &PanelSync::hoverEnded, this, &PanelWidget::hideHover);
+  connect(sync_, &PanelSync::zoomChanged, this, [this] {
+    applyXRange();
+    redraw();
+  });
+  connect(chart, &QChart::plotAreaChanged, this, [this] { redraw(); });
+}
+
+PanelWidget::~PanelWidget() = default;
+
+QChart* PanelWidget::chart() const {
+  return view_->chart();
+}
+QChartView* PanelWidget::chartView() const {
+  return view_;
+}
+
+void PanelWidget::setChrome(bool shown) {
+  toolbar_->setVisible(shown);
+  notes_->setVisible(shown && !notes_->text().isEmpty());
+  setFrameShape(shown ? QFrame::StyledPanel : QFrame::NoFrame);
+  layout()->setContentsMargins(shown ? QMargins(4, 2, 4, 4) : QMargins());
+}
+
+void PanelWidget::setPanel(std::shared_ptr<const PreparedPanel> panel) {
+  const bool same_shape = [&] {
+    if (!panel_ || !panel) return false;
+    const auto &a = panel_->description, &b = panel->description;
+    if (a.empty_reason != b.empty_reason || a.series.size() != b.series.size() ||
+        a.references.size() != b.references.size() || a.y_axes.size() != b.y_axes.size() ||
+        a.x_mode != b.x_mode || a.title != b.title)
+      return false;
+    for (size_t i = 0; i < a.series.size(); ++i)
+      if (a.series[i].name != b.series[i].name || a.series[i].style != b.series[i].style)
+        return false;
+    for (size_t i = 0; i < a.references.size(); ++i)
+      if (a.references[i].label != b.references[i].label) return false;
+    return true;
+  }();
+  panel_ = std::move(panel);
+  if (!same_shape) rebuild();
+  applyXRange();
+  redraw();
+}
+
+void PanelWidget::setLogY(bool log) {
+  if (log == log_y_) return;
+  log_y_ = log;
+  QSignalBlocker block(log_button_);
+  log_button_->setChecked(log);
+  rebuild();
+  redraw();
+}
+
+void PanelWidget::setSeriesHidden(const QString& name, bool hidden) {
+  if (hidden)
+    hidden_.insert(name);
+  else
+    hidden_.remove(name);
+  if (!panel_) return;
+  const auto& d = panel_->description;
+  for (size_t i = 0; i < drawn_->series.size(); ++i)
+    if (drawn_->series[i] && legend_name(d, i) == name) drawn_->series[i]->setVisible(!hidden);
+  // The legend keeps the entry, greyed, so that it can be clicked back.
+  for (auto* marker : chart()->legend()->markers()) {
+    if (marker->label() != name) continue;
+    marker->setVisible(true);
+    QColor label = hidden ? QColor(170, 170, 170) : palette().color(QPalette::WindowText);
+    marker->setLabelBrush(label);
+  }
+  redraw();
+}
+
+void PanelWidget::rebuild() {
+  QChart* c = chart();
+  hideHover();
+  c->removeAllSeries();
+  for (auto* axis : c->axes()) {
+    c->removeAxis(axis);
+    delete axis;
+  }
+  for (auto* label : drawn_->reference_labels) delete label;
+  delete drawn_->empty_text;
+  delete drawn_->cursor;
+  delete drawn_->hover_box;  // owns the label
+  *drawn_ = Drawn{};
+  if (!panel_) return;
+  const auto& d = panel_->description;
+  c->setTitle(q(d.title));
+  QStringList notes;
+  for (const auto& note : d.notes) notes << q(note);
+  if (d.coarse)
+    notes << "Drawn from 256-step buckets (means) while every step loads; the CSV waits for them.";
+  notes_->setText(notes.join("\n"));
+  notes_->setVisible(toolbar_->isVisible() && !notes.isEmpty());
+  if (!d.empty_reason.empty()) {
+    c->legend()->hide();
+    drawn_->empty_text = new QGraphicsTextItem(c);
+    drawn_->empty_text->setPlainText(q(d.empty_reason));
+    QFont font = drawn_->empty_text->font();
+    font.setPointSizeF(font.pointSizeF() * 1.1);
+    drawn_->empty_text->setFont(font);
+    drawn_->empty_text->setDefaultTextColor(QColor(90, 90, 90));
+    placeLabels();
+    return;
+  }
+  c->legend()->show();
+  // Axes: x at the bottom, the first y on the left, others on the right.
+  if (d.x_mode == XMode::wall_time) {
+    auto* axis = new QDateTimeAxis;
+    axis->setFormat("HH:mm:ss");
+    drawn_->x_axis = axis;
+  } else {
+    auto* axis = new QValueAxis;
+    axis->setLabelFormat(d.x_mode == XMode::step ? "%.0f" : "%.4g");
+    drawn_->x_axis = axis;
+  }
+  drawn_->x_axis->setTitleText(q(d.x_title));
+  c->addAxis(drawn_->x_axis, Qt::AlignBottom);
+  std::vector<bool> stacked_axis(d.y_axes.size(), false);
+  for (const auto& s : d.series)
+    if (s.style == SeriesStyle::stacked_area && size_t(s.axis) < d.y_axes.size())
+      stacked_axis[size_t(s.axis)] = true;
+  for (size_t a = 0; a < d.y_axes.size(); ++a) {
+    // Stacked areas rest on zero, which a log axis cannot show: they stay linear.
+    const bool log = log_y_ && !stacked_axis[a];
+    QAbstractAxis* axis;
+    if (log) {
+      auto* l = new QLogValueAxis;
+      l->setBase(10);
+      l->setLabelFormat("%g");
+      l->setMinorTickCount(-1);
+      axis = l;
+    } else {
+      auto* v = new QValueAxis;
+      v->setLabelFormat("%.4g");
+      axis = v;
+    }
+    axis->setTitleText(q(d.y_axes[a].title));
+    c->addAxis(axis, a == 0 ? Qt::AlignLeft : Qt::AlignRight);
+    drawn_->y_axes.push_back(axis);
+    drawn_->log_axis.push_back(log);
+  }
+  drawn_->series.resize(d.series.size(), nullptr);
+  drawn_->upper.resize(d.series.size(), nullptr);
+  drawn_->lower.resize(d.series.size(), nullptr);
+  bool first_stacked = true;
+  for (size_t i = 0; i < d.series.size(); ++i) {
+    const auto& s = d.series[i];
+    QAbstractSeries* series = nullptr;
+    if (s.style == SeriesStyle::markers) {
+      auto* scatter = new QScatterSeries;
+      scatter->setMarkerSize(9);
+      scatter->setColor(colour_of(s.colour));
+      scatter->setBorderColor(colour_of(s.colour).darker(130));
+      series = scatter;
+    } else if (s.style == SeriesStyle::stacked_area) {
+      auto* upper = new QLineSeries;
+      QLineSeries* lower = first_stacked ? nullptr : new QLineSeries;
+      first_stacked = false;
+      auto* area = new QAreaSeries(upper, lower);
+      upper->setParent(area);
+      if (lower) lower->setParent(area);
+      QColor fill = colour_of(s.colour);
+      fill.setAlpha(170);
+      area->setBrush(fill);
+      area->setPen(QPen(colour_of(s.colour).darker(120), 0.8));
+      drawn_->upper[i] = upper;
+      drawn_->lower[i] = lower;
+      series = area;
+    } else {
+      auto* line = new QLineSeries;
+      line->setPen(pen_of(s));
+      series = line;
+    }
+    series->setName(legend_name(d, i));
+    c->addSeries(series);
+    series->attachAxis(drawn_->x_axis);
+    series->attachAxis(drawn_->y_axes.at(size_t(std::clamp(s.axis, 0, int(d.y_axes.size()) - 1))));
+    series->setVisible(!hidden_.contains(legend_name(d, i)));
+    drawn_->series[i] = series;
+  }
+  for (const auto& r : d.references) {
+    auto* line = new QLineSeries;
+    QPen pen(colour_of(r.colour));
+    pen.setStyle(Qt::DashDotLine);
+    pen.setWidthF(1.8);
+    line->setPen(pen);
+    line->setName(q(r.label));
+    c->addSeries(line);
+    line->attachAxis(drawn_->x_axis);
+    line->attachAxis(drawn_->y_axes.at(size_t(std::clamp(r.axis, 0, int(d.y_axes.size()) - 1))));
+    drawn_->references.push_back(line);
+    auto* label = new QGraphicsTextItem(c);
+    label->setHtml("<span style=\"background-color: rgba(255, 255, 255, 215)\">" +
+                   q(r.label).toHtmlEscaped() + "</span>");
+    label->setDefaultTextColor(colour_of(r.colour).darker(115));
+    label->setZValue(10);
+    drawn_->reference_labels.push_back(label);
+  }
+  // Raw values behind a smoothed line have no legend entry of their own; a
+  // click on an entry hides or shows its series.
+  const auto markers = c->legend()->markers();
+  for (auto* marker : markers) {
+    for (size_t i = 0; i < d.series.size(); ++i)
+      if (marker->series() == drawn_->series[i] && d.series[i].style == SeriesStyle::faint_raw)
+        marker->setVisible(false);
+    if (hidden_.contains(marker->label())) marker->setLabelBrush(QColor(170, 170, 170));
+    connect(marker, &QLegendMarker::clicked, this, [this, marker] {
+      setSeriesHidden(marker->label(), !hidden_.contains(marker->label()));
+    });
+  }
+  // A long legend under the plot gets its names cut ("ran..."): beside the
+  // plot each entry has a line of its own.
+  size_t entries = d.references.size(), letters = 0;
+  for (const auto& r : d.references) letters += r.label.size();
+  for (const auto& x : d.series)
+    if (x.style != SeriesStyle::faint_raw) ++entries, letters += x.name.size();
+  c->legend()->setAlignment(entries > 5 || letters > 80 ? Qt::AlignRight : Qt::AlignBottom);
+}
+
+void PanelWidget::applyXRange() {
+  if (sync_->zoom()) {
+    std::tie(x0_, x1_) = *sync_->zoom();
+    return;
+  }
+  if (!panel_) return;
+  x0_ = panel_->x_min;
+  x1_ = panel_->x_max;
+  if (!(x1_ > x0_)) {
+    x0_ -= 0.5;
+    x1_ += 0.5;
+  }
+}
+
+void PanelWidget::redraw() {
+  if (!panel_ || !panel_->description.empty_reason.empty() || !drawn_->x_axis) {
+    placeLabels();
+    return;
+  }
+  const auto& d = panel_->description;
+  const bool wall = d.x_mode == XMode::wall_time;
+  auto chart_x = [wall](double x) { return wall ? x * 1000 : x; };
+  const int columns = std::max(50, int(chart()->plotArea().width()));
+  std::vector<double> lo(d.y_axes.size(), std::numeric_limits<double>::infinity());
+  std::vector<double> hi(d.y_axes.size(), -std::numeric_limits<double>::infinity());
+  auto extend = [&](int axis, double y) {
+    const size_t a = size_t(std::clamp(axis, 0, int(d.y_axes.size()) - 1));
+    if (!std::isfinite(y) || (drawn_->log_axis[a] && !shown_on_log_axis(y))) return;
+    lo[a] = std::min(lo[a], y);
+    hi[a] = std::max(hi[a], y);
+  };
+  QList<QPointF> previous_stack;
+  for (size_t i = 0; i < d.series.size(); ++i) {
+    const auto& s = d.series[i];
+    const size_t a = size_t(std::clamp(s.axis, 0, int(d.y_axes.size()) - 1));
+    const bool stacked = s.style == SeriesStyle::stacked_area;
+    const auto points = panel_->pyramids[i].decimate(
+        x0_, x1_, columns, stacked ? Reduction::mean : Reduction::min_max);
+    QList<QPointF> drawn;
+    drawn.reserve(qsizetype(points.size()));
+    for (const auto& p : points) {
+      if (drawn_->log_axis[a] && !shown_on_log_axis(p.y)) continue;
+      drawn.push_back({chart_x(p.x), p.y});
+      if (drawn_->series[i]->isVisible() && p.x >= x0_ && p.x <= x1_) extend(s.axis, p.y);
+    }
+    if (stacked) {
+      drawn_->upper[i]->replace(drawn);
+      if (drawn_->lower[i]) drawn_->lower[i]->replace(previous_stack);
+      previous_stack = drawn;
+      extend(s.axis, 0);
+    } else if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) {
+      xy->replace(drawn);
+    }
+  }
+  for (size_t r = 0; r < d.references.size(); ++r) {
+    const auto& ref = d.references[r];
+    drawn_->references[r]->replace({{chart_x(x0_), ref.y}, {chart_x(x1_), ref.y}});
+    extend(ref.axis, ref.y);
+  }
+  if (wall)
+    static_cast<QDateTimeAxis*>(drawn_->x_axis)
+        ->setRange(QDateTime::fromMSecsSinceEpoch(qint64(chart_x(x0_))),
+                   QDateTime::fromMSecsSinceEpoch(qint64(std::ceil(chart_x(x1_)))));
+  else
+    drawn_->x_axis->setRange(x0_, x1_);
+  for (size_t a = 0; a < d.y_axes.size(); ++a) {
+    std::pair<double, double> range;
+    if (drawn_->log_axis[a])
+      range = log_axis_range(lo[a], hi[a]);
+    else if (d.y_axes[a].percent && lo[a] >= 0 && hi[a] <= 100)
+      range = {0, 100};
+    else
+      range = lo[a] <= hi[a] ? linear_axis_range(lo[a], hi[a]) : std::pair{0.0, 1.0};
+    drawn_->y_axes[a]->setRange(range.first, range.second);
+    // Ticks at round numbers (0, 500, 1000), not at fifths of the data's range.
+    if (auto* linear = qobject_cast<QValueAxis*>(drawn_->y_axes[a])) {
+      const double span = range.second - range.first;
+      if (span > 0 && std::isfinite(span)) {
+        const double decade = std::pow(10.0, std::floor(std::log10(span / 5)));
+        double interval = decade;
+        for (const double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+          if (span / (m * decade) <= 6) {
+            interval = m * decade;
+            break;
+          }
+        linear->setTickType(QValueAxis::TicksDynamic);
+        linear->setTickAnchor(0);
+        linear->setTickInterval(interval);
+      }
+    }
+  }
+  placeLabels();
+  if (hover_x_) showHover(*hover_x_);
+}
+
+void PanelWidget::placeLabels() {
+  const QRectF plot = chart()->plotArea();
+  if (drawn_->empty_text) {
+    const QRectF all = chart()->rect();
+    drawn_->empty_text->setTextWidth(std::max(120.0, all.width() * 0.8));
+    const QRectF text = drawn_->empty_text->boundingRect();
+    drawn_->empty_text->setPos(all.center().x() - text.width() / 2,
+                               all.center().y() - text.height() / 2);
+  }
+  if (!panel_) return;
+  const auto& d = panel_->description;
+  // Each reference's label sits just above its line at the plot's right end.
+  qreal last_bottom = -1e9;
+  for (size_t r = 0; r < drawn_->reference_labels.size(); ++r) {
+    auto* label = drawn_->reference_labels[r];
+    const QPointF at =
+        chart()->mapToPosition({d.x_mode == XMode::wall_time ? x1_ * 1000 : x1_, d.references[r].y},
+                               drawn_->references[r]);
+    const QRectF box = label->boundingRect();
+    qreal y = at.y() - box.height() - 1;
+    if (y < last_bottom) y = last_bottom;  // labels of nearby lines stack, not overlap
+    label->setPos(plot.right() - box.width() - 4, std::max(plot.top(), y));
+    label->setVisible(at.y() >= plot.top() - 1 && at.y() <= plot.bottom() + 1);
+    last_bottom = label->pos().y() + box.height();
+  }
+}
+
+QString PanelWidget::hoverText() const {
+  return drawn_->hover_text;
+}
+
+qsizetype PanelWidget::drawnPoints(const QString& name) const {
+  if (!panel_) return 0;
+  for (size_t i = 0; i < drawn_->series.size(); ++i) {
+    if (legend_name(panel_->description, i) != name ||
+        panel_->description.series[i].style == SeriesStyle::faint_raw)
+      continue;
+    if (drawn_->upper[i]) return drawn_->upper[i]->count();
+    if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) return xy->count();
+  }
+  return 0;
+}
+
+void PanelWidget::showHover(double x) {
+  hover_x_ = x;
+  if (!panel_ || !panel_->description.empty_reason.empty() || !(x >= x0_ && x <= x1_)) {
+    if (drawn_->cursor) drawn_->cursor->hide();
+    if (drawn_->hover_box) drawn_->hover_box->hide();
+    drawn_->hover_text.clear();
+    return;
+  }
+  const auto& d = panel_->description;
+  const QRectF plot = chart()->plotArea();
+  const double px = plot.left() + (x - x0_) / (x1_ - x0_) * plot.width();
+  if (!drawn_->cursor) {
+    drawn_->cursor = new QGraphicsLineItem(chart());
+    drawn_->cursor->setPen(QPen(QColor(60, 60, 60), 1, Qt::SolidLine));
+    drawn_->cursor->setZValue(20);
+    drawn_->hover_box = new QGraphicsRectItem(chart());
+    drawn_->hover_box->setBrush(QColor(255, 255, 255, 225));
+    drawn_->hover_box->setPen(QPen(QColor(150, 150, 150)));
+    drawn_->hover_box->setZValue(21);
+    drawn_->hover_label = new QGraphicsTextItem(drawn_->hover_box);
+  }
+  drawn_->cursor->setLine(px, plot.top(), px, plot.bottom());
+  drawn_->cursor->show();
+  QStringList lines;
+  switch (d.x_mode) {
+    case XMode::step:
+      lines << "step " + QString::number(x, 'f', 0);
+      break;
+    case XMode::wall_time:
+      lines << QDateTime::fromMSecsSinceEpoch(qint64(x * 1000)).toString("HH:mm:ss.zzz");
+      break;
+    case XMode::relative_time:
+      lines << QString::number(x, 'f', 2) + " s";
+      break;
+  }
+  int shown = 0, more = 0;
+  for (size_t i = 0; i < d.series.size(); ++i) {
+    const auto& s = d.series[i];
+    if (s.style == SeriesStyle::faint_raw || !drawn_->series[i]->isVisible()) continue;
+    const int64_t at = panel_->pyramids[i].index_at(x);
+    if (at < 0) continue;
+    if (++shown > 14) {
+      ++more;
+      continue;
+    }
+    const double v = (*s.y)[size_t(at)];
+    lines << q(s.name) + ": " + number_text(v) + (s.unit.empty() ? "" : " " + q(s.unit));
+  }
+  if (more) lines << QString("… and %1 more").arg(more);
+  drawn_->hover_text = lines.join("\n");
+  drawn_->hover_label->setPlainText(drawn_->hover_text);
+  const QRectF text = drawn_->hover_label->boundingRect();
+  double left = px + 8;
+  if (left + text.width() > plot.right()) left = px - 8 - text.width();
+  drawn_->hover_box->setRect(0, 0, text.width(), text.height());
+  drawn_->hover_box->setPos(std::max(plot.left(), left), plot.top() + 2);
+  drawn_->hover_box->show();
+}
+
+void PanelWidget::hideHover() {
+  hover_x_.reset();
+  drawn_->hover_text.clear();
+  if (drawn_->cursor) drawn_->cursor->hide();
+  if (drawn_->hover_box) drawn_->hover_box->hide();
+}
+
+void PanelWidget::exportTo(const QString& format) {
+  if (!panel_) return;
+  const QString title = q(panel_->description.title).section(':', 0, 0).toLower().replace(' ', '_');
+  const QString file =
+      QFileDialog::getSaveFileName(this, "Export " + q(panel_->description.title),
+                                   title + "." + format, format.toUpper() + " (*." + format + ")");
+  if (file.isEmpty()) return;
+  const QString error = format == "csv" ? saveCsv(file) : saveImage(file);
+  if (error.isEmpty()) return;
+  emit exportFailed(error);
+  QMessageBox::warning(this, "Export", error);
+}
+
+}  // namespace flotilla::charts

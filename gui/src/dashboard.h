@@ -1,0 +1,91 @@
+#pragma once
+// The selected run's dashboard: controls shared by every panel (x axis,
+// smoothing, rank and node filter, the breakdown's rank), the grid of panels
+// (W&B's panel grid), and a Details tab. Loading and building happen on the
+// DashboardLoader's thread; this widget only draws the frames it sends,
+// one panel per turn of the event loop so that input never waits long.
+
+#include <QThread>
+#include <QWidget>
+
+#include <map>
+#include <memory>
+
+#include "dashboard_loader.h"
+#include "flotilla/charts/panel_widget.h"
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QSlider;
+class QTabWidget;
+class QToolButton;
+
+namespace flotilla::gui {
+
+class RunDetails;
+
+class Dashboard : public QWidget {
+  Q_OBJECT
+ public:
+  explicit Dashboard(const QString& database, QWidget* parent = nullptr);
+  ~Dashboard() override;
+
+  // Shows `runs` (one: per-rank detail; several: overlaid, one colour each).
+  void showRuns(const QStringList& runs);
+  void showRun(const QString& run) { showRuns({run}); }
+  const QStringList& runs() const { return runs_; }
+
+  charts::PanelWidget* panel(charts::PanelKind kind) const { return panels_.at(kind); }
+  charts::PanelSync* sync() const { return sync_; }
+  RunDetails* details() const { return details_; }
+  charts::PanelOptions options() const;
+  // The frame drawn last (null before the first), and how many were drawn.
+  const DashboardFrame* frame() const { return frame_.get(); }
+  int framesDrawn() const { return frames_drawn_; }
+
+  void setXMode(charts::XMode mode);
+  void setSmoothing(double weight);  // 0..0.99
+  void setShownRanks(const std::optional<std::set<int64_t>>& ranks);
+  void setShownNodes(const std::optional<std::set<std::string>>& nodes);
+  void setBreakdownRank(std::optional<int64_t> rank);
+
+ signals:
+  // Every panel of a frame is drawn.
+  void frameDrawn();
+  void requestShow(const QStringList& runs, const flotilla::charts::PanelOptions& options,
+                   quint64 generation);
+  void requestOptions(const flotilla::charts::PanelOptions& options, quint64 generation);
+
+ private:
+  void buildControls(QWidget* bar);
+  void optionsChanged();
+  void receive(std::shared_ptr<const DashboardFrame> frame);
+  void drawNextPanel();
+  void updateFilters(const DashboardFrame& frame);
+  void updateStatus();
+
+  QThread loader_thread_;
+  DashboardLoader* loader_;
+  QStringList runs_;
+  quint64 generation_ = 0;
+  charts::PanelSync* sync_;
+  std::map<charts::PanelKind, charts::PanelWidget*> panels_;
+  RunDetails* details_;
+  QTabWidget* tabs_;
+  QLabel* status_;
+  QComboBox* x_combo_;
+  QSlider* smoothing_slider_;
+  QDoubleSpinBox* smoothing_spin_;
+  QToolButton *ranks_button_, *nodes_button_;
+  QComboBox* breakdown_combo_;
+  std::optional<std::set<int64_t>> shown_ranks_;
+  std::optional<std::set<std::string>> shown_nodes_;
+  std::optional<int64_t> breakdown_rank_;
+  std::shared_ptr<const DashboardFrame> frame_, pending_;
+  size_t next_panel_ = 0;
+  int frames_drawn_ = 0;
+  QString error_;
+};
+
+}  // namespace flotilla::gui

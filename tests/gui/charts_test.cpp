@@ -1,0 +1,381 @@
+// The charts library on runs stored in a real SQLite store: each panel's
+// series hold the values derived from the stored records, smoothing, the x
+// modes and the rank filter do what they say, and the exports (CSV, PNG,
+// SVG) hold what the panel shows.
+#include <gtest/gtest.h>
+#include <QFile>
+#include <QImage>
+#include <QXmlStreamReader>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "flotilla/charts/export.h"
+#include "flotilla/charts/panel.h"
+#include "flotilla/charts/run_loader.h"
+#include "flotilla/charts/transforms.h"
+#include "flotilla/controller/store.h"
+#include "temp_dir.h"
+
+namespace flotilla::charts {
+namespace {
+
+using controller::RecordRow;
+using controller::RunRow;
+using controller::Store;
+using nlohmann::json;
+
+constexpr int kSteps = 40;
+constexpr double kStartTime = 1'700'000'000.0;  // the node's clock at the start records
+
+// What rank `rank` recorded for `step`: numbers that differ per rank and step
+// so that a series taken from the wrong record or rank shows.
+json step_body(int rank, int step) {
+  const double data = 1.0 + 0.01 * step, forward = 4.0 + rank, backward = 8.0 + 0.1 * step,
+               comm = 2.5 + 0.5 * rank, optimizer = 1.5;
+  const double step_ms = data + forward + backward + comm + optimizer + 0.05;  // a little slack
+  json body = {{"step", step},
+               {"time", kStartTime + 2 + step * 0.05 + rank * 0.001},
+               {"epoch", 0},
+               {"samples", 128},
+               {"samples_per_s", 128.0 / step_ms * 1000.0},
+               {"step_ms", step_ms},
+               {"data_ms", data},
+               {"forward_ms", forward},
+               {"backward_ms", backward},
+               {"comm_ms", comm},
+               {"comm_busy_ms", comm + 3},
+               {"optimizer_ms", optimizer},
+               {"bytes_sent", 400000.0 + 1000.0 * step + 7 * rank},
+               {"bytes_recv", 390000.0 + 900.0 * step},
+               {"algbw_gbps", 0.2 + 0.001 * step},
+               {"busbw_gbps", 0.2 + 0.001 * step}};
+  if (rank == 0) body["loss"] = 2.3 / (1.0 + 0.1 * step) + (step % 3) * 0.05;
+  return body;
+}
+
+class StoredRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Store store(database());
+    RunRow run;
+    run.id = "ddp-run";
+    run.experiment_name = "charts";
+    run.config_json = R"({"name":"charts","strategy":"ddp","device":"cpu","nodes":["local"]})";
+    run.nodes = {"local"};
+    run.world_size = 2;
+    store.create_run(run);
+    int64_t seq = 0;
+    auto append = [&](int rank, const std::string& type, const json& body) {
+      json with_type = body;
+      with_type["type"] = type;
+      store.append_record(run.id, RecordRow{++seq, "local", rank, type, with_type.dump()});
+    };
+    for (int rank : {0, 1})
+      append(rank, "start",
+             {{"rank", rank}, {"world_size", 2}, {"device", "cpu"}, {"time", kStartTime}});
+    for (int step = 1; step <= kSteps; ++step) {
+      for (int rank : {0, 1}) append(rank, "step", step_body(rank, step));
+      if (step % 20 == 0)
+        append(0, "epoch",
+               {{"epoch", step / 20 - 1},
+                {"steps", step},
+                {"loss", 1.0},
+                {"acc_train", 0.5 + step * 0.01},
+                {"acc_test", 0.4 + step * 0.01},
+                {"time", kStartTime + 2 + step * 0.05}});
+    }
+    for (int s = 0; s < 4; ++s)
+      append(-1, "system",
+             {{"time", kStartTime + s},
+              {"nic_rx", 1e6 * s * s},
+              {"nic_tx", 2e6 * s},
+              {"cpu_util", 0.25 * s},
+              {"rank_rss", {{"0", 1e8 + s}, {"1", 2e8}}}});
+    // A record missing its step and one that is not JSON: skipped and counted.
+    append(1, "step", {{"time", kStartTime + 9}, {"step_ms", 3}});
+    store.append_record(run.id, RecordRow{++seq, "local", 1, "step", "{not json"});
+    store.flush();
+  }
+
+  QString database() const { return QString::fromStdString((dir_.path() / "runs.db").string()); }
+
+  RunData load() const {
+    const Store store(database(), controller::StoreAccess::read_only);
+    return load_run(store, "ddp-run");
+  }
+
+  static const Series& series_named(const PanelDescription& panel, const std::string& name) {
+    for (const auto& s : panel.series)
+      if (s.name == name) return s;
+    ADD_FAILURE() << "no series \"" << name << "\" in panel " << panel.title;
+    static const Series none{};
+    return none;
+  }
+  static bool has_series(const PanelDescription& panel, const std::string& name) {
+    return std::any_of(panel.series.begin(), panel.series.end(),
+                       [&](const Series& s) { return s.name == name; });
+  }
+  // The y of `series` at step `step` (x mode step).
+  static double at_step(const Series& series, double step) {
+    for (size_t i = 0; i < series.x->size(); ++i)
+      if ((*series.x)[i] == step) return (*series.y)[i];
+    ADD_FAILURE() << series.name << " has no point at step " << step;
+    return kMissing;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(StoredRun, ThroughputPerRankAndJobAreTheStoredRates) {
+  const RunData run = load();
+  const auto panel = build_panel(PanelKind::throughput, {&run}, {});
+  ASSERT_TRUE(panel.empty_reason.empty()) << panel.empty_reason;
+  // DDP: each rank's samples_per_s counts both replicas; a rank's own rate is half.
+  const double rate0 = step_body(0, 17)["samples_per_s"], rate1 = step_body(1, 17)["samples_per_s"];
+  EXPECT_DOUBLE_EQ(at_step(series_named(panel, "rank 0"), 17), rate0 / 2);
+  EXPECT_DOUBLE_EQ(at_step(series_named(panel, "rank 1"), 17), rate1 / 2);
+  EXPECT_DOUBLE_EQ(at_step(series_named(panel, "job"), 17), rate0 / 2 + rate1 / 2);
+  ASSERT_EQ(panel.references.size(), 1u);
+  EXPECT_NE(panel.references[0].label.find("median after warm-up"), std::string::npos);
+}
+
+TEST_F(StoredRun, BandwidthIsBytesOverStepTime) {
+  const RunData run = load();
+  const auto panel = build_panel(PanelKind::bandwidth, {&run}, {});
+  ASSERT_TRUE(panel.empty_reason.empty()) << panel.empty_reason;
+  const json body = step_body(1, 23);
+  const double expected = body["bytes_sent"].get<double>() / body["step_ms"].get<double>() / 1000;
+  EXPECT_DOUBLE_EQ(at_step(series_named(panel, "rank 1 sent"), 23), expected);
+  const double received = body["bytes_recv"].get<double>() / body["step_ms"].get<double>() / 1000;
+  EXPECT_DOUBLE_EQ(at_step(series_named(panel, "rank 1 received"), 23), received);
+}
+
+TEST_F(StoredRun, StepTimeBreakdownSumsToStepTime) {
+  const RunData run = load();
+  PanelOptions options;
+  options.breakdown_rank = 1;
+  const auto panel = build_panel(PanelKind::step_time, {&run}, options);
+  ASSERT_TRUE(panel.empty_reason.empty()) << panel.empty_reason;
+  int areas = 0;
+  for (int step = 1; step <= kSteps; ++step) {
+    double sum = 0;
+    areas = 0;
+    for (const auto& s : panel.series)
+      if (s.style == SeriesStyle::stacked_area) sum += at_step(s, step), ++areas;
+    const double step_ms = step_body(1, step)["step_ms"];
+    EXPECT_NEAR(sum, step_ms, 0.03 * step_ms) << "step " << step;
+  }
+  EXPECT_EQ(areas, 5);  // data, forward, backward, exposed comm, optimizer
+  EXPECT_DOUBLE_EQ(at_step(series_named(panel, "whole step"), 9), step_body(1, 9)["step_ms"]);
+}
+
+TEST_F(StoredRun, SmoothingZeroIsRawAndPointSixIsTheDebiasedEma) {
+  const RunData run = load();
+  PanelOptions raw_options;
+  const auto raw = build_panel(PanelKind::loss, {&run}, raw_options);
+  const Series& loss = series_named(raw, "loss (rank 0)");
+  ASSERT_EQ(loss.y->size(), size_t(kSteps));
+  for (int step = 1; step <= kSteps; ++step)
+    EXPECT_DOUBLE_EQ(at_step(loss, step), step_body(0, step)["loss"].get<double>());
+  EXPECT_FALSE(has_series(raw, "loss (rank 0) (raw)"));
+
+  PanelOptions smoothed_options;
+  smoothed_options.smoothing = 0.6;
+  const auto smoothed = build_panel(PanelKind::loss, {&run}, smoothed_options);
+  const Series& ema = series_named(smoothed, "loss (rank 0)");
+  const Series& faint = series_named(smoothed, "loss (rank 0) (raw)");
+  EXPECT_EQ(faint.style, SeriesStyle::faint_raw);
+  // TensorBoard's rule, written out here on its own.
+  double last = 0;
+  for (int step = 1; step <= kSteps; ++step) {
+    const double y = step_body(0, step)["loss"];
+    last = last * 0.6 + 0.4 * y;
+    const double debiased = last / (1 - std::pow(0.6, step));
+    EXPECT_NEAR(at_step(ema, step), debiased, 1e-12) << "step " << step;
+    EXPECT_DOUBLE_EQ(at_step(faint, step), y);
+  }
+}
+
+TEST_F(StoredRun, XIsTheStepTheNodesClockOrSecondsSinceTheStart) {
+  const RunData run = load();
+  for (const XMode mode : {XMode::step, XMode::wall_time, XMode::relative_time}) {
+    PanelOptions options;
+    options.x = mode;
+    const auto panel = build_panel(PanelKind::throughput, {&run}, options);
+    const Series& rank1 = series_named(panel, "rank 1");
+    ASSERT_EQ(rank1.x->size(), size_t(kSteps)) << name_of(mode);
+    const double recorded_time = step_body(1, 12)["time"];
+    const double expected = mode == XMode::step        ? 12.0
+                            : mode == XMode::wall_time ? recorded_time
+                                                       : recorded_time - kStartTime;
+    EXPECT_NEAR((*rank1.x)[11], expected, 1e-6) << name_of(mode);
+    EXPECT_FALSE(panel.x_title.empty());
+  }
+}
+
+TEST_F(StoredRun, RankFilterLeavesOutTheOtherRanks) {
+  const RunData run = load();
+  PanelOptions options;
+  options.ranks = std::set<int64_t>{1};
+  for (const PanelKind kind : {PanelKind::throughput, PanelKind::bandwidth}) {
+    const auto panel = build_panel(kind, {&run}, options);
+    for (const auto& s : panel.series)
+      EXPECT_EQ(s.name.find("rank 0"), std::string::npos) << name_of(kind) << ": " << s.name;
+  }
+  EXPECT_TRUE(has_series(build_panel(PanelKind::throughput, {&run}, options), "rank 1"));
+}
+
+TEST_F(StoredRun, MalformedRecordsAreSkippedAndCounted) {
+  const RunData run = load();
+  int64_t skipped = 0;
+  for (const auto& [why, count] : run.skipped_records) skipped += count;
+  EXPECT_EQ(skipped, 2);
+  EXPECT_EQ(run.ranks.at(1).rows(), size_t(kSteps));
+}
+
+TEST_F(StoredRun, SystemRecordsBecomeRatesFromTheCumulativeCounters) {
+  const RunData run = load();
+  const SystemColumns& node = run.systems.at("local");
+  ASSERT_EQ(node.rows(), 4u);
+  EXPECT_TRUE(std::isnan(node.nic_rx_mb_s[0]));
+  EXPECT_DOUBLE_EQ(node.nic_rx_mb_s[3], (9e6 - 4e6) / 1.0 / 1e6);
+  EXPECT_DOUBLE_EQ(node.nic_tx_mb_s[2], 2.0);
+  const auto system = build_panel(PanelKind::system, {&run}, {});
+  EXPECT_TRUE(system.empty_reason.empty()) << system.empty_reason;
+}
+
+TEST_F(StoredRun, AnEmptyPanelSaysWhy) {
+  const RunData run = load();
+  // A CPU run without codecs has no pipeline fields: the communication panel
+  // still has comm_ms, but memory has no mem_* and no RSS of a GPU.
+  for (const PanelKind kind : kAllPanels) {
+    const auto panel = build_panel(kind, {&run}, {});
+    EXPECT_TRUE(!panel.series.empty() || !panel.empty_reason.empty()) << name_of(kind);
+  }
+}
+
+// CSV: one row a point, every value as stored.
+TEST_F(StoredRun, CsvHoldsEveryStoredValue) {
+  const RunData run = load();
+  const auto panel = build_panel(PanelKind::bandwidth, {&run}, {});
+  std::istringstream csv(panel_csv(panel));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("run,series,unit,step,value", 0), 0u) << line;
+  int rows = 0, checked = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    std::vector<std::string> cells;
+    std::stringstream cell_in(line);
+    for (std::string cell; std::getline(cell_in, cell, ',');) cells.push_back(cell);
+    ASSERT_GE(cells.size(), 5u) << line;
+    if (cells[1] != "rank 0 sent") continue;
+    int step = 0;
+    double value = 0;
+    std::from_chars(cells[3].data(), cells[3].data() + cells[3].size(), step);
+    std::from_chars(cells[4].data(), cells[4].data() + cells[4].size(), value);
+    const json body = step_body(0, step);
+    EXPECT_EQ(value, body["bytes_sent"].get<double>() / body["step_ms"].get<double>() / 1000)
+        << line;
+    ++checked;
+  }
+  EXPECT_EQ(checked, kSteps);
+  size_t points = 0;
+  for (const auto& s : panel.series) points += s.y->size();
+  EXPECT_EQ(rows, int(points));
+}
+
+TEST_F(StoredRun, RendersValidPngAndSvgWithPaths) {
+  RenderRequest request;
+  request.database = database().toStdString();
+  request.runs = {"ddp-run"};
+  request.panel = PanelKind::step_time;
+  request.size = QSize(800, 450);
+  request.output = QString::fromStdString((dir_.path() / "step_time.png").string());
+  ASSERT_EQ(render_panel(request), QString());
+  const QImage image(request.output);
+  ASSERT_FALSE(image.isNull());
+  EXPECT_EQ(image.size(), QSize(800, 450));
+
+  request.output = QString::fromStdString((dir_.path() / "step_time.svg").string());
+  ASSERT_EQ(render_panel(request), QString());
+  QFile svg(request.output);
+  ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
+  QXmlStreamReader xml(&svg);
+  int paths = 0;
+  while (!xml.atEnd())
+    if (xml.readNext() == QXmlStreamReader::StartElement && xml.name() == QLatin1String("path"))
+      ++paths;
+  EXPECT_FALSE(xml.hasError()) << xml.errorString().toStdString();
+  EXPECT_GT(paths, 5);
+}
+
+TEST_F(StoredRun, RenderNamesWhatIsWrong) {
+  RenderRequest request;
+  request.database = database().toStdString();
+  request.runs = {"no-such-run"};
+  request.output = QString::fromStdString((dir_.path() / "x.png").string());
+  EXPECT_TRUE(render_panel(request).contains("no-such-run"));
+  request.runs = {"ddp-run"};
+  request.output = "/proc/no/such/dir/x.png";
+  EXPECT_TRUE(render_panel(request).contains("/proc/no/such/dir/x.png"));
+  request.output = QString::fromStdString((dir_.path() / "x.gif").string());
+  EXPECT_FALSE(render_panel(request).isEmpty());
+  request.database = (dir_.path() / "missing.db").string();
+  request.output = QString::fromStdString((dir_.path() / "x.png").string());
+  EXPECT_TRUE(render_panel(request).contains("missing.db"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() / "missing.db"));  // a view creates nothing
+}
+
+// The step buckets a long run is first painted from are kept by the store
+// as records arrive: each holds the mean, lowest and highest of its steps.
+TEST_F(StoredRun, CoarseLoadHoldsEachBucketsMeanAndExtremes) {
+  const Store store(database(), controller::StoreAccess::read_only);
+  const RunData coarse = load_run_coarse(store, "ddp-run");
+  ASSERT_TRUE(coarse.coarse);
+  const RankColumns& rank1 = coarse.ranks.at(1);
+  ASSERT_EQ(rank1.rows(), 1u);  // 40 steps: one bucket of 256
+  double sum = 0, low = 1e300, high = 0;
+  for (int step = 1; step <= kSteps; ++step) {
+    const double step_ms = step_body(1, step)["step_ms"];
+    sum += step_ms, low = std::min(low, step_ms), high = std::max(high, step_ms);
+  }
+  EXPECT_NEAR(rank1.field("step_ms")->front(), sum / kSteps, 1e-9);
+  EXPECT_DOUBLE_EQ(rank1.low.at("step_ms").front(), low);
+  EXPECT_DOUBLE_EQ(rank1.high.at("step_ms").front(), high);
+  // Step records of every rank: 2 x 40 (the record without a step has no bucket).
+  EXPECT_FALSE(has_more_steps_than(store, "ddp-run", 2 * kSteps));
+  EXPECT_TRUE(has_more_steps_than(store, "ddp-run", 2 * kSteps - 1));
+}
+
+TEST(Transforms, SmoothingLeavesNonFiniteValuesOut) {
+  const std::vector<double> values{1, kMissing, 3};
+  const auto smoothed = smooth_ema(values, 0.5);
+  EXPECT_DOUBLE_EQ(smoothed[0], 1);
+  EXPECT_TRUE(std::isnan(smoothed[1]));
+  EXPECT_DOUBLE_EQ(smoothed[2], (0.5 * 0.5 * 1 + 0.5 * 3) / (1 - 0.25));
+  EXPECT_EQ(smooth_ema(values, 0).size(), 3u);
+}
+
+TEST(Transforms, DecimationKeepsEachColumnsExtremes) {
+  auto x = std::make_shared<std::vector<double>>();
+  auto y = std::make_shared<std::vector<double>>();
+  for (int i = 0; i < 100000; ++i) x->push_back(i), y->push_back(std::sin(i * 0.001));
+  (*y)[54321] = 50;  // a spike must survive
+  const Pyramid pyramid(x, y);
+  const auto points = pyramid.decimate(0, 99999, 500, Reduction::min_max);
+  EXPECT_LE(points.size(), 1004u);
+  EXPECT_GE(points.size(), 500u);
+  EXPECT_TRUE(
+      std::any_of(points.begin(), points.end(), [](const PlotPoint& p) { return p.y == 50; }));
+  EXPECT_TRUE(std::is_sorted(points.begin(), points.end(),
+                             [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; }));
+}
+
+}  // namespace
+}  // namespace flotilla::charts
