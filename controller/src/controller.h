@@ -55,8 +55,18 @@ class Controller {
   // Stores a run of `config` and starts it on the config's nodes; returns the
   // run id. Throws ConfigError for a config that cannot run (every problem
   // named); a node that cannot be reached makes the run `failed`, not a throw.
+  // `run_id`, when given, is the id to use (a sweep claims its point with the
+  // id before the run exists); otherwise a new one.
   std::string start_run(const ExperimentConfig& config,
-                        std::optional<int64_t> experiment_id = std::nullopt);
+                        std::optional<int64_t> experiment_id = std::nullopt,
+                        const std::string& run_id = {});
+  // Why the stored nodes cannot host `config` (besides validate()'s
+  // problems): unknown nodes, "local" beside others, data missing on the
+  // local node, more ranks a node than its last probe found GPUs (device
+  // cuda). Empty when they can; start_run refuses with these.
+  std::vector<std::string> hosting_problems(const ExperimentConfig& config) const;
+  // A new run id: the UTC time and a random suffix, "20240102-030405-0a1b".
+  static std::string new_run_id();
   // Asks every node of the run to stop it (SIGTERM, SIGKILL after grace_s);
   // the end, `killed` once no process is left, comes through the stream.
   // Returns false when the run had already ended. Throws for an unknown run.

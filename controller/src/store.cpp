@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "migrations.h"
+#include "sql_query.h"
 
 namespace flotilla::controller {
 namespace {
@@ -38,26 +39,7 @@ std::string ss(const QVariant& v) {
   return v.toString().toStdString();
 }
 
-class Sql {
- public:
-  Sql(QSqlDatabase& db, const QString& path) : query_(db), path_(path) {}
-  Sql& run(const QString& sql, const QVariantList& binds = {}) {
-    bool ok = query_.prepare(sql);
-    for (const auto& b : binds) query_.addBindValue(b);
-    ok = ok && query_.exec();
-    if (!ok)
-      throw StoreError("database " + path_.toStdString() + ": " +
-                       query_.lastError().text().toStdString() +
-                       " (in: " + sql.simplified().left(80).toStdString() + ")");
-    return *this;
-  }
-  bool next() { return query_.next(); }
-  QVariant at(int i) const { return query_.value(i); }
-
- private:
-  QSqlQuery query_;
-  const QString& path_;
-};
+using Sql = SqlQuery;
 
 void open_connection(QSqlDatabase& db, const QString& path, bool read_only) {
   db.setDatabaseName(path);
@@ -124,8 +106,7 @@ int Store::latest_schema_version() {
   return latest_migration();
 }
 
-template <typename F>
-auto Store::with_reader(F&& read) const {
+void Store::read_only(const std::function<void(QSqlDatabase&)>& read) const {
   const QString name = unique_connection_name("read");
   struct Remove {
     QString name;
@@ -133,8 +114,17 @@ auto Store::with_reader(F&& read) const {
   } remove{name};
   QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
   open_connection(db, path_, true);
-  Sql q(db, path_);
-  return read(q);
+  read(db);
+}
+
+template <typename F>
+auto Store::with_reader(F&& read) const {
+  std::optional<decltype(read(std::declval<Sql&>()))> result;
+  read_only([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    result = read(q);
+  });
+  return std::move(*result);
 }
 
 int Store::schema_version() const {
@@ -371,6 +361,10 @@ void Store::append_record(const std::string& run, RecordRow record) {
     queue_.push_back({QueuedRecord{run, std::move(record)}, nullptr});
   }
   queued_.notify_one();
+}
+
+void Store::write_transaction(const std::function<void(QSqlDatabase&)>& write) {
+  write_and_wait(write);
 }
 
 void Store::flush() {

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "controller.h"
+#include "sweep_runner.h"
 
 namespace flotilla::gui {
 
@@ -40,14 +41,17 @@ struct ChartSample {
   double loss = 0;
 };
 
-class ControllerWorker : public QObject, private controller::ControllerObserver {
+class ControllerWorker : public QObject,
+                         private controller::ControllerObserver,
+                         private controller::SweepObserver {
   Q_OBJECT
  public:
   ControllerWorker(QString database, std::filesystem::path agent_binary);
   ~ControllerWorker() override;
 
  public slots:
-  // Opens the database, follows the runs that are still live, lists everything.
+  // Opens the database, follows the runs that are still live, continues the
+  // live sweeps that no other controller runs, lists everything.
   void open();
   void refresh();
   void saveExperiment(const QString& name, const QString& config_json);
@@ -76,12 +80,14 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   void record_received(const std::string& run, const controller::RecordRow& record) override;
   void state_changed(const std::string& run, controller::RunState state,
                      const std::string& reason) override;
+  // Both observers': a controller's or a sweep's problem.
   void problem(const std::string& message) override;
 
   QString database_;
   std::filesystem::path agent_binary_;
   std::unique_ptr<controller::Store> store_;
   std::unique_ptr<controller::Controller> controller_;
+  std::unique_ptr<controller::SweepPool> sweeps_;  // stopped before the controller goes
 };
 
 // The step record's point, if it is one of rank 0's steps.

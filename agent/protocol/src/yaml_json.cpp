@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 
 namespace flotilla::detail {
 namespace {
 
-nlohmann::json plain_scalar(const std::string& s) {
+template <typename Json>
+Json plain_scalar_as(const std::string& s) {
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
@@ -19,25 +19,34 @@ nlohmann::json plain_scalar(const std::string& s) {
   const char* end = s.data() + s.size();
   if (auto [p, ec] = std::from_chars(s.data(), end, i); ec == std::errc() && p == end) return i;
   if (s.find_first_of("0123456789") != std::string::npos) {
-    char* stop = nullptr;
-    double d = std::strtod(s.c_str(), &stop);
-    if (stop == s.c_str() + s.size() && std::isfinite(d)) return d;
+    // from_chars, not strtod: the process locale (Qt sets it from the
+    // environment) must not turn "0.005" into text where the decimal comma rules.
+    double d = 0;
+    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+    if (auto [p, ec] = std::from_chars(begin, end, d);
+        ec == std::errc() && p == end && std::isfinite(d))
+      return d;
   }
   return s;
 }
 
-nlohmann::json to_json(const YAML::Node& node) {
+nlohmann::json plain_scalar(const std::string& s) {
+  return plain_scalar_as<nlohmann::json>(s);
+}
+
+template <typename Json>
+Json to_json(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Scalar:
-      return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : plain_scalar(node.Scalar());
+      return node.Tag() == "!" ? Json(node.Scalar()) : plain_scalar_as<Json>(node.Scalar());
     case YAML::NodeType::Sequence: {
-      auto out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(to_json(item));
+      auto out = Json::array();
+      for (const auto& item : node) out.push_back(to_json<Json>(item));
       return out;
     }
     case YAML::NodeType::Map: {
-      auto out = nlohmann::json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = to_json(kv.second);
+      auto out = Json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = to_json<Json>(kv.second);
       return out;
     }
     case YAML::NodeType::Null:
@@ -74,15 +83,24 @@ void emit(YAML::Emitter& out, const nlohmann::json& v) {
   }
 }
 
-}  // namespace
-
-nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source) {
+template <typename Json>
+Json parse_as(std::string_view text, std::string_view source) {
   try {
-    return to_json(YAML::Load(std::string(text)));
+    return to_json<Json>(YAML::Load(std::string(text)));
   } catch (const YAML::Exception& e) {
     throw std::runtime_error(std::string(source) + ": line " + std::to_string(e.mark.line + 1) +
                              ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
+}
+
+}  // namespace
+
+nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source) {
+  return parse_as<nlohmann::json>(text, source);
+}
+
+nlohmann::ordered_json parse_yaml_or_json_ordered(std::string_view text, std::string_view source) {
+  return parse_as<nlohmann::ordered_json>(text, source);
 }
 
 std::string json_to_yaml(const nlohmann::json& value) {
