@@ -24,12 +24,13 @@ namespace flotilla::controller {
 class SweepObserver {
  public:
   virtual ~SweepObserver() = default;
-  virtual void point_started(const SweepRow& sweep, const SweepPointRow& point,
-                             const std::string& run) {}
-  virtual void point_ended(const SweepRow& sweep, const SweepPointRow& point, PointState state,
-                           const std::string& reason) {}
-  virtual void points_skipped(const SweepRow& sweep, const std::vector<DroppedPoint>& points) {}
-  virtual void problem(const std::string& message) {}
+  virtual void point_started(const SweepRow& /*sweep*/, const SweepPointRow& /*point*/,
+                             const std::string& /*run*/) {}
+  virtual void point_ended(const SweepRow& /*sweep*/, const SweepPointRow& /*point*/,
+                           PointState /*state*/, const std::string& /*reason*/) {}
+  virtual void points_skipped(const SweepRow& /*sweep*/,
+                              const std::vector<DroppedPoint>& /*points*/) {}
+  virtual void problem(const std::string& /*message*/) {}
 };
 
 // Which controller owns a sweep: "host pid start-time nonce".
