@@ -2,8 +2,8 @@
 #include <QApplication>
 #include <QCommandLineParser>
 
+#include "flotilla/controller/paths.h"
 #include "main_window.h"
-#include "paths.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);

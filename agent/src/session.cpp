@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "flotilla/protocol/line_buffer.h"
+#include "flotilla/protocol/numbers.h"
 #include "processes.h"
 #include "run_directory.h"
 #include "spool.h"
@@ -59,7 +60,8 @@ std::string run_of(const protocol::Message& message) {
 void Session::report_malformed(const std::string& reason) {
   ++malformed_;
   send(protocol::Error{"malformed line " + std::to_string(line_number_) + " (" +
-                       std::to_string(malformed_.load()) + " so far): " + reason});
+                           std::to_string(malformed_.load()) + " so far): " + reason,
+                       /*run=*/{}});
 }
 
 void Session::handle_line(std::string_view line) {
@@ -84,8 +86,9 @@ void Session::handle(const protocol::Message& message) {
   if (const auto* hello = std::get_if<protocol::Hello>(&message)) {
     if (hello->version != protocol::kVersion) {
       send(protocol::Error{"protocol version " + std::to_string(hello->version) +
-                           " is not supported: this agent speaks version " +
-                           std::to_string(protocol::kVersion)});
+                               " is not supported: this agent speaks version " +
+                               std::to_string(protocol::kVersion),
+                           /*run=*/{}});
       done_ = true;
       exit_code_ = 2;
       return;
@@ -97,8 +100,9 @@ void Session::handle(const protocol::Message& message) {
     return;
   }
   if (!greeted_) {
-    send(protocol::Error{"expected a hello first, got \"" +
-                         std::string(protocol::type_of(message)) + "\""});
+    send(protocol::Error{
+        "expected a hello first, got \"" + std::string(protocol::type_of(message)) + "\"",
+        /*run=*/{}});
     return;
   }
   if (const auto* m = std::get_if<protocol::StartRun>(&message)) return start(*m);
@@ -111,7 +115,8 @@ void Session::handle(const protocol::Message& message) {
       throw std::runtime_error("no run \"" + m->run + "\" on this node");
     return follow(m->run, m->after_seq);
   }
-  send(protocol::Error{"\"" + std::string(protocol::type_of(message)) + "\" is not a request"});
+  send(protocol::Error{"\"" + std::string(protocol::type_of(message)) + "\" is not a request",
+                       /*run=*/{}});
 }
 
 void Session::start(const protocol::StartRun& start) {
@@ -141,7 +146,7 @@ void Session::stop(const protocol::StopRun& stop) {
   if (!RunDirectory::valid_run_name(stop.run) || !dir.exists())
     throw std::runtime_error("no run \"" + stop.run + "\" on this node");
   if (auto pid = dir.supervisor_pid()) {
-    write_file_atomically(dir.path() / "stop_grace_s", std::to_string(stop.grace_s));
+    write_file_atomically(dir.path() / "stop_grace_s", format_number(stop.grace_s));
     ::kill(*pid, SIGTERM);
   } else if (!dir.final_state()) {
     end_orphaned_run(stop.run);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "flotilla/protocol/numbers.h"
 #include "processes.h"
 #include "run_directory.h"
 #include "spool.h"
@@ -167,9 +168,9 @@ class Supervisor {
 
   double start_grace_s() const {
     std::ifstream in(dir_.path() / "stop_grace_s");
-    double grace = 5.0;
-    in >> grace;
-    return grace;
+    std::string text;
+    std::getline(in, text);
+    return parse_number(text).value_or(5.0);
   }
 
   void read_pipe(Rank& r, int& fd, bool records) {
@@ -218,8 +219,8 @@ class Supervisor {
   }
 
   void append_record(int64_t rank, std::string record_json) {
-    protocol::Record record{start_.run, spool_.next_seq(), start_.node, rank,
-                            std::move(record_json)};
+    protocol::Record record{start_.run, spool_.next_seq(),      start_.node,
+                            rank,       std::move(record_json), /*record_type=*/{}};
     spool_.append(protocol::encode(record));
   }
 

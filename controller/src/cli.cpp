@@ -15,9 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "controller.h"
-#include "paths.h"
-#include "run_summary.h"
+#include "exit_status.h"
+#include "flotilla/controller/controller.h"
+#include "flotilla/controller/paths.h"
+#include "flotilla/controller/run_summary.h"
 
 namespace flotilla::controller {
 namespace {
@@ -37,9 +38,9 @@ int command_run(Store& store, const ControllerOptions& options, const std::strin
     config = load_experiment(file);
   } catch (const ConfigError& e) {
     print_config_error(file, e);
-    return kBadInput;
+    return kExitBadInput;
   }
-  if (!nodes.empty()) config.nodes = split_commas(nodes);
+  if (!nodes.empty()) config.nodes = split_list(nodes);
   const int64_t experiment_id = store.save_experiment(config.name, to_json(config));
   ConsoleController console(store, options);
   Controller& controller = console.controller;
@@ -48,7 +49,7 @@ int command_run(Store& store, const ControllerOptions& options, const std::strin
     run = controller.start_run(config, experiment_id);
   } catch (const ConfigError& e) {
     print_config_error(file, e);
-    return kBadInput;
+    return kExitBadInput;
   }
   std::string node_list;
   for (const auto& node : config.nodes) node_list += (node_list.empty() ? "" : ",") + node;
@@ -86,18 +87,18 @@ int command_kill(Store& store, const ControllerOptions& options, const std::stri
   Controller& controller = console.controller;
   if (!controller.kill_run(run, grace_s)) {
     std::cout << "run " << run << " had already ended: " << name_of(store.run(run)->state) << "\n";
-    return kFinished;
+    return kExitDone;
   }
   const auto limit = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000) + 60000);
   if (!controller.wait_for_end(run, limit)) {
     std::cerr << "flotilla: run " << run << " did not confirm its end within "
               << limit.count() / 1000 << " s\n";
-    return kFailed;
+    return kExitFailed;
   }
   const auto row = store.run(run);
   std::cout << "run " << run << " " << name_of(row->state)
             << (row->reason.empty() ? "" : ": " + row->reason) << "\n";
-  return row->state == RunState::killed ? kFinished : exit_status(row->state);
+  return row->state == RunState::killed ? kExitDone : exit_status_of(row->state);
 }
 
 int command_runs(Store& store) {
@@ -110,10 +111,10 @@ int command_runs(Store& store) {
     if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
     std::cout << std::left << std::setw(23) << run.id << std::setw(28)
               << run.experiment_name.substr(0, 27) << std::setw(10) << name_of(run.state)
-              << std::setw(14) << run.nodes.substr(0, 13) << std::setw(7) << run.world_size
-              << std::setw(11) << duration_text(run) << reason << "\n";
+              << std::setw(14) << join_list(run.nodes).substr(0, 13) << std::setw(7)
+              << run.world_size << std::setw(11) << duration_text(run) << reason << "\n";
   }
-  return kFinished;
+  return kExitDone;
 }
 
 int command_show(Store& store, const std::string& run, const std::string& format) {
@@ -126,7 +127,7 @@ int command_show(Store& store, const std::string& run, const std::string& format
     std::cout << steps_csv(records);
   else
     std::cout << summary_table(summarize(*row, records));
-  return kFinished;
+  return kExitDone;
 }
 
 int command_experiments_list(Store& store) {
@@ -144,13 +145,13 @@ int command_experiments_list(Store& store) {
                 << "(stored config no longer valid: " << e.problems().front() << ")\n";
     }
   }
-  return kFinished;
+  return kExitDone;
 }
 
 int command_experiments_import(Store& store, const std::vector<std::string>& files,
                                const std::string& name) {
   if (!name.empty() && files.size() != 1) throw std::runtime_error("--name needs exactly one file");
-  int status = kFinished;
+  int status = kExitDone;
   for (const auto& file : files) {
     try {
       auto config = load_experiment(file);
@@ -159,7 +160,7 @@ int command_experiments_import(Store& store, const std::vector<std::string>& fil
       std::cout << "imported " << config.name << " from " << file << "\n";
     } catch (const ConfigError& e) {
       print_config_error(file, e);
-      status = kBadInput;
+      status = kExitBadInput;
     }
   }
   return status;
@@ -171,12 +172,12 @@ int command_experiments_export(Store& store, const std::string& name, const std:
   const std::string yaml = to_yaml(parse_experiment(row->config_json, name));
   if (output.empty() || output == "-") {
     std::cout << yaml;
-    return kFinished;
+    return kExitDone;
   }
   std::ofstream out(output);
   if (!(out << yaml)) throw std::runtime_error("cannot write " + output);
   std::cout << "exported " << name << " to " << output << "\n";
-  return kFinished;
+  return kExitDone;
 }
 
 }  // namespace
@@ -245,7 +246,7 @@ int run_cli(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? 0 : kBadInput;
+    return code == 0 ? 0 : kExitBadInput;
   }
 
   try {
@@ -265,7 +266,7 @@ int run_cli(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "flotilla: " << e.what() << "\n";
   }
-  return kBadInput;
+  return kExitBadInput;
 }
 
 }  // namespace flotilla::controller

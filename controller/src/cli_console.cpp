@@ -6,22 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "run_summary.h"
+#include "flotilla/controller/run_summary.h"
 
 namespace flotilla::controller {
-
-int exit_status(RunState state) {
-  switch (state) {
-    case RunState::finished:
-      return kFinished;
-    case RunState::oom:
-      return kOom;
-    case RunState::killed:
-      return kKilled;
-    default:
-      return kFailed;
-  }
-}
 
 ConsoleObserver::ConsoleObserver() : tty_(::isatty(STDOUT_FILENO)) {}
 
@@ -61,27 +48,19 @@ void ConsoleObserver::print(const std::string& line) {
   std::cout << line << std::endl;
 }
 
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');)
-    if (!part.empty()) parts.push_back(part);
-  return parts;
-}
-
 void print_config_error(const std::string& source, const ConfigError& e) {
   std::cerr << "flotilla: " << source << " cannot run:\n";
   for (const auto& problem : e.problems()) std::cerr << "  " << problem << "\n";
 }
 
 int follow_to_end(Store& store, Controller& controller, const std::vector<std::string>& runs) {
-  int status = kFinished;
+  int status = kExitDone;
   for (const auto& run : runs) {
     while (!controller.wait_for_end(run, std::chrono::seconds(1))) {
     }
     const auto row = store.run(run);
     std::cout << "\n" << summary_table(summarize(*row, store.records(run)));
-    status = exit_status(row->state);
+    status = exit_status_of(row->state);
   }
   return status;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// What the `flotilla` commands share: exit statuses, a controller whose runs
+// What the `flotilla` commands share: a controller whose runs
 // are reported on the console, and small helpers for arguments and errors.
 
 #include <chrono>
@@ -7,15 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "controller.h"
-#include "store.h"
+#include "exit_status.h"
+#include "flotilla/controller/controller.h"
+#include "flotilla/controller/store.h"
 
 namespace flotilla::controller {
-
-// Exit status: 0 finished (or done), 1 failed, 2 bad input, 3 oom, 4 killed.
-enum Exit { kFinished = 0, kFailed = 1, kBadInput = 2, kOom = 3, kKilled = 4 };
-
-int exit_status(RunState state);
 
 // Prints what happens to followed runs: states, a throttled progress line
 // from the lead rank's steps, problems on stderr. Thread-safe.
@@ -45,7 +41,6 @@ struct ConsoleController {
   Controller controller;
 };
 
-std::vector<std::string> split_commas(const std::string& text);
 void print_config_error(const std::string& source, const ConfigError& e);
 
 // Follows `runs` to their ends and prints each one's summary; the status of the last.

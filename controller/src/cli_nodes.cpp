@@ -4,26 +4,23 @@
 #include <iomanip>
 #include <iostream>
 
+#include "exit_status.h"
 #include "node_access.h"
 #include "node_connection.h"
 
 namespace flotilla::controller {
 namespace {
 
-constexpr int kDone = 0;
-constexpr int kFailed = 1;
-constexpr int kBadInput = 2;
-
 int command_add(Store& store, const NodeRow& node) {
   if (const auto problems = validate_node(node); !problems.empty()) {
     std::cerr << "flotilla: node \"" << node.name << "\" not added:\n";
     for (const auto& p : problems) std::cerr << "  " << p << "\n";
-    return kBadInput;
+    return kExitBadInput;
   }
   store.add_node(node);
   std::cout << "added node " << node.name << " (" << (node.user.empty() ? "" : node.user + "@")
             << node.host << ":" << node.port << ")\n";
-  return kDone;
+  return kExitDone;
 }
 
 int command_list(Store& store) {
@@ -38,7 +35,7 @@ int command_list(Store& store) {
               << (n.remote_dir.empty() ? "~/.flotilla" : n.remote_dir) << std::setw(14)
               << (n.tags.empty() ? "-" : n.tags) << probe_summary(n.probe_json) << "\n";
   }
-  return kDone;
+  return kExitDone;
 }
 
 int command_probe(Store& store, const NodeCommands& c, const ConnectOptions& options) {
@@ -50,7 +47,7 @@ int command_probe(Store& store, const NodeCommands& c, const ConnectOptions& opt
     auto node = store.node(name);
     if (!node) {
       std::cerr << "flotilla: no node \"" << name << "\"\n";
-      return kBadInput;
+      return kExitBadInput;
     }
     nodes.push_back(*node);
   }
@@ -79,12 +76,12 @@ int command_probe(Store& store, const NodeCommands& c, const ConnectOptions& opt
       }
       return out;
     }));
-  int status = kDone;
+  int status = kExitDone;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const auto out = probing[i].get();
     if (!out.error.empty()) {
       std::cerr << "flotilla: " << out.error << "\n";
-      status = kFailed;
+      status = kExitFailed;
       continue;
     }
     store.save_probe(nodes[i].name, out.probe_json);
@@ -123,7 +120,7 @@ std::optional<int> run_node_commands(Store& store, const NodeCommands& c,
   if (c.remove && *c.remove) {
     store.remove_node(c.remove_name);
     std::cout << "removed node " << c.remove_name << "\n";
-    return kDone;
+    return kExitDone;
   }
   if (c.probe && *c.probe) return command_probe(store, c, connect);
   return std::nullopt;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/controller/store.h"
 #include "node_connection.h"
-#include "store.h"
 
 namespace flotilla::controller {
 

@@ -5,9 +5,9 @@
 #include <sstream>
 
 #include "cli_console.h"
+#include "flotilla/controller/sweep_runner.h"
+#include "flotilla/controller/sweep_store.h"
 #include "sweep_report.h"
-#include "sweep_runner.h"
-#include "sweep_store.h"
 
 namespace flotilla::controller {
 namespace {
@@ -80,9 +80,9 @@ std::vector<SweepPointRow> rows_of(const std::vector<SweepPoint>& points) {
 }
 
 int status_of_sweep(SweepState state, const std::vector<SweepPointRow>& points) {
-  if (state == SweepState::killed) return kKilled;
-  if (state == SweepState::running) return kFailed;  // stopped before its end
-  return progress_of(points).failed > 0 ? kFailed : kFinished;
+  if (state == SweepState::killed) return kExitKilled;
+  if (state == SweepState::running) return kExitFailed;  // stopped before its end
+  return progress_of(points).failed > 0 ? kExitFailed : kExitDone;
 }
 
 int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions& options) {
@@ -103,7 +103,7 @@ int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions&
         if (axis.key == "nodes")
           throw ConfigError(
               {"--nodes: the sweep varies nodes (axis nodes); give one or the other"});
-      nodes = split_commas(c.nodes);
+      nodes = split_list(c.nodes);
     }
     const int64_t runs = sweep_size(spec);
     if (runs > kSweepRunsWithoutYes && !c.yes)
@@ -121,7 +121,7 @@ int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions&
     }
   } catch (const ConfigError& e) {
     print_config_error(c.file, e);
-    return kBadInput;
+    return kExitBadInput;
   }
 
   const auto rows = rows_of(points);
@@ -141,9 +141,9 @@ int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions&
   }
   if (progress.queued == 0) {
     std::cerr << "flotilla: sweep " << spec.name << ": every point is refused; nothing to run\n";
-    return kBadInput;
+    return kExitBadInput;
   }
-  if (c.dry_run) return kFinished;
+  if (c.dry_run) return kExitDone;
 
   SweepPrinter printer(console.observer, progress.total);
   SweepRunner runner(store, console.controller, spec.name, &printer);
@@ -151,7 +151,7 @@ int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions&
     SweepStore(store).create(spec, points, c.file, runner.identity());
   } catch (const StoreError& e) {
     std::cerr << "flotilla: " << e.what() << "\n";
-    return kBadInput;
+    return kExitBadInput;
   }
   runner.acquire();
   std::cout << "(Ctrl-C leaves the live run going: `flotilla attach` continues the sweep, "
@@ -178,7 +178,7 @@ int command_show(Store& store, const std::string& name, const std::string& forma
   const auto points = SweepStore(store).points(sweep.id);
   if (format == "json") {
     std::cout << sweep_json(store, sweep, spec, points) << "\n";
-    return kFinished;
+    return kExitDone;
   }
   if (format == "table") {
     const auto p = progress_of(points);
@@ -188,7 +188,7 @@ int command_show(Store& store, const std::string& name, const std::string& forma
               << " queued, " << p.skipped << " skipped, " << p.refused << " refused\n";
   }
   std::cout << render_table(sweep_table(spec, points, &store), format);
-  return kFinished;
+  return kExitDone;
 }
 
 int command_list(Store& store) {
@@ -206,7 +206,7 @@ int command_list(Store& store) {
               << std::setw(9) << p.skipped << std::setw(9) << p.refused << std::setw(8) << p.queued
               << p.running << "\n";
   }
-  return kFinished;
+  return kExitDone;
 }
 
 int command_kill(Store& store, const SweepCommands& c, const ControllerOptions& options) {
@@ -214,10 +214,10 @@ int command_kill(Store& store, const SweepCommands& c, const ControllerOptions& 
   const auto [sweep, spec] = stored_sweep(store, c.kill_name);
   if (!sweeps.kill(sweep.id, "killed on request")) {
     std::cout << "sweep " << sweep.name << " had already ended: " << name_of(sweep.state) << "\n";
-    return kFinished;
+    return kExitDone;
   }
   ConsoleController console(store, options);
-  int status = kFinished;
+  int status = kExitDone;
   for (const auto& point : sweeps.points(sweep.id)) {
     if (point.state != PointState::running) continue;
     const auto run = store.run(point.run_id);
@@ -235,7 +235,7 @@ int command_kill(Store& store, const SweepCommands& c, const ControllerOptions& 
     if (!console.controller.wait_for_end(point.run_id, limit)) {
       std::cerr << "flotilla: run " << point.run_id << " did not confirm its end within "
                 << limit.count() / 1000 << " s\n";
-      status = kFailed;
+      status = kExitFailed;
       continue;
     }
     const auto ended = store.run(point.run_id);
@@ -302,7 +302,7 @@ std::optional<int> run_sweep_commands(Store& store, const SweepCommands& c,
   if (*c.kill) return command_kill(store, c, options);
   if (c.file.empty()) {
     std::cerr << "flotilla sweep: give a sweep file, or `show NAME` or `kill NAME`\n";
-    return kBadInput;
+    return kExitBadInput;
   }
   return command_sweep(store, c, options);
 }

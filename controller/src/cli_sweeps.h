@@ -10,8 +10,8 @@
 #include <string>
 
 #include "cli_console.h"
-#include "controller.h"
-#include "store.h"
+#include "flotilla/controller/controller.h"
+#include "flotilla/controller/store.h"
 
 namespace flotilla::controller {
 

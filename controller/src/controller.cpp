@@ -1,43 +1,15 @@
-#include "controller.h"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "flotilla/controller/controller.h"
 
 #include <QDateTime>
 #include <QRandomGenerator>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "paths.h"
+#include "agent_link.h"
+#include "flotilla/controller/paths.h"
+#include "node_connection.h"
 
 namespace flotilla::controller {
-namespace {
-
-// A TCP port free on this machine for the ranks' rendezvous.
-int free_local_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
-    port = ntohs(address.sin_port);
-  if (fd >= 0) ::close(fd);
-  if (port == 0) throw std::runtime_error("no free TCP port on 127.0.0.1 for the rendezvous");
-  return port;
-}
-
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
-  return out;
-}
-
-}  // namespace
 
 std::string Controller::new_run_id() {
   return QDateTime::currentDateTimeUtc().toString("yyyyMMdd-HHmmss").toStdString() + "-" +
@@ -96,13 +68,6 @@ Controller::~Controller() {
   // Destroyed here, outside the lock: their reader threads may be calling in.
 }
 
-std::vector<std::string> Controller::nodes_of(const RunRow& run) const {
-  std::vector<std::string> nodes;
-  QString list = QString::fromStdString(run.nodes);
-  for (const QString& n : list.split(',', Qt::SkipEmptyParts)) nodes.push_back(n.toStdString());
-  return nodes;
-}
-
 AgentLink& Controller::link_for(const std::string& node) {
   std::unique_lock lock(mutex_);
   if (auto it = links_.find(node); it != links_.end()) {
@@ -143,7 +108,7 @@ std::string Controller::start_run(const ExperimentConfig& config,
   row.experiment_id = experiment_id;
   row.experiment_name = config.name;
   row.config_json = to_json(config);
-  row.nodes = join(config.nodes);
+  row.nodes = config.nodes;
   row.world_size = config.world_size();
   row.created_ms = now_ms();
   store_.create_run(row);
@@ -165,10 +130,8 @@ std::string Controller::start_run(const ExperimentConfig& config,
     const auto& first = config.nodes.front();
     std::string master_addr = "127.0.0.1";
     int master_port = 0;
-    if (first == "local") {
-      master_port = free_local_port();
-    } else {
-      master_port = probe(first).free_port;
+    master_port = probe(first).free_port;
+    if (first != "local") {
       std::lock_guard lock(mutex_);
       master_addr = addresses_[first];
     }
@@ -200,7 +163,7 @@ std::vector<std::string> Controller::hosting_problems(const ExperimentConfig& co
   for (const auto& n : nodes) known.push_back(n.name);
   for (const auto& node : config.nodes)
     if (std::find(known.begin(), known.end(), node) == known.end())
-      problems.push_back("nodes: \"" + node + "\" is not a known node (known: " + join(known) +
+      problems.push_back("nodes: \"" + node + "\" is not a known node (known: " + join_list(known) +
                          ")");
   const bool has_local =
       std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end();
@@ -245,7 +208,7 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
   }
   // Nodes in parallel: an unreachable one costs its connect timeout once, not per node.
   std::vector<std::future<void>> stopping;
-  for (const auto& node : nodes_of(*row))
+  for (const auto& node : row->nodes)
     stopping.push_back(std::async(std::launch::async, [this, run, node, grace_s] {
       try {
         send_stop(run, node, grace_s);
@@ -275,7 +238,7 @@ void Controller::reconnect_later(const std::string& node) {
       for (const auto& run : runs) {
         const auto row = store_.run(run);
         if (!row || is_terminal(row->state)) continue;
-        const auto nodes = nodes_of(*row);
+        const auto nodes = row->nodes;
         if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) here.push_back(run);
       }
       if (here.empty() || closing_) return;
@@ -290,6 +253,34 @@ void Controller::reconnect_later(const std::string& node) {
       }
     }
   });
+}
+
+std::vector<Controller::UnknownHostKey> Controller::unknown_host_keys(
+    const std::vector<std::string>& nodes) {
+  std::vector<UnknownHostKey> unknown;
+  for (const auto& name : nodes) {
+    const auto node = store_.node(name);
+    if (!node)
+      throw std::runtime_error("no node \"" + name + "\" in " + store_.path().toStdString());
+    if (node->is_local()) continue;
+    auto options = options_.connect;
+    options.trust_new_host_key = false;
+    try {
+      NodeConnection::open(*node, options);
+    } catch (const HostKeyError& e) {
+      if (e.kind() == HostKeyError::Kind::changed) throw;
+      unknown.push_back({name, e.fingerprint()});
+    }
+  }
+  return unknown;
+}
+
+void Controller::trust_host_key(const std::string& name) {
+  const auto node = store_.node(name);
+  if (!node) throw std::runtime_error("no node \"" + name + "\" in " + store_.path().toStdString());
+  auto options = options_.connect;
+  options.trust_new_host_key = true;
+  NodeConnection::open(*node, options);
 }
 
 void Controller::send_stop(const std::string& run, const std::string& node, double grace_s) {
@@ -330,7 +321,7 @@ void Controller::attach(const std::string& run) {
     if (followed_.count(run)) {
       // Followed already, unless the link it came through has closed since.
       bool all_open = true;
-      for (const auto& node : nodes_of(*row)) {
+      for (const auto& node : row->nodes) {
         auto it = links_.find(node);
         all_open = all_open && it != links_.end() && it->second->open();
       }
@@ -338,7 +329,7 @@ void Controller::attach(const std::string& run) {
     }
     followed_.insert(run);
   }
-  for (const auto& node : nodes_of(*row)) {
+  for (const auto& node : row->nodes) {
     try {
       link_for(node).send(protocol::Resume{run, store_.last_seq(run, node)});
     } catch (const std::exception& e) {
@@ -397,7 +388,7 @@ void Controller::end_run(const std::string& run, RunState state, const std::stri
 void Controller::node_ended(const std::string& node, const protocol::RunEnd& end) {
   const auto row = store_.run(end.run);
   if (!row) return;
-  const auto nodes = nodes_of(*row);
+  const auto nodes = row->nodes;
   std::map<std::string, protocol::RunEnd> ends;
   {
     std::lock_guard lock(mutex_);

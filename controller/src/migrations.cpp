@@ -9,7 +9,7 @@
 
 #include <map>
 
-#include "store.h"
+#include "flotilla/controller/store.h"
 
 // Outside any namespace, as Q_INIT_RESOURCE requires.
 static void init_migration_resources() {

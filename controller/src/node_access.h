@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/controller/store.h"
 #include "flotilla/protocol/messages.h"
-#include "store.h"
 #include "transport.h"
 
 namespace flotilla::controller {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "agent_bundle.h"
-#include "paths.h"
+#include "flotilla/controller/paths.h"
 #include "ssh_session.h"
 
 namespace flotilla::controller {

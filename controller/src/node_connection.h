@@ -8,17 +8,11 @@
 #include <memory>
 #include <string>
 
-#include "store.h"
+#include "flotilla/controller/connect_options.h"
+#include "flotilla/controller/store.h"
 #include "transport.h"
 
 namespace flotilla::controller {
-
-struct ConnectOptions {
-  bool trust_new_host_key = false;     // accept and remember an unknown host key
-  std::filesystem::path known_hosts;   // empty: known_hosts next to the database's default
-  std::filesystem::path agent_binary;  // this machine's flotilla-agent; empty: next to this program
-  std::chrono::milliseconds timeout{15000};
-};
 
 // What a deploy did, for `nodes probe`, tests and the benchmark.
 struct DeployReport {
@@ -43,7 +37,5 @@ class NodeConnection {
   // The address the node's peers use to reach it (a rendezvous host).
   virtual std::string address() const = 0;
 };
-
-std::filesystem::path default_known_hosts();
 
 }  // namespace flotilla::controller

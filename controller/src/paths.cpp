@@ -1,4 +1,4 @@
-#include "paths.h"
+#include "flotilla/controller/paths.h"
 
 #include <QCoreApplication>
 #include <QStandardPaths>

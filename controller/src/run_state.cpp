@@ -1,4 +1,4 @@
-#include "run_state.h"
+#include "flotilla/controller/run_state.h"
 
 #include <array>
 

@@ -1,8 +1,12 @@
-#include "run_summary.h"
+#include "flotilla/controller/run_summary.h"
 
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "flotilla/protocol/experiment_config.h"
+#include "flotilla/protocol/numbers.h"
+#include "flotilla/protocol/run_metrics.h"
 
 namespace flotilla::controller {
 namespace {
@@ -10,9 +14,7 @@ namespace {
 using nlohmann::json;
 
 std::string fixed(double v, int precision) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(precision) << v;
-  return s.str();
+  return format_fixed(v, precision);
 }
 
 std::string iso_time(int64_t ms) {
@@ -40,8 +42,8 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
     s.first_seq = records.front().seq;
     s.last_seq = records.back().seq;
   }
-  double samples = 0, step_ms = 0, data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0,
-         bytes = 0;
+  std::vector<double> lead_samples_per_s;
+  double step_ms = 0, data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0, bytes = 0;
   int64_t steps = 0;
   for (const auto& record : records) {
     if (record.type != "step" && record.type != "epoch" && record.type != "end" &&
@@ -64,7 +66,7 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
       ++steps;
       s.steps = j.value("step", s.steps);
       s.final_loss = j.value("loss", 0.0);
-      samples += j.value("samples", 0.0);
+      lead_samples_per_s.push_back(j.value("samples_per_s", 0.0));
       step_ms += j.value("step_ms", 0.0);
       data += j.value("data_ms", 0.0);
       forward += j.value("forward_ms", 0.0);
@@ -90,7 +92,7 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
   }
   if (steps > 0) {
     const double n = static_cast<double>(steps);
-    s.samples_per_s = step_ms > 0 ? samples / (step_ms / 1000.0) : 0.0;
+    s.samples_per_s = metrics::throughput(lead_samples_per_s);
     s.step_ms = step_ms / n;
     s.data_ms = data / n;
     s.forward_ms = forward / n;
@@ -110,21 +112,27 @@ std::string summary_table(const RunSummary& s) {
   out << "Run " << s.run.id << " (" << s.run.experiment_name << "): " << name_of(s.run.state)
       << "\n";
   if (!s.run.reason.empty()) row("reason", s.run.reason);
-  row("nodes / ranks", s.run.nodes + " / " + std::to_string(s.run.world_size));
+  row("nodes / ranks", join_list(s.run.nodes) + " / " + std::to_string(s.run.world_size));
   row("created", iso_time(s.run.created_ms));
   row("records", std::to_string(s.records) + " (seq " + std::to_string(s.first_seq) + ".." +
                      std::to_string(s.last_seq) + ")");
   row("steps / epochs", std::to_string(s.steps) + " / " + std::to_string(s.epochs));
-  row("final loss", fixed(s.final_loss, 4));
-  row("train accuracy", fixed(100 * s.acc_train, 2) + " %");
-  row("test accuracy", fixed(100 * s.acc_test, 2) + " %");
-  row("throughput", fixed(s.samples_per_s, 1) + " samples/s");
-  row("step time", fixed(s.step_ms, 2) + " ms = data " + fixed(s.data_ms, 2) + " + forward " +
-                       fixed(s.forward_ms, 2) + " + backward " + fixed(s.backward_ms, 2) +
-                       " + comm " + fixed(s.comm_ms, 2) + " + optimizer " +
-                       fixed(s.optimizer_ms, 2));
-  row("bytes sent / step", fixed(s.bytes_sent_per_step, 0));
-  row("peak rank RSS", fixed(s.peak_rank_rss / 1048576.0, 1) + " MiB");
+  // Figures a run does not have are a dash, never a zero that reads like one.
+  const std::string none = "—";
+  const bool stepped = s.samples_per_s.has_value();
+  const bool evaluated = !s.epoch_rows.empty();
+  row("final loss", stepped ? fixed(s.final_loss, 4) : none);
+  row("train accuracy", evaluated ? fixed(100 * s.acc_train, 2) + " %" : none);
+  row("test accuracy", evaluated ? fixed(100 * s.acc_test, 2) + " %" : none);
+  row("throughput",
+      stepped ? fixed(*s.samples_per_s, 1) + " samples/s (median after warm-up)" : none);
+  row("step time", stepped ? fixed(s.step_ms, 2) + " ms = data " + fixed(s.data_ms, 2) +
+                                 " + forward " + fixed(s.forward_ms, 2) + " + backward " +
+                                 fixed(s.backward_ms, 2) + " + comm " + fixed(s.comm_ms, 2) +
+                                 " + optimizer " + fixed(s.optimizer_ms, 2)
+                           : none);
+  row("bytes sent / step", stepped ? fixed(s.bytes_sent_per_step, 0) : none);
+  row("peak rank RSS", s.peak_rank_rss > 0 ? fixed(s.peak_rank_rss / 1048576.0, 1) + " MiB" : none);
   row("wall time", fixed(s.elapsed_s, 1) + " s");
   if (!s.epoch_rows.empty()) {
     out << "\n  epoch  steps   loss     train acc  test acc   epoch s   samples/s\n";
@@ -173,7 +181,7 @@ std::string summary_json(const RunSummary& s) {
              {"final_loss", s.final_loss},
              {"acc_train", s.acc_train},
              {"acc_test", s.acc_test},
-             {"samples_per_s", s.samples_per_s},
+             {"samples_per_s", s.samples_per_s ? json(*s.samples_per_s) : json(nullptr)},
              {"step_ms", s.step_ms},
              {"data_ms", s.data_ms},
              {"forward_ms", s.forward_ms},

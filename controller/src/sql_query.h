@@ -8,7 +8,7 @@
 #include <QString>
 #include <QVariant>
 
-#include "store.h"
+#include "flotilla/controller/store.h"
 
 namespace flotilla::controller {
 

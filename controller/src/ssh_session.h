@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/controller/connect_options.h"
 #include "transport.h"
 
 namespace flotilla::controller {
@@ -25,21 +26,6 @@ struct SshTarget {
   std::filesystem::path known_hosts;  // host keys are checked against and added to it
   bool trust_new_host_key = false;    // an unknown key is refused unless this is set
   std::chrono::milliseconds timeout{15000};
-};
-
-// An unknown host key (refused unless trusted explicitly), or one that
-// differs from the stored one (always refused).
-class HostKeyError : public std::runtime_error {
- public:
-  enum class Kind { unknown, changed };
-  HostKeyError(Kind kind, std::string fingerprint, const std::string& message)
-      : std::runtime_error(message), kind_(kind), fingerprint_(std::move(fingerprint)) {}
-  Kind kind() const { return kind_; }
-  const std::string& fingerprint() const { return fingerprint_; }
-
- private:
-  Kind kind_;
-  std::string fingerprint_;
 };
 
 class SshSession : public std::enable_shared_from_this<SshSession> {

@@ -1,4 +1,4 @@
-#include "store.h"
+#include "flotilla/controller/store.h"
 
 #include <QDir>
 #include <QFileInfo>
@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <iostream>
+#include <map>
 
 #include "migrations.h"
 #include "sql_query.h"
@@ -51,7 +52,7 @@ void open_connection(QSqlDatabase& db, const QString& path, bool read_only) {
 }
 
 const char* kRunColumns =
-    "id, experiment_id, experiment_name, config_json, nodes, world_size, state, reason, "
+    "id, experiment_id, experiment_name, config_json, world_size, state, reason, "
     "created_ms, starting_ms, running_ms, ended_ms";
 
 RunRow run_of(const Sql& q) {
@@ -60,16 +61,46 @@ RunRow run_of(const Sql& q) {
   r.experiment_id = optional_of(q.at(1));
   r.experiment_name = ss(q.at(2));
   r.config_json = ss(q.at(3));
-  r.nodes = ss(q.at(4));
-  r.world_size = q.at(5).toLongLong();
-  r.state = run_state_from_name(ss(q.at(6))).value_or(RunState::failed);
-  r.reason = ss(q.at(7));
-  r.created_ms = q.at(8).toLongLong();
-  r.starting_ms = optional_of(q.at(9));
-  r.running_ms = optional_of(q.at(10));
-  r.ended_ms = optional_of(q.at(11));
+  r.world_size = q.at(4).toLongLong();
+  r.state = run_state_from_name(ss(q.at(5))).value_or(RunState::failed);
+  r.reason = ss(q.at(6));
+  r.created_ms = q.at(7).toLongLong();
+  r.starting_ms = optional_of(q.at(8));
+  r.running_ms = optional_of(q.at(9));
+  r.ended_ms = optional_of(q.at(10));
   return r;
 }
+
+// Runs as the query `sql` lists them, each with its nodes in rank order.
+std::vector<RunRow> runs_with_nodes(Sql& q, const QString& sql, const QVariantList& binds = {}) {
+  std::vector<RunRow> rows;
+  q.run(sql, binds);
+  while (q.next()) rows.push_back(run_of(q));
+  if (rows.empty()) return rows;
+  std::map<std::string, RunRow*> by_id;
+  for (auto& r : rows) by_id[r.id] = &r;
+  // One query for the listed runs' nodes; a long list reads them all rather
+  // than binding more parameters than SQLite allows.
+  constexpr size_t kMostBound = 500;
+  QString placeholders;
+  QVariantList ids;
+  for (const auto& r : rows) {
+    placeholders += placeholders.isEmpty() ? "?" : ", ?";
+    ids << qs(r.id);
+  }
+  if (rows.size() > kMostBound)
+    q.run("SELECT run_id, node FROM run_nodes ORDER BY run_id, position");
+  else
+    q.run("SELECT run_id, node FROM run_nodes WHERE run_id IN (" + placeholders +
+              ") ORDER BY run_id, position",
+          ids);
+  while (q.next())
+    if (auto it = by_id.find(ss(q.at(0))); it != by_id.end())
+      it->second->nodes.push_back(ss(q.at(1)));
+  return rows;
+}
+
+const char* kLiveStates = "('created', 'starting', 'running')";
 
 }  // namespace
 
@@ -161,43 +192,91 @@ std::optional<ExperimentRow> Store::experiment(const std::string& name) const {
 
 std::vector<RunRow> Store::runs() const {
   return with_reader([](Sql& q) {
-    std::vector<RunRow> rows;
-    q.run(QString("SELECT %1 FROM runs ORDER BY created_ms, id").arg(kRunColumns));
-    while (q.next()) rows.push_back(run_of(q));
-    return rows;
+    return runs_with_nodes(q,
+                           QString("SELECT %1 FROM runs ORDER BY created_ms, id").arg(kRunColumns));
   });
 }
 
 std::optional<RunRow> Store::run(const std::string& id) const {
   return with_reader([&](Sql& q) -> std::optional<RunRow> {
-    q.run(QString("SELECT %1 FROM runs WHERE id = ?").arg(kRunColumns), {qs(id)});
-    if (!q.next()) return std::nullopt;
-    return run_of(q);
+    auto rows =
+        runs_with_nodes(q, QString("SELECT %1 FROM runs WHERE id = ?").arg(kRunColumns), {qs(id)});
+    if (rows.empty()) return std::nullopt;
+    return std::move(rows.front());
   });
 }
 
 std::vector<RunRow> Store::live_runs() const {
   return with_reader([](Sql& q) {
-    std::vector<RunRow> rows;
-    q.run(QString("SELECT %1 FROM runs WHERE state IN ('created', 'starting', 'running') "
-                  "ORDER BY created_ms")
-              .arg(kRunColumns));
-    while (q.next()) rows.push_back(run_of(q));
-    return rows;
+    return runs_with_nodes(q, QString("SELECT %1 FROM runs WHERE state IN %2 ORDER BY created_ms")
+                                  .arg(kRunColumns, kLiveStates));
+  });
+}
+
+std::vector<std::string> Store::live_runs_on(const std::string& node) const {
+  return with_reader([&](Sql& q) {
+    std::vector<std::string> ids;
+    q.run(QString("SELECT r.id FROM runs r JOIN run_nodes n ON n.run_id = r.id "
+                  "WHERE n.node = ? AND r.state IN %1 ORDER BY r.created_ms")
+              .arg(kLiveStates),
+          {qs(node)});
+    while (q.next()) ids.push_back(ss(q.at(0)));
+    return ids;
   });
 }
 
 std::vector<RecordRow> Store::records(const std::string& run, int64_t after_seq) const {
+  return records(run, RecordFilter{}, after_seq);
+}
+
+namespace {
+// The records query for `filter`. With a type, the (run, type, rank) index
+// is named: without statistics SQLite's planner prefers the primary key,
+// which reads every record of the run to find one rank's steps. The index
+// ends with the primary key (node, seq), so a rank's records come out in
+// order without a sort.
+std::pair<QString, QVariantList> records_query(const std::string& run, const RecordFilter& filter,
+                                               int64_t after_seq) {
+  QString sql =
+      QString("SELECT seq, node, rank, type, body FROM records%1 WHERE run_id = ? AND seq > ?")
+          .arg(filter.type ? " INDEXED BY records_by_type_rank" : "");
+  QVariantList binds{qs(run), QVariant::fromValue<qlonglong>(after_seq)};
+  if (filter.type) {
+    sql += " AND type = ?";
+    binds << qs(*filter.type);
+  }
+  if (filter.rank) {
+    sql += " AND rank = ?";
+    binds << QVariant::fromValue<qlonglong>(*filter.rank);
+  }
+  if (filter.node) {
+    sql += " AND node = ?";
+    binds << qs(*filter.node);
+  }
+  return {sql + " ORDER BY node, seq", binds};
+}
+}  // namespace
+
+std::vector<RecordRow> Store::records(const std::string& run, const RecordFilter& filter,
+                                      int64_t after_seq) const {
   return with_reader([&](Sql& q) {
+    const auto [sql, binds] = records_query(run, filter, after_seq);
+    q.run(sql, binds);
     std::vector<RecordRow> rows;
-    q.run(
-        "SELECT seq, node, rank, type, body FROM records WHERE run_id = ? AND seq > ? "
-        "ORDER BY node, seq",
-        {qs(run), QVariant::fromValue<qlonglong>(after_seq)});
     while (q.next())
       rows.push_back(
           {q.at(0).toLongLong(), ss(q.at(1)), q.at(2).toLongLong(), ss(q.at(3)), ss(q.at(4))});
     return rows;
+  });
+}
+
+std::string Store::records_query_plan(const std::string& run, const RecordFilter& filter) const {
+  return with_reader([&](Sql& q) {
+    const auto [sql, binds] = records_query(run, filter, 0);
+    q.run("EXPLAIN QUERY PLAN " + sql, binds);
+    std::string plan;
+    while (q.next()) plan += ss(q.at(3)) + "\n";
+    return plan;
   });
 }
 
@@ -284,11 +363,10 @@ void Store::remove_node(const std::string& name) {
     Sql q(db, path_);
     q.run("SELECT 1 FROM nodes WHERE name = ?", {qs(name)});
     if (!q.next()) throw StoreError("no node \"" + name + "\"");
-    // A run stores its nodes as a comma-separated list.
-    q.run(
-        "SELECT id FROM runs WHERE state IN ('created', 'starting', 'running') AND "
-        "(',' || nodes || ',') LIKE ('%,' || ? || ',%')",
-        {qs(name)});
+    q.run(QString("SELECT r.id FROM runs r JOIN run_nodes n ON n.run_id = r.id "
+                  "WHERE n.node = ? AND r.state IN %1")
+              .arg(kLiveStates),
+          {qs(name)});
     if (q.next())
       throw StoreError("node \"" + name + "\" is in use by live run " + ss(q.at(0)) +
                        "; kill it or let it end first");
@@ -324,11 +402,14 @@ void Store::create_run(const RunRow& r) {
   write_and_wait([&](QSqlDatabase& db) {
     Sql q(db, path_);
     q.run(
-        "INSERT INTO runs (id, experiment_id, experiment_name, config_json, nodes, world_size, "
-        "state, reason, created_ms) VALUES (?, ?, ?, ?, ?, ?, 'created', ?, ?)",
+        "INSERT INTO runs (id, experiment_id, experiment_name, config_json, world_size, "
+        "state, reason, created_ms) VALUES (?, ?, ?, ?, ?, 'created', ?, ?)",
         {qs(r.id), optional_value(r.experiment_id), qs(r.experiment_name), qs(r.config_json),
-         qs(r.nodes), QVariant::fromValue<qlonglong>(r.world_size), qs(r.reason),
+         QVariant::fromValue<qlonglong>(r.world_size), qs(r.reason),
          QVariant::fromValue<qlonglong>(r.created_ms)});
+    for (size_t i = 0; i < r.nodes.size(); ++i)
+      q.run("INSERT INTO run_nodes (run_id, position, node) VALUES (?, ?, ?)",
+            {qs(r.id), QVariant::fromValue<qlonglong>(static_cast<qlonglong>(i)), qs(r.nodes[i])});
     q.run("INSERT INTO run_transitions (run_id, state, at_ms, reason) VALUES (?, 'created', ?, ?)",
           {qs(r.id), QVariant::fromValue<qlonglong>(r.created_ms), qs(r.reason)});
   });

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "run_summary.h"
+#include "flotilla/controller/run_summary.h"
 
 namespace flotilla::controller {
 namespace {

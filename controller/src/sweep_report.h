@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "flotilla/controller/store.h"
+#include "flotilla/controller/sweep_store.h"
 #include "flotilla/protocol/sweep.h"
-#include "store.h"
-#include "sweep_store.h"
 
 namespace flotilla::controller {
 

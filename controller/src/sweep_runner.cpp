@@ -1,4 +1,4 @@
-#include "sweep_runner.h"
+#include "flotilla/controller/sweep_runner.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "sweep_store.h"
+#include "flotilla/controller/sweep_store.h"
 
 #include <nlohmann/json.hpp>
 

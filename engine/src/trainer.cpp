@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include "codec/activation_codec.h"
+#include "flotilla/protocol/run_metrics.h"
 #include "models/model_factory.h"
 #include "pipeline/stage_setup.h"
 #include "torch_adapter.h"
@@ -269,8 +270,8 @@ TrainResult Trainer::run() {
     result_.comm_ms = totals_[Phase::comm] / n;
     result_.optimizer_ms = totals_[Phase::optimizer] / n;
     result_.step_ms = totals_.step_ms / n;
-    result_.samples_per_s = measured_samples_ / (totals_.step_ms / 1000.0);
   }
+  result_.samples_per_s = metrics::throughput(step_samples_per_s_).value_or(0.0);
   return result_;
 }
 
@@ -415,11 +416,11 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   r.mem_alloc = memory.allocated;
   r.mem_reserved = memory.reserved;
   r.mem_peak = memory.peak;
+  step_samples_per_s_.push_back(r.samples_per_s);
   if (r.step > 1) {
     for (size_t i = 0; i < totals_.ms.size(); ++i) totals_.ms[i] += times.ms[i];
     totals_.step_ms += times.step_ms;
     ++measured_steps_;
-    measured_samples_ += r.samples;
   }
   emit(records::to_line(r));
 }

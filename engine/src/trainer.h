@@ -88,7 +88,7 @@ class Trainer {
   // Run totals over measured steps, the first (warm-up) step excluded.
   PhaseTimes totals_;
   int64_t measured_steps_ = 0;
-  int64_t measured_samples_ = 0;
+  std::vector<double> step_samples_per_s_;  // every step's, for the run's throughput
   TrainResult result_;
 };
 

@@ -131,12 +131,18 @@ std::string summary_table(const ExperimentConfig& c, const TrainResult& r) {
   row("parameters", std::to_string(r.parameters));
   row("batch size", std::to_string(c.batch_size));
   row("steps / epochs", std::to_string(r.steps) + " / " + std::to_string(r.epochs));
-  row("train accuracy", num(100 * r.acc_train, 2) + " %");
-  row("test accuracy", num(100 * r.acc_test, 2) + " %");
-  row("throughput", num(r.samples_per_s, 1) + " samples/s");
-  row("step time", num(r.step_ms, 2) + " ms = data " + num(r.data_ms, 2) + " + forward " +
-                       num(r.forward_ms, 2) + " + backward " + num(r.backward_ms, 2) + " + comm " +
-                       num(r.comm_ms, 2) + " + optimizer " + num(r.optimizer_ms, 2));
+  // A run that never finished an epoch, or never stepped, has no figures:
+  // a dash, not a zero that reads like a measurement.
+  const std::string none = "—";
+  row("train accuracy", r.epochs > 0 ? num(100 * r.acc_train, 2) + " %" : none);
+  row("test accuracy", r.epochs > 0 ? num(100 * r.acc_test, 2) + " %" : none);
+  row("throughput",
+      r.steps > 0 ? num(r.samples_per_s, 1) + " samples/s (median after warm-up)" : none);
+  row("step time", r.step_ms > 0 ? num(r.step_ms, 2) + " ms = data " + num(r.data_ms, 2) +
+                                       " + forward " + num(r.forward_ms, 2) + " + backward " +
+                                       num(r.backward_ms, 2) + " + comm " + num(r.comm_ms, 2) +
+                                       " + optimizer " + num(r.optimizer_ms, 2)
+                                 : none);
   row("wall time", num(r.elapsed_s, 1) + " s");
   return out.str();
 }

@@ -2,9 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "node_connection.h"
-#include "run_summary.h"
-#include "ssh_session.h"
+#include "flotilla/controller/run_summary.h"
 
 namespace flotilla::gui {
 
@@ -60,7 +58,7 @@ void ControllerWorker::refresh() {
     for (const auto& r : store_->runs())
       runs.push_back({QString::fromStdString(r.id), QString::fromStdString(r.experiment_name),
                       QString::fromUtf8(name_of(r.state).data(), name_of(r.state).size()),
-                      QString::fromStdString(r.reason), QString::fromStdString(r.nodes),
+                      QString::fromStdString(r.reason), QString::fromStdString(join_list(r.nodes)),
                       r.world_size, r.created_ms});
     emit runsChanged(runs);
   } catch (const std::exception& e) {
@@ -82,18 +80,13 @@ void ControllerWorker::startRun(const QString& config_json) {
   if (!controller_) return;
   try {
     const auto config = parse_experiment(config_json.toStdString(), "the form");
-    // Host keys are settled before anything is stored or started.
-    for (const auto& name : config.nodes) {
-      const auto node = store_->node(name);
-      if (!node || node->is_local()) continue;
-      try {
-        controller::NodeConnection::open(*node, {});
-      } catch (const controller::HostKeyError& e) {
-        if (e.kind() == controller::HostKeyError::Kind::changed) throw;
-        emit hostKeyUnknown(QString::fromStdString(name), QString::fromStdString(e.fingerprint()),
-                            config_json);
-        return;
-      }
+    // Host keys are settled before anything is stored or started: one
+    // question at a time, the run starts once every key is trusted.
+    const auto unknown = controller_->unknown_host_keys(config.nodes);
+    if (!unknown.empty()) {
+      emit hostKeyUnknown(QString::fromStdString(unknown.front().node),
+                          QString::fromStdString(unknown.front().fingerprint), config_json);
+      return;
     }
     const auto id = store_->save_experiment(config.name, config_json.toStdString());
     const auto run = controller_->start_run(config, id);
@@ -109,13 +102,9 @@ void ControllerWorker::startRun(const QString& config_json) {
 }
 
 void ControllerWorker::trustHostKeyAndRun(const QString& node, const QString& config_json) {
-  if (!store_) return;
+  if (!controller_) return;
   try {
-    const auto row = store_->node(node.toStdString());
-    if (!row) throw std::runtime_error("no node \"" + node.toStdString() + "\"");
-    controller::ConnectOptions trusting;
-    trusting.trust_new_host_key = true;
-    controller::NodeConnection::open(*row, trusting);
+    controller_->trust_host_key(node.toStdString());
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
     return;

@@ -11,8 +11,8 @@
 #include <memory>
 #include <tuple>
 
-#include "controller.h"
-#include "sweep_runner.h"
+#include "flotilla/controller/controller.h"
+#include "flotilla/controller/sweep_runner.h"
 
 namespace flotilla::gui {
 

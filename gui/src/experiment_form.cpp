@@ -5,6 +5,7 @@
 #include <QFormLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QSpinBox>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +67,8 @@ ExperimentForm::ExperimentForm(QWidget* parent) : QWidget(parent) {
   lr_->setDecimals(5);
   lr_->setRange(0.00001, 10.0);
   lr_->setSingleStep(0.001);
+  // The same digits as the YAML and the CLI, whatever the user's locale.
+  lr_->setLocale(QLocale::c());
   status_ = new QLabel;
   status_->setObjectName("formStatus");
   status_->setWordWrap(true);
@@ -95,7 +98,7 @@ ExperimentForm::ExperimentForm(QWidget* parent) : QWidget(parent) {
   connect(name_, &QLineEdit::textChanged, this, &ExperimentForm::revalidate);
   connect(nodes_, &QLineEdit::textChanged, this, &ExperimentForm::revalidate);
 
-  setConfigJson(QString::fromStdString(to_json(ExperimentConfig{})));
+  setConfigJson(QString::fromStdString(to_json(ExperimentConfig())));
 }
 
 QString ExperimentForm::name() const {
@@ -148,8 +151,7 @@ void ExperimentForm::revalidate() {
   if (!j.is_object()) j = json::object();
   j["name"] = name_->text().toStdString();
   j["nodes"] = json::array();
-  for (const auto& n : nodes_->text().split(',', Qt::SkipEmptyParts))
-    j["nodes"].push_back(n.trimmed().toStdString());
+  for (const auto& n : split_list(nodes_->text().toStdString())) j["nodes"].push_back(n);
   j["model"] = model_->currentText().toStdString();
   j["dataset"] = dataset_->currentText().toStdString();
   j["strategy"] = strategy_->currentText().toStdString();

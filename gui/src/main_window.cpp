@@ -100,7 +100,7 @@ void MainWindow::buildWidgets() {
   splitter->setSizes({470, 810});
 
   connect(new_button, &QPushButton::clicked, this,
-          [this] { form_->setConfigJson(QString::fromStdString(to_json(ExperimentConfig{}))); });
+          [this] { form_->setConfigJson(QString::fromStdString(to_json(ExperimentConfig()))); });
   connect(import_button, &QPushButton::clicked, this, &MainWindow::importExperiment);
   connect(export_button, &QPushButton::clicked, this, &MainWindow::exportExperiment);
   connect(experiment_list_, &QListWidget::currentRowChanged, this, [this](int row) {

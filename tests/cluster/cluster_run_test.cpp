@@ -10,8 +10,8 @@
 #include <regex>
 #include <thread>
 
+#include "flotilla/controller/store.h"
 #include "processes.h"
-#include "store.h"
 #include "temp_dir.h"
 #include "test_cluster.h"
 

@@ -20,11 +20,11 @@
 #include <unistd.h>
 
 #include "experiment_form.h"
+#include "flotilla/controller/store.h"
+#include "flotilla/controller/sweep_store.h"
 #include "live_chart.h"
 #include "main_window.h"
 #include "processes.h"
-#include "store.h"
-#include "sweep_store.h"
 #include "temp_dir.h"
 #include "test_cluster.h"
 

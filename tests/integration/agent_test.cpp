@@ -342,6 +342,36 @@ TEST(Agent, ARankBeyondItsMemoryLimitEndsTheRunOomWithItsBatch) {
   EXPECT_TRUE(alive_in(pgids_of(messages)).empty());
 }
 
+// The agent and its ranks under a comma-decimal locale: a config's decimals
+// reach the engine as numbers, and a fractional grace period is written and
+// read back as itself.
+TEST(Agent, RunsAndStopsUnderACommaDecimalLocale) {
+  TempDir home;
+  AgentProcess agent(home.path(), {"LC_ALL=de_DE.UTF-8", "LANG=de_DE.UTF-8"});
+  agent.hello();
+  auto start = start_message("run-komma", 100000, free_tcp_port());
+  start["config"]["optimizer"] = {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
+  start["config"]["dropout"] = 0.1;
+  agent.send(start);
+  auto first = agent.until(
+      [](const json& m) {
+        return m["type"] == "run_end" || (m["type"] == "record" && m["record"]["type"] == "step");
+      },
+      std::chrono::seconds(60));
+  ASSERT_FALSE(first.empty());
+  ASSERT_EQ(first.back()["type"], "record") << first.back();
+  EXPECT_DOUBLE_EQ(first.back()["record"]["lr"].get<double>(), 0.05);
+  agent.send({{"v", 1}, {"type", "stop"}, {"run", "run-komma"}, {"grace_s", 0.25}});
+  auto rest = agent.until(is_end, std::chrono::seconds(20));
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back()["outcome"], "killed") << rest.back();
+  std::ifstream grace(home.path() / "runs" / "run-komma" / "stop_grace_s");
+  std::string text;
+  std::getline(grace, text);
+  EXPECT_EQ(text, "0.25");
+  EXPECT_TRUE(alive_in(pgids_of(first)).empty());
+}
+
 TEST(Agent, FailingRankFailsTheRunWithItsMessageAndStopsTheOther) {
   TempDir home;
   AgentProcess agent(home.path(), {"FLOTILLA_FAULT=1:3"});

@@ -7,14 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <QString>
+#include <clocale>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "flotilla/controller/store.h"
 #include "processes.h"
-#include "store.h"
 #include "temp_dir.h"
 
 namespace flotilla::testing {
@@ -72,8 +73,9 @@ class Flotilla {
   }
   // Runs to the end; returns the exit status and output.
   std::pair<int, std::string> run(const std::vector<std::string>& args,
-                                  std::chrono::seconds limit = 300s) const {
-    auto child = start(args, "out-" + std::to_string(++calls_) + ".txt");
+                                  std::chrono::seconds limit = 300s,
+                                  const std::vector<std::string>& extra_env = {}) const {
+    auto child = start(args, "out-" + std::to_string(++calls_) + ".txt", extra_env);
     const auto status = child->wait(limit);
     EXPECT_TRUE(status) << "flotilla " << args.front() << " still running after " << limit.count()
                         << " s:\n"
@@ -145,6 +147,13 @@ inline std::string value_after(const std::string& text, const std::string& label
   const std::regex pattern("\\n  " + label + " +([^\\n]*)");
   if (!std::regex_search(text, m, pattern)) return "(no \"" + label + "\" line)";
   return m[1];
+}
+
+inline bool locale_installed(const char* name) {
+  const std::string previous = std::setlocale(LC_ALL, nullptr);
+  const bool installed = std::setlocale(LC_ALL, name) != nullptr;
+  std::setlocale(LC_ALL, previous.c_str());
+  return installed;
 }
 
 // The one run's id, from `flotilla run`'s output.

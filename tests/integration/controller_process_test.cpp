@@ -10,6 +10,39 @@ using controller::RunState;
 using controller::Store;
 using nlohmann::json;
 
+// Qt sets the process locale from the environment; under a comma-decimal one
+// the CLI must still read `lr: 0.05` and print every number with a point.
+// The nodes are typed as a person types them, with spaces.
+TEST(FlotillaCli, RunsUnderACommaDecimalLocaleAndPrintsNumbersWithAPoint) {
+  if (!locale_installed("de_DE.UTF-8"))
+    GTEST_SKIP() << "the de_DE.UTF-8 locale is not installed (scripts/setup.sh generates it)";
+  Flotilla f;
+  const std::vector<std::string> german{"LC_ALL=de_DE.UTF-8", "LANG=de_DE.UTF-8"};
+  // The preset's optimizer has lr 0.05 and weight_decay 0.0005.
+  const auto file =
+      f.dir().write("exp.yaml", two_ranks("komma", "epochs: 1\nmax_steps: 12\ndropout: 0.1\n"));
+  const auto [status, output] = f.run({"run", file.string(), "--nodes", " local "}, 300s, german);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_EQ(output.find("expected a number"), std::string::npos) << output;
+  const std::string throughput = value_after(output, "throughput");
+  EXPECT_TRUE(std::regex_search(throughput, std::regex("^[0-9]+\\.[0-9] samples/s"))) << throughput;
+
+  auto store = f.store();
+  const auto run = store.runs().at(0);
+  EXPECT_EQ(run.nodes, std::vector<std::string>{"local"});
+  EXPECT_DOUBLE_EQ(json::parse(run.config_json)["optimizer"]["lr"].get<double>(), 0.05);
+  const auto [csv_status, csv] = f.run({"show", run.id, "--format", "csv"}, 60s, german);
+  ASSERT_EQ(csv_status, 0) << csv;
+  std::istringstream lines(csv);
+  std::string header;
+  std::getline(lines, header);
+  const auto columns = std::count(header.begin(), header.end(), ',');
+  int rows = 0;
+  for (std::string line; std::getline(lines, line); ++rows)
+    EXPECT_EQ(std::count(line.begin(), line.end(), ','), columns) << line;  // no "0,05"
+  EXPECT_EQ(rows, 24);
+}
+
 TEST(FlotillaCli, RunsTwoRanksOnFashionMnistAndStoresEveryRecord) {
   Flotilla f;
   const auto file = f.dir().write("exp.yaml", two_ranks("e2e", "epochs: 1\nmax_steps: 60\n"));

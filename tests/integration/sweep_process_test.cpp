@@ -3,7 +3,7 @@
 #include <set>
 
 #include "cli_fixture.h"
-#include "sweep_store.h"
+#include "flotilla/controller/sweep_store.h"
 
 namespace flotilla::testing {
 namespace {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "flotilla/protocol/numbers.h"
+#include "flotilla/protocol/run_metrics.h"
 #include "run_helpers.h"
 
 namespace flotilla::testing {
@@ -78,6 +80,19 @@ threads: 2
   EXPECT_EQ(records.back()["outcome"], "finished");
   EXPECT_EQ(records.back()["steps"], 300);
   EXPECT_NE(result.stderr_text.find("test accuracy"), std::string::npos) << "summary on stderr";
+
+  // The rank's own summary states the run's throughput as every other
+  // program does (run_metrics.h: the median after warm-up), so that it and
+  // `flotilla show` agree.
+  std::vector<double> rates;
+  for (const auto& step : of_type(records, "step")) rates.push_back(step["samples_per_s"]);
+  const auto throughput = metrics::throughput(rates);
+  ASSERT_TRUE(throughput);
+  EXPECT_NE(result.stderr_text.find("throughput            " + format_fixed(*throughput, 1) +
+                                    " samples/s"),
+            std::string::npos)
+      << "expected " << *throughput << " in:\n"
+      << result.stderr_text;
 }
 
 TEST(TrainProcess, FashionMnistPresetReachesEightyEightPercentInTwoEpochsLong) {

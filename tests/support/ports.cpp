@@ -1,9 +1,6 @@
 #include "ports.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "node_probe.h"
 
 #include <exception>
 #include <stdexcept>
@@ -12,19 +9,10 @@
 namespace flotilla::testing {
 
 int free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("socket() failed");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot bind a port on 127.0.0.1");
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
+  // The agent's own pick, the one a run's rendezvous uses.
+  const int port = agent::free_tcp_port();
+  if (port == 0) throw std::runtime_error("no free TCP port on this machine");
+  return port;
 }
 
 std::vector<std::string> run_ranks(int world, const std::function<void(int rank)>& body) {

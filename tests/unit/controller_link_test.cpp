@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent_link.h"
-#include "run_summary.h"
+#include "flotilla/controller/run_summary.h"
 
 namespace flotilla::controller {
 namespace {
@@ -190,6 +190,7 @@ TEST(RunSummary, IsComputedFromRankZerosRecordsAndTheAgentsSystemRecords) {
                                    {"samples", 128},
                                    {"loss", 2.0 / step + rank},
                                    {"step_ms", 100.0 * step},
+                                   {"samples_per_s", 128 / (0.1 * step)},
                                    {"forward_ms", 10.0},
                                    {"bytes_sent", 1000 * step}}));
     if (step % 2 == 0)
@@ -209,8 +210,11 @@ TEST(RunSummary, IsComputedFromRankZerosRecordsAndTheAgentsSystemRecords) {
   EXPECT_EQ(s.last_seq, seq);
   EXPECT_EQ(s.steps, 4);
   EXPECT_EQ(s.epochs, 2);
-  EXPECT_DOUBLE_EQ(s.final_loss, 0.5);               // rank 0's, not rank 1's 1.5
-  EXPECT_DOUBLE_EQ(s.samples_per_s, 4 * 128 / 1.0);  // 512 samples in 100+200+300+400 ms
+  EXPECT_DOUBLE_EQ(s.final_loss, 0.5);  // rank 0's, not rank 1's 1.5
+  // The median after warm-up (run_metrics.h): of 4 steps the first 3 are
+  // warm-up, leaving step 4's 128 samples in 400 ms.
+  ASSERT_TRUE(s.samples_per_s);
+  EXPECT_DOUBLE_EQ(*s.samples_per_s, 320.0);
   EXPECT_DOUBLE_EQ(s.step_ms, 250.0);
   EXPECT_DOUBLE_EQ(s.bytes_sent_per_step, 2500.0);
   EXPECT_DOUBLE_EQ(s.acc_test, 1.0);
@@ -221,6 +225,24 @@ TEST(RunSummary, IsComputedFromRankZerosRecordsAndTheAgentsSystemRecords) {
   EXPECT_EQ(json["epochs"].size(), 2u);
   const auto csv = steps_csv(records);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 8);  // header and 4 steps × 2 ranks
+}
+
+TEST(RunSummary, ShowsADashForFiguresARunWithoutStepsDoesNotHave) {
+  RunRow run;
+  run.id = "r";
+  run.state = RunState::failed;
+  run.nodes = {"local"};
+  const auto s = summarize(run, {record_of(1, 0, {{"type", "start"}})});
+  EXPECT_FALSE(s.samples_per_s);
+  const auto table = summary_table(s);
+  for (const char* row : {"throughput", "test accuracy", "step time", "final loss"}) {
+    const auto at = table.find(row);
+    ASSERT_NE(at, std::string::npos) << table;
+    const auto line = table.substr(at, table.find('\n', at) - at);
+    EXPECT_NE(line.find("—"), std::string::npos) << line;
+    EXPECT_EQ(line.find("0.0"), std::string::npos) << line;
+  }
+  EXPECT_TRUE(nlohmann::json::parse(summary_json(s))["summary"]["samples_per_s"].is_null());
 }
 
 }  // namespace

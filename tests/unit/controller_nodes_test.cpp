@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "flotilla/controller/store.h"
 #include "node_access.h"
 #include "shell_quote.h"
-#include "store.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
@@ -94,7 +94,7 @@ TEST(NodeStore, AddListProbeAndRemoveButNotWhileALiveRunUsesIt) {
   run.id = "20261122-000000-abcd";
   run.experiment_name = "x";
   run.config_json = "{}";
-  run.nodes = "local,n1";
+  run.nodes = {"local", "n1"};
   run.created_ms = now_ms();
   store.create_run(run);
   try {

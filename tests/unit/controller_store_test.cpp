@@ -1,12 +1,13 @@
 // The controller's SQLite store and run state machine, on real database files.
 #include <gtest/gtest.h>
 
+#include <QFile>
 #include <QSqlDatabase>
 #include <QSqlQuery>
 #include <filesystem>
 #include <thread>
 
-#include "store.h"
+#include "flotilla/controller/store.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
@@ -23,7 +24,7 @@ RunRow a_run(const std::string& id) {
   run.id = id;
   run.experiment_name = "exp";
   run.config_json = "{}";
-  run.nodes = "local";
+  run.nodes = {"local"};
   run.world_size = 2;
   run.created_ms = now_ms();
   return run;
@@ -231,6 +232,116 @@ TEST(Store, ReportsAWriteThatFailsWithoutLosingWhatCameBefore) {
   store.flush();
   EXPECT_EQ(store.records("r1").size(), 1u);
   EXPECT_EQ(store.runs().size(), 1u);
+}
+
+NodeRow a_node(const std::string& name) {
+  NodeRow node;
+  node.name = name;
+  node.host = name + ".example";
+  return node;
+}
+
+TEST(Store, KeepsARunsNodesInRankOrder) {
+  TempDir dir;
+  Store store(db_in(dir));
+  for (const char* name : {"zeta", "alpha", "mid"}) store.add_node(a_node(name));
+  auto run = a_run("r1");
+  run.nodes = {"zeta", "alpha", "mid"};
+  store.create_run(run);
+  EXPECT_EQ(store.run("r1")->nodes, (std::vector<std::string>{"zeta", "alpha", "mid"}));
+  EXPECT_EQ(store.runs().front().nodes, run.nodes);
+  EXPECT_EQ(store.live_runs().front().nodes, run.nodes);
+}
+
+// Node names may hold `_`, a LIKE wildcard: membership is matched by equality.
+TEST(Store, RemovingANodeIsRefusedOnlyForItsOwnLiveRuns) {
+  TempDir dir;
+  Store store(db_in(dir));
+  store.add_node(a_node("a_b"));
+  store.add_node(a_node("axb"));
+  auto run = a_run("on-axb");
+  run.nodes = {"axb"};
+  store.create_run(run);
+  EXPECT_EQ(store.live_runs_on("axb"), std::vector<std::string>{"on-axb"});
+  EXPECT_TRUE(store.live_runs_on("a_b").empty());
+  EXPECT_NO_THROW(store.remove_node("a_b"));
+  try {
+    store.remove_node("axb");
+    FAIL() << "removed a node a live run uses";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("on-axb"), std::string::npos) << e.what();
+  }
+  ASSERT_TRUE(store.transition("on-axb", RunState::failed, "done"));
+  EXPECT_TRUE(store.live_runs_on("axb").empty());
+  EXPECT_NO_THROW(store.remove_node("axb"));
+}
+
+// A database made by the Flotilla before run_nodes existed (schema 2): the
+// comma-joined list becomes rows, in order, and nothing else changes.
+TEST(Store, MigratesCommaJoinedRunNodesToRows) {
+  TempDir dir;
+  {
+    auto db = QSqlDatabase::addDatabase("QSQLITE", "old");
+    db.setDatabaseName(db_in(dir));
+    ASSERT_TRUE(db.open());
+    QSqlQuery q(db);
+    ASSERT_TRUE(q.exec("CREATE TABLE schema_version (version INTEGER NOT NULL)"));
+    for (const char* file : {"0001_initial.sql", "0002_node_access.sql"}) {
+      QFile sql(QString(FLOTILLA_MIGRATIONS_DIR) + "/" + file);
+      ASSERT_TRUE(sql.open(QIODevice::ReadOnly)) << file;
+      QString statement;
+      for (const QString& line : QString::fromUtf8(sql.readAll()).split('\n')) {
+        if (line.trimmed().startsWith("--")) continue;
+        statement += line + '\n';
+        if (line.trimmed().endsWith(';')) {
+          ASSERT_TRUE(q.exec(statement)) << statement.toStdString();
+          statement.clear();
+        }
+      }
+    }
+    ASSERT_TRUE(q.exec("INSERT INTO schema_version VALUES (2)"));
+    ASSERT_TRUE(
+        q.exec("INSERT INTO runs (id, experiment_name, config_json, nodes, world_size, state, "
+               "created_ms) VALUES ('old', 'exp', '{}', 'a_b,axb, c', 3, 'running', 1), "
+               "('alone', 'exp', '{}', 'local', 1, 'finished', 2)"));
+    db.close();
+  }
+  QSqlDatabase::removeDatabase("old");
+  Store store(db_in(dir));
+  EXPECT_EQ(store.schema_version(), Store::latest_schema_version());
+  EXPECT_EQ(store.run("old")->nodes, (std::vector<std::string>{"a_b", "axb", "c"}));
+  EXPECT_EQ(store.run("old")->state, RunState::running);
+  EXPECT_EQ(store.run("alone")->nodes, std::vector<std::string>{"local"});
+  EXPECT_EQ(store.live_runs_on("axb"), std::vector<std::string>{"old"});
+}
+
+TEST(Store, ReadsRecordsByTypeRankAndNodeThroughAnIndex) {
+  TempDir dir;
+  Store store(db_in(dir));
+  store.create_run(a_run("r1"));
+  int64_t seq = 0;
+  for (const char* node : {"n1", "n2"})
+    for (int64_t rank : {-1, 0, 1})
+      for (const char* type : {"step", "system"})
+        store.append_record("r1", {++seq, node, rank, type, "{}"});
+  store.flush();
+  EXPECT_EQ(store.records("r1").size(), 12u);
+  const auto steps_of_1 = store.records("r1", RecordFilter{"step", 1, std::nullopt});
+  ASSERT_EQ(steps_of_1.size(), 2u);
+  for (const auto& r : steps_of_1) EXPECT_TRUE(r.type == "step" && r.rank == 1);
+  EXPECT_EQ(steps_of_1[0].node, "n1");  // ordered by node, then seq
+  const auto system_n2 = store.records("r1", RecordFilter{"system", -1, "n2"});
+  ASSERT_EQ(system_n2.size(), 1u);
+  EXPECT_EQ(system_n2[0].node, "n2");
+  EXPECT_EQ(store.records("r1", RecordFilter{"step", std::nullopt, std::nullopt}, 6).size(), 3u);
+
+  // One rank's steps come from the index, in order, without reading the
+  // run's other records or sorting them.
+  const auto plan = store.records_query_plan("r1", RecordFilter{"step", 0, std::nullopt});
+  EXPECT_NE(plan.find("USING INDEX records_by_type_rank (run_id=? AND type=? AND rank=?)"),
+            std::string::npos)
+      << plan;
+  EXPECT_EQ(plan.find("TEMP B-TREE"), std::string::npos) << plan;
 }
 
 }  // namespace

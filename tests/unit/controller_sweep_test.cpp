@@ -8,9 +8,9 @@
 #include <atomic>
 #include <thread>
 
-#include "controller.h"
-#include "sweep_runner.h"
-#include "sweep_store.h"
+#include "flotilla/controller/controller.h"
+#include "flotilla/controller/sweep_runner.h"
+#include "flotilla/controller/sweep_store.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {

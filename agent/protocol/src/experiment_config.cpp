@@ -241,6 +241,27 @@ std::string to_yaml(const ExperimentConfig& config) {
   return detail::json_to_yaml(to_json_value(config));
 }
 
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> entries;
+  constexpr std::string_view kSpace = " \t\r\n";
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const size_t first = entry.find_first_not_of(kSpace);
+    if (first == std::string_view::npos) continue;
+    entry = entry.substr(first, entry.find_last_not_of(kSpace) - first + 1);
+    entries.emplace_back(entry);
+  }
+  return entries;
+}
+
+std::string join_list(const std::vector<std::string>& entries) {
+  std::string text;
+  for (const auto& e : entries) text += (text.empty() ? "" : ",") + e;
+  return text;
+}
+
 std::string_view name_of(ModelKind v) {
   return detail::enum_name(v);
 }

@@ -32,7 +32,10 @@ const std::map<std::string, bool>& config_keys() {
         if (value.is_object()) walk(value, path + ".");
       }
     };
-    walk(json::parse(to_json(ExperimentConfig{})), "");
+    // A named default, not a temporary: GCC 12 otherwise warns (falsely) of
+    // an uninitialised vector when the temporary is inlined here.
+    static const ExperimentConfig defaults;
+    walk(json::parse(to_json(defaults)), "");
     return out;
   }();
   return keys;

@@ -2,9 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "flotilla/protocol/numbers.h"
+
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <stdexcept>
 
 namespace flotilla::detail {
@@ -18,15 +19,9 @@ Json plain_scalar_as(const std::string& s) {
   int64_t i = 0;
   const char* end = s.data() + s.size();
   if (auto [p, ec] = std::from_chars(s.data(), end, i); ec == std::errc() && p == end) return i;
-  if (s.find_first_of("0123456789") != std::string::npos) {
-    // from_chars, not strtod: the process locale (Qt sets it from the
-    // environment) must not turn "0.005" into text where the decimal comma rules.
-    double d = 0;
-    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
-    if (auto [p, ec] = std::from_chars(begin, end, d);
-        ec == std::errc() && p == end && std::isfinite(d))
-      return d;
-  }
+  // Never strtod: it reads the process locale's decimal separator.
+  if (s.find_first_of("0123456789") != std::string::npos)
+    if (const auto d = parse_number(s)) return *d;
   return s;
 }
 

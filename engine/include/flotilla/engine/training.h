@@ -64,7 +64,9 @@ struct TrainResult {
   double acc_train = 0;
   double acc_test = 0;
   double elapsed_s = 0;
-  double samples_per_s = 0;  // over the run, first step excluded (warm-up)
+  // The run's throughput (flotilla/protocol/run_metrics.h: the median of
+  // the job's samples/s after warm-up); 0 without steps.
+  double samples_per_s = 0;
   // Mean per-step phases over measured steps (first excluded).
   double data_ms = 0, forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0, step_ms = 0;
 };

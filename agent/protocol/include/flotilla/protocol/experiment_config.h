@@ -171,6 +171,13 @@ DataFiles data_files(const ExperimentConfig& config);
 std::string to_json(const ExperimentConfig& config, int indent = 2);
 std::string to_yaml(const ExperimentConfig& config);
 
+// A comma-separated list as a person types it ("a, b,,c"): each entry trimmed
+// of white space, empty entries dropped. The CLI's --nodes and the window's
+// Nodes field read alike through it.
+std::vector<std::string> split_list(std::string_view text);
+// The reverse: "a,b,c".
+std::string join_list(const std::vector<std::string>& entries);
+
 // Number of cuttable blocks of the configured model: what `balance` sums to.
 int64_t model_block_count(const ExperimentConfig& config);
 

@@ -3,37 +3,40 @@
 // AgentLink per node on the other. Thread-safe; messages from the agents
 // arrive on the links' reader threads, and observers are called there.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include <atomic>
-#include <future>
-#include <thread>
-
-#include "agent_link.h"
+#include "flotilla/controller/connect_options.h"
+#include "flotilla/controller/store.h"
 #include "flotilla/protocol/experiment_config.h"
-#include "node_connection.h"
-#include "store.h"
+#include "flotilla/protocol/messages.h"
 
 namespace flotilla::controller {
+
+class AgentLink;
+class Transport;
 
 class ControllerObserver {
  public:
   virtual ~ControllerObserver() = default;
   // A record has been queued for the store (it is committed soon after).
-  virtual void record_received(const std::string& run, const RecordRow& record) {}
+  virtual void record_received(const std::string& /*run*/, const RecordRow& /*record*/) {}
   // A state is stored; for an end, every record before it is stored too.
-  virtual void state_changed(const std::string& run, RunState state, const std::string& reason) {}
+  virtual void state_changed(const std::string& /*run*/, RunState /*state*/,
+                             const std::string& /*reason*/) {}
   // Something that is not a run's state: a malformed line, a lost agent.
-  virtual void problem(const std::string& message) {}
+  virtual void problem(const std::string& /*message*/) {}
 };
 
 struct ControllerOptions {
@@ -77,6 +80,21 @@ class Controller {
   // Waits for the run's end to be stored; false after `timeout`.
   bool wait_for_end(const std::string& run, std::chrono::milliseconds timeout);
 
+  // Host keys are settled before a run on remote nodes is stored or started:
+  // connects to each remote node of `nodes` and returns those whose host key
+  // this controller's known_hosts does not hold yet, with the key's SHA256
+  // fingerprint for a person to compare. Throws HostKeyError for a key that
+  // has changed (always refused), std::runtime_error for an unknown or
+  // unreachable node.
+  struct UnknownHostKey {
+    std::string node;
+    std::string fingerprint;
+  };
+  std::vector<UnknownHostKey> unknown_host_keys(const std::vector<std::string>& nodes);
+  // Records `node`'s current host key as trusted, after a person confirmed
+  // its fingerprint. A changed key is still refused.
+  void trust_host_key(const std::string& node);
+
  private:
   AgentLink& link_for(const std::string& node);
   std::unique_ptr<Transport> open_transport(const std::string& node);
@@ -96,7 +114,6 @@ class Controller {
   void handle(const std::string& node, const protocol::Message& message);
   void end_run(const std::string& run, RunState state, const std::string& reason);
   void note_problem(const std::string& message);
-  std::vector<std::string> nodes_of(const RunRow& run) const;
 
   Store& store_;
   ControllerOptions options_;

@@ -6,10 +6,11 @@
 // are the same numbers from the same rows.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "store.h"
+#include "flotilla/controller/store.h"
 
 namespace flotilla::controller {
 
@@ -27,8 +28,10 @@ struct RunSummary {
   int64_t epochs = 0;
   double final_loss = 0;
   double acc_train = 0, acc_test = 0;  // the last epoch's
-  // Means over rank 0's step records; throughput = Σ samples / Σ step time.
-  double samples_per_s = 0;
+  // The run's throughput (flotilla/protocol/run_metrics.h: the median of the
+  // lead rank's samples/s after warm-up); nullopt without steps.
+  std::optional<double> samples_per_s;
+  // Means over the lead rank's step records.
   double step_ms = 0, data_ms = 0, forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;
   double bytes_sent_per_step = 0;
   int64_t peak_rank_rss = 0;  // largest RSS of any rank in the agent's system records

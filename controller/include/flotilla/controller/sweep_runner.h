@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "controller.h"
-#include "sweep_store.h"
+#include "flotilla/controller/controller.h"
+#include "flotilla/controller/sweep_store.h"
 
 namespace flotilla::controller {
 

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "flotilla/controller/store.h"
 #include "flotilla/protocol/sweep.h"
-#include "store.h"
 
 namespace flotilla::controller {
 

@@ -26,7 +26,7 @@
 #include <variant>
 #include <vector>
 
-#include "run_state.h"
+#include "flotilla/controller/run_state.h"
 
 class QSqlDatabase;
 
@@ -50,7 +50,7 @@ struct RunRow {
   std::optional<int64_t> experiment_id;
   std::string experiment_name;
   std::string config_json;
-  std::string nodes;  // comma-separated node names
+  std::vector<std::string> nodes;  // in rank order: the first node holds rank 0
   int64_t world_size = 1;
   RunState state = RunState::created;
   std::string reason;
@@ -80,6 +80,13 @@ struct NodeRow {
   bool is_local() const { return name == "local"; }
 };
 
+// Which records to read: unset fields match everything.
+struct RecordFilter {
+  std::optional<std::string> type;  // start, step, epoch, end, system, run_end, ...
+  std::optional<int64_t> rank;      // -1: the agents' own records (system, run_end)
+  std::optional<std::string> node;
+};
+
 struct TransitionRow {
   RunState state;
   int64_t at_ms = 0;
@@ -107,12 +114,22 @@ class Store {
   std::vector<RunRow> runs() const;
   std::optional<RunRow> run(const std::string& id) const;
   std::vector<RunRow> live_runs() const;  // created, starting or running
+  // Every record of `run` after `after_seq`, ordered by node then seq.
   std::vector<RecordRow> records(const std::string& run, int64_t after_seq = 0) const;
+  // The records of `run` that match `filter`, in the same order; indexed by
+  // (run, type, rank), so a view reads what it draws and nothing else.
+  std::vector<RecordRow> records(const std::string& run, const RecordFilter& filter,
+                                 int64_t after_seq = 0) const;
+  // SQLite's plan for records(run, filter), one step a line: how a view's
+  // read is served (tests check that it goes through the index).
+  std::string records_query_plan(const std::string& run, const RecordFilter& filter) const;
   int64_t last_seq(const std::string& run, const std::string& node) const;
   std::vector<TransitionRow> transitions(const std::string& run) const;
   std::vector<std::string> node_names() const;
   std::vector<NodeRow> nodes() const;
   std::optional<NodeRow> node(const std::string& name) const;
+  // The live runs (created, starting, running) that use `node`.
+  std::vector<std::string> live_runs_on(const std::string& node) const;
 
   // Writes, queued in order to the writer thread.
   // Inserts or replaces the experiment named `name`; returns its id.

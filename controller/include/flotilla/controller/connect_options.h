@@ -1,0 +1,38 @@
+#pragma once
+// How the controller reaches nodes over SSH, and the host-key refusals a
+// person has to answer: part of the controller's public API so that the
+// window can ask the question without knowing about SSH sessions.
+
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+namespace flotilla::controller {
+
+struct ConnectOptions {
+  bool trust_new_host_key = false;     // accept and remember an unknown host key
+  std::filesystem::path known_hosts;   // empty: known_hosts next to the database's default
+  std::filesystem::path agent_binary;  // this machine's flotilla-agent; empty: next to this program
+  std::chrono::milliseconds timeout{15000};
+};
+
+// An unknown host key (refused unless trusted explicitly), or one that
+// differs from the stored one (always refused).
+class HostKeyError : public std::runtime_error {
+ public:
+  enum class Kind { unknown, changed };
+  HostKeyError(Kind kind, std::string fingerprint, const std::string& message)
+      : std::runtime_error(message), kind_(kind), fingerprint_(std::move(fingerprint)) {}
+  Kind kind() const { return kind_; }
+  const std::string& fingerprint() const { return fingerprint_; }
+
+ private:
+  Kind kind_;
+  std::string fingerprint_;
+};
+
+// Flotilla's own known_hosts (never the system's or ~/.ssh's).
+std::filesystem::path default_known_hosts();
+
+}  // namespace flotilla::controller
