@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include "cli_compare.h"
 #include "cli_console.h"
 #include "cli_nodes.h"
 #include "cli_sweeps.h"
@@ -241,6 +242,8 @@ int run_cli(int argc, char** argv) {
   add_node_commands(app, node_commands);
   SweepCommands sweep_commands;
   add_sweep_commands(app, sweep_commands);
+  CompareCommands compare_commands;
+  add_compare_commands(app, compare_commands);
 
   try {
     app.parse(argc, argv);
@@ -258,6 +261,7 @@ int run_cli(int argc, char** argv) {
     if (*kill) return command_kill(store, options, kill_run, grace_s);
     if (auto status = run_node_commands(store, node_commands, options.connect)) return *status;
     if (auto status = run_sweep_commands(store, sweep_commands, options)) return *status;
+    if (auto status = run_compare_commands(store, compare_commands)) return *status;
     if (*list) return command_experiments_list(store);
     if (*import) return command_experiments_import(store, import_files, import_name);
     if (*export_) return command_experiments_export(store, export_name, export_output);

@@ -70,6 +70,18 @@ class Controller {
   std::vector<std::string> hosting_problems(const ExperimentConfig& config) const;
   // A new run id: the UTC time and a random suffix, "20240102-030405-0a1b".
   static std::string new_run_id();
+  // Starts `flotilla nodes bench`: a run over `nodes` whose ranks run the
+  // engine's all-reduce size sweep instead of training, stored in
+  // link_benches (link_bench.h); returns the run id. Throws ConfigError for
+  // nodes that cannot host it (unknown, "local" beside others, fewer than
+  // 2 ranks). A node whose agent predates the sweep fails the run, saying so.
+  struct LinkBenchRequest {
+    std::vector<std::string> nodes;
+    int64_t ranks_per_node = 1;
+    DeviceKind device = DeviceKind::cpu;
+    protocol::BenchOptions sweep;  // 0s: the engine's defaults
+  };
+  std::string start_link_bench(const LinkBenchRequest& request);
   // Asks every node of the run to stop it (SIGTERM, SIGKILL after grace_s);
   // the end, `killed` once no process is left, comes through the stream.
   // Returns false when the run had already ended. Throws for an unknown run.
@@ -96,6 +108,10 @@ class Controller {
   void trust_host_key(const std::string& node);
 
  private:
+  // Stores a run of `config` and starts its ranks in `mode`.
+  std::string start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
+                    protocol::RunMode mode, const protocol::BenchOptions& bench,
+                    const std::string& run_id = {});
   AgentLink& link_for(const std::string& node);
   std::unique_ptr<Transport> open_transport(const std::string& node);
   // The node's answer to a probe over its link (a free port for a rendezvous).
