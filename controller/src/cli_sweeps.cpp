@@ -2,9 +2,12 @@
 
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli_console.h"
+#include "flotilla/controller/compare.h"
 #include "flotilla/controller/sweep_runner.h"
 #include "flotilla/controller/sweep_store.h"
 #include "sweep_report.h"
@@ -173,11 +176,29 @@ std::pair<SweepRow, SweepSpec> stored_sweep(Store& store, const std::string& nam
   return {*sweep, parse_sweep(sweep->spec_json, "sweep " + name)};
 }
 
+// The runs the sweep's points started, in point order (a run whose point was
+// claimed but never created is left out).
+std::vector<std::string> runs_of_points(const Store& store,
+                                        const std::vector<SweepPointRow>& points) {
+  std::vector<std::string> runs;
+  for (const auto& point : points)
+    if (!point.run_id.empty() && store.run(point.run_id)) runs.push_back(point.run_id);
+  return runs;
+}
+
 int command_show(Store& store, const std::string& name, const std::string& format) {
   const auto [sweep, spec] = stored_sweep(store, name);
   const auto points = SweepStore(store).points(sweep.id);
+  const auto runs = runs_of_points(store, points);
+  // The compare table of the sweep's runs (issue 11), the first point's run
+  // the baseline of speed-up and efficiencies.
+  std::optional<CompareTable> compared;
+  if (!runs.empty()) compared = compare_runs(store, runs);
   if (format == "json") {
-    std::cout << sweep_json(store, sweep, spec, points) << "\n";
+    auto j = nlohmann::json::parse(sweep_json(store, sweep, spec, points));
+    j["compare"] = compared ? nlohmann::json::parse(format_compare(*compared, CompareFormat::json))
+                            : nlohmann::json(nullptr);
+    std::cout << j.dump(2) << "\n";
     return kExitDone;
   }
   if (format == "table") {
@@ -188,6 +209,18 @@ int command_show(Store& store, const std::string& name, const std::string& forma
               << " queued, " << p.skipped << " skipped, " << p.refused << " refused\n";
   }
   std::cout << render_table(sweep_table(spec, points, &store), format);
+  // CSV is one table, the points'; `flotilla compare RUN...` gives the runs' as CSV.
+  if (format == "csv") return kExitDone;
+  const bool md = format == "markdown";
+  if (!compared) {
+    std::cout << "\n"
+              << (md ? "No run yet: no compare table.\n" : "no run yet: no compare table\n");
+    return kExitDone;
+  }
+  std::cout << "\n"
+            << (md ? "### Compare table of its " : "compare table of its ") << runs.size()
+            << " run(s)" << (md ? "\n\n" : ":\n")
+            << format_compare(*compared, md ? CompareFormat::markdown : CompareFormat::table);
   return kExitDone;
 }
 
@@ -281,7 +314,9 @@ void add_sweep_commands(CLI::App& app, SweepCommands& c) {
   c.sweep->add_flag("--yes", c.yes, "queue a grid of more than 1,000 runs");
   c.sweep->add_option("--nodes", c.nodes, "comma-separated nodes, overriding the base's `nodes`");
   c.sweep->add_option("--name", c.name, "store the sweep under this name instead of the file's");
-  c.show = c.sweep->add_subcommand("show", "a sweep's points: values, state, run, throughput");
+  c.show = c.sweep->add_subcommand(
+      "show",
+      "a sweep's points (values, state, run, throughput) and the compare table of its runs");
   c.show->add_option("name", c.show_name, "sweep name")->required();
   c.show->add_option("--format", c.format, "table, markdown, csv or json")
       ->check(CLI::IsMember({"table", "markdown", "csv", "json"}))

@@ -1,7 +1,7 @@
 #pragma once
 // A sweep's points as a table: each axis's value, the seed (repeats), state,
 // run, throughput and reason; printed as an aligned table, Markdown or CSV,
-// or as JSON. (The compare table of a sweep's runs comes with issue 11.)
+// or as JSON. (`flotilla sweep show` adds the compare table of its runs: compare.h.)
 
 #include <string>
 #include <string_view>

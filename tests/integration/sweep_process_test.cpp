@@ -118,9 +118,22 @@ axes:
   EXPECT_EQ(j["progress"]["skipped"], 1);
   EXPECT_GT(j["points"][1]["samples_per_s"].get<double>(), 0.0);
   EXPECT_TRUE(j["points"][3]["samples_per_s"].is_null());
+  // The compare table of its runs: the three that ran, in point order, the
+  // first the baseline, the OOM row kept.
+  const auto& compared = j["compare"];
+  ASSERT_TRUE(compared.is_object()) << shown;
+  EXPECT_EQ(compared["runs"], json({points[0].run_id, points[1].run_id, points[2].run_id}));
+  EXPECT_EQ(compared["baseline"], points[0].run_id);
+  ASSERT_EQ(compared["rows"].size(), 3u);
+  EXPECT_EQ(compared["rows"][2]["state"], "oom");
+  const auto [table_status, table] = f.run({"sweep", "show", "ladder"});
+  EXPECT_EQ(table_status, 0);
+  EXPECT_NE(table.find("compare table of its 3 run(s):"), std::string::npos) << table;
+  EXPECT_NE(table.find("baseline: " + points[0].run_id), std::string::npos) << table;
   const auto [md_status, markdown] = f.run({"sweep", "show", "ladder", "--format", "markdown"});
   EXPECT_EQ(markdown.substr(0, markdown.find('\n')),
             "| # | batch_size | state | run | samples/s | reason |");
+  EXPECT_NE(markdown.find("### Compare table of its 3 run(s)"), std::string::npos) << markdown;
   const auto [list_status, list] = f.run({"sweeps"});
   EXPECT_NE(list.find("ladder"), std::string::npos) << list;
   EXPECT_NE(list.find("finished"), std::string::npos) << list;
