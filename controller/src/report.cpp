@@ -1,10 +1,12 @@
 #include "flotilla/controller/report.h"
 
+#include <QByteArray>
 #include <QDateTime>
 #include <QProcess>
 #include <QProcessEnvironment>
 #include <QStringList>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -38,6 +40,20 @@ void write_file(const fs::path& file, const std::string& text) {
   if (!(out << text) || !out.flush()) throw std::runtime_error("cannot write " + file.string());
 }
 
+// What the renderer said went wrong: its first line that is not one of Qt's
+// own start-up warnings ("QStandardPaths: XDG_RUNTIME_DIR not set ..."),
+// which come first and say nothing about the chart.
+std::string renderer_words(const QByteArray& output) {
+  for (const auto& line : output.split('\n')) {
+    const auto text = line.trimmed();
+    if (text.isEmpty() || text.startsWith("QStandardPaths:") || text.startsWith("qt.") ||
+        text.startsWith("QFont"))
+      continue;
+    return text.toStdString();
+  }
+  return {};
+}
+
 // Draws one chart; the renderer's words when it could not.
 std::string render(const std::vector<std::string>& argv, const fs::path& output,
                    std::chrono::seconds timeout) {
@@ -56,8 +72,7 @@ std::string render(const std::vector<std::string>& argv, const fs::path& output,
     process.waitForFinished(5000);
     return argv.front() + " did not finish within " + std::to_string(timeout.count()) + " s";
   }
-  // The renderer's first line says what went wrong; the rest is for a terminal.
-  const auto words = process.readAll().trimmed().split('\n').value(0).toStdString();
+  const auto words = renderer_words(process.readAll());
   if (process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0)
     return argv.front() + " failed (exit " + std::to_string(process.exitCode()) + ")" +
            (words.empty() ? "" : ": " + words);

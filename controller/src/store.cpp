@@ -127,6 +127,19 @@ int Store::latest_schema_version() {
   return latest_migration();
 }
 
+template <typename F>
+auto Store::with_reader(F&& read) const {
+  const QString name = unique_connection_name("read");
+  struct Remove {
+    QString name;
+    ~Remove() { QSqlDatabase::removeDatabase(name); }
+  } remove{name};
+  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
+  open_connection(db, path_, true, options_.busy_timeout);
+  Sql q(db, path_);
+  return read(q);
+}
+
 void Store::read_only(const std::function<void(QSqlDatabase&)>& read) const {
   const QString name = unique_connection_name("read");
   struct Remove {
@@ -138,14 +151,8 @@ void Store::read_only(const std::function<void(QSqlDatabase&)>& read) const {
   read(db);
 }
 
-template <typename F>
-auto Store::with_reader(F&& read) const {
-  std::optional<decltype(read(std::declval<Sql&>()))> result;
-  read_only([&](QSqlDatabase& db) {
-    Sql q(db, path_);
-    result = read(q);
-  });
-  return std::move(*result);
+void Store::write_transaction(const std::function<void(QSqlDatabase&)>& write) {
+  write_and_wait(write);
 }
 
 int Store::schema_version() const {

@@ -57,10 +57,6 @@ void Store::flush() {
   write_and_wait([](QSqlDatabase&) {});
 }
 
-void Store::write_transaction(const std::function<void(QSqlDatabase&)>& write) {
-  write_and_wait(write);
-}
-
 void Store::write_and_wait(Write write) {
   auto done = std::make_shared<std::promise<void>>();
   auto future = done->get_future();
