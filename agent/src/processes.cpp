@@ -2,10 +2,11 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -43,39 +44,67 @@ void check(int rc, const char* what) {
 }  // namespace
 
 ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
-                                const std::map<std::string, std::string>& extra_env) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t defaults;
-  sigfillset(&defaults);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+                                const std::map<std::string, std::string>& extra_env,
+                                int64_t data_limit_bytes) {
+  // fork and exec rather than posix_spawn, which cannot set a resource limit
+  // in the child. Everything the child needs is prepared here: between fork
+  // and exec it makes system calls only (the parent has threads).
   auto argv = argv_in;
   auto env = merged_environment(extra_env);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, pointers(argv).data(),
-                             pointers(env).data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  auto argv_pointers = pointers(argv);
+  auto env_pointers = pointers(env);
+  rlimit data_limit{};
+  getrlimit(RLIMIT_DATA, &data_limit);
+  if (data_limit_bytes > 0) {
+    const auto wanted = static_cast<rlim_t>(data_limit_bytes);
+    // Never above the hard limit this process has: that would need privileges.
+    data_limit.rlim_cur = data_limit.rlim_max == RLIM_INFINITY
+                              ? wanted
+                              : std::min<rlim_t>(wanted, data_limit.rlim_max);
+    data_limit.rlim_max = data_limit.rlim_cur;
+  }
+  int out[2], err[2], exec_error[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(exec_error, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1], exec_error[0], exec_error[1]}) close(fd);
+    check(e, ("cannot start " + argv[0]).c_str());
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int null_fd = open("/dev/null", O_RDONLY);
+    int e = 0;
+    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0 ||
+        (data_limit_bytes > 0 && setrlimit(RLIMIT_DATA, &data_limit) != 0))
+      e = errno;
+    else
+      execve(argv_pointers[0], argv_pointers.data(), env_pointers.data());
+    if (e == 0) e = errno;
+    if (write(exec_error[1], &e, sizeof e) < 0) _exit(127);
+    _exit(127);
+  }
+  // Also here, so that no signal to the group can come before the child's own setpgid.
+  setpgid(pid, pid);
   close(out[1]);
   close(err[1]);
-  if (rc != 0) {
+  close(exec_error[1]);
+  int child_errno = 0;
+  ssize_t n = 0;
+  do {
+    n = read(exec_error[0], &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  close(exec_error[0]);
+  if (n == static_cast<ssize_t>(sizeof child_errno)) {
+    waitpid(pid, nullptr, 0);
     close(out[0]);
     close(err[0]);
-    check(rc, ("cannot start " + argv[0]).c_str());
+    check(child_errno, ("cannot start " + argv[0]).c_str());
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);

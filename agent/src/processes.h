@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -19,8 +20,12 @@ struct ChildProcess {
 
 // Starts `argv` with `extra_env` added to this process's environment, as the
 // leader of a new process group, stdin from /dev/null and stdout/stderr on pipes.
+// A `data_limit_bytes` above 0 becomes the child's RLIMIT_DATA (soft and hard)
+// before it execs, so that its allocations beyond it fail (ENOMEM) from its
+// first instruction on. Throws std::runtime_error when it cannot be started.
 ChildProcess spawn_in_new_group(const std::vector<std::string>& argv,
-                                const std::map<std::string, std::string>& extra_env);
+                                const std::map<std::string, std::string>& extra_env,
+                                int64_t data_limit_bytes = 0);
 
 // Starts `argv` fully detached (its own session, reparented to init) with
 // stdin/stdout on /dev/null and stderr appended to `log`. Returns once it runs.

@@ -116,6 +116,7 @@ class Supervisor {
   void start_ranks() {
     const auto config = start_.config_json;
     write_file_atomically(dir_.config_file(), config);
+    const int64_t data_limit = rank_data_limit_bytes(config);
     int64_t local = 0;
     for (int64_t rank : start_.ranks) {
       auto r = std::make_unique<Rank>();
@@ -128,13 +129,26 @@ class Supervisor {
            {"LOCAL_RANK", std::to_string(local++)},
            {"MASTER_ADDR", start_.master_addr},
            {"MASTER_PORT", std::to_string(start_.master_port)},
-           {"FLOTILLA_RUN", start_.run}});
+           {"FLOTILLA_RUN", start_.run}},
+          data_limit);
       pgids_.push_back(r->process.pid);
       ranks_.push_back(std::move(r));
       // Known before the next spawn: if that one fails, whoever ends the run
       // finds every group already started and stops it.
       dir_.write_process_groups(pgids_);
     }
+  }
+
+  // `limits.memory_mb` of a CPU run, in bytes (0: none). A GPU run's limit is
+  // on the GPU, which the engine sets itself: its host memory stays free.
+  static int64_t rank_data_limit_bytes(const std::string& config_json) {
+    const auto config = nlohmann::json::parse(config_json, nullptr, false);
+    if (!config.is_object() || config.value("device", std::string("cpu")) != "cpu") return 0;
+    const auto limits = config.find("limits");
+    if (limits == config.end() || !limits->is_object()) return 0;
+    const auto memory_mb = limits->find("memory_mb");
+    if (memory_mb == limits->end() || !memory_mb->is_number_integer()) return 0;
+    return std::max<int64_t>(0, memory_mb->get<int64_t>()) << 20;
   }
 
   bool all_exited() const {

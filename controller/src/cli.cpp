@@ -1,8 +1,10 @@
 #include "cli.h"
 
 #include "cli_compare.h"
+#include "cli_console.h"
 #include "cli_nodes.h"
 #include "cli_plot.h"
+#include "cli_sweeps.h"
 
 #include <unistd.h>
 
@@ -23,83 +25,12 @@
 namespace flotilla::controller {
 namespace {
 
-// Prints what happens to followed runs: states, a throttled progress line
-// from rank 0's steps, problems on stderr.
-class ConsoleObserver final : public ControllerObserver {
- public:
-  ConsoleObserver() : tty_(::isatty(STDOUT_FILENO)) {}
-  void record_received(const std::string& run, const RecordRow& record) override {
-    if (record.rank != 0) return;
-    std::lock_guard lock(mutex_);
-    if (record.type == "start") {
-      const auto j = nlohmann::json::parse(record.body, nullptr, false);
-      if (j.is_object()) steps_per_epoch_ = j.value("steps_per_epoch", int64_t{0});
-      return;
-    }
-    if (record.type != "step" || !is_lead_step(nlohmann::json::parse(record.body, nullptr, false)))
-      return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_print_ < (tty_ ? std::chrono::milliseconds(250) : std::chrono::seconds(2)))
-      return;
-    last_print_ = now;
-    const std::string line = run + "  " + progress_line(record, steps_per_epoch_);
-    if (tty_)
-      std::cout << "\r\033[K" << line << std::flush;
-    else
-      std::cout << line << std::endl;
-  }
-  void state_changed(const std::string& run, RunState state, const std::string& reason) override {
-    std::lock_guard lock(mutex_);
-    if (tty_) std::cout << "\r\033[K";
-    std::cout << run << "  " << name_of(state) << (reason.empty() ? "" : ": " + reason)
-              << std::endl;
-  }
-  void problem(const std::string& message) override {
-    std::lock_guard lock(mutex_);
-    std::cerr << "flotilla: " << message << std::endl;
-  }
-
- private:
-  bool tty_;
-  std::mutex mutex_;
-  int64_t steps_per_epoch_ = 0;
-  std::chrono::steady_clock::time_point last_print_{};
-};
-
-// A controller whose runs are reported on the console. The observer comes
-// first so that it outlives the controller's link threads, which call it.
-struct ConsoleController {
-  ConsoleController(Store& store, const ControllerOptions& options) : controller(store, options) {
-    controller.set_observer(&observer);
-  }
-  ConsoleObserver observer;
-  Controller controller;
-};
-
-void print_config_error(const std::string& source, const ConfigError& e) {
-  std::cerr << "flotilla: " << source << " cannot run:\n";
-  for (const auto& problem : e.problems()) std::cerr << "  " << problem << "\n";
-}
-
 std::string duration_text(const RunRow& run) {
   if (!run.running_ms) return "";
   const int64_t end = run.ended_ms.value_or(now_ms());
   std::ostringstream s;
   s << std::fixed << std::setprecision(1) << (end - *run.running_ms) / 1000.0 << " s";
   return s.str();
-}
-
-// Follows `runs` to their ends and prints each one's summary; the status of the last.
-int follow_to_end(Store& store, Controller& controller, const std::vector<std::string>& runs) {
-  int status = kExitDone;
-  for (const auto& run : runs) {
-    while (!controller.wait_for_end(run, std::chrono::seconds(1))) {
-    }
-    const auto row = store.run(run);
-    std::cout << "\n" << summary_table(summarize(*row, store.records(run)));
-    status = exit_status_of(row->state);
-  }
-  return status;
 }
 
 int command_run(Store& store, const ControllerOptions& options, const std::string& file,
@@ -133,17 +64,23 @@ int command_run(Store& store, const ControllerOptions& options, const std::strin
 int command_attach(Store& store, const ControllerOptions& options, std::vector<std::string> runs) {
   ConsoleController console(store, options);
   Controller& controller = console.controller;
-  if (runs.empty()) {
-    runs = controller.attach_live_runs();
-    if (runs.empty()) std::cout << "no live runs in " << store.path().toStdString() << "\n";
-  } else {
+  if (!runs.empty()) {
     for (const auto& run : runs) {
       if (!store.run(run)) throw std::runtime_error("no run \"" + run + "\" in the database");
       controller.attach(run);
     }
+    for (const auto& run : runs) std::cout << "attached to " << run << std::endl;
+    return follow_to_end(store, controller, runs);
   }
+  // Every live run, and the live sweeps whose controller has gone.
+  runs = controller.attach_live_runs();
   for (const auto& run : runs) std::cout << "attached to " << run << std::endl;
-  return follow_to_end(store, controller, runs);
+  bool sweeps = false;
+  const int status = with_live_sweeps(
+      store, console, [&] { return follow_to_end(store, controller, runs); }, &sweeps);
+  if (runs.empty() && !sweeps)
+    std::cout << "no live runs or sweeps in " << store.path().toStdString() << "\n";
+  return status;
 }
 
 int command_kill(Store& store, const ControllerOptions& options, const std::string& run,
@@ -267,7 +204,8 @@ int run_cli(int argc, char** argv) {
   run->add_option("experiment", file, "experiment file (YAML or JSON)")->required();
   run->add_option("--nodes", nodes, "comma-separated nodes, overriding the file's `nodes`");
 
-  auto* attach = app.add_subcommand("attach", "follow live runs again (all when none is named)");
+  auto* attach = app.add_subcommand(
+      "attach", "follow live runs again (all when none is named, and continue live sweeps)");
   std::vector<std::string> attach_runs;
   attach->add_option("runs", attach_runs, "run ids");
 
@@ -305,6 +243,8 @@ int run_cli(int argc, char** argv) {
   add_node_commands(app, node_commands);
   PlotCommand plot;
   add_plot_command(app, plot);
+  SweepCommands sweep_commands;
+  add_sweep_commands(app, sweep_commands);
   CompareCommands compare_commands;
   add_compare_commands(app, compare_commands);
 
@@ -324,6 +264,7 @@ int run_cli(int argc, char** argv) {
     if (*kill) return command_kill(store, options, kill_run, grace_s);
     if (auto status = run_node_commands(store, node_commands, options.connect)) return *status;
     if (auto status = run_plot_command(store, plot)) return *status;
+    if (auto status = run_sweep_commands(store, sweep_commands, options)) return *status;
     if (auto status = run_compare_commands(store, compare_commands)) return *status;
     if (*list) return command_experiments_list(store);
     if (*import) return command_experiments_import(store, import_files, import_name);

@@ -2,6 +2,7 @@
 
 #include <QDateTime>
 #include <QRandomGenerator>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "agent_link.h"
@@ -10,19 +11,18 @@
 #include "node_connection.h"
 
 namespace flotilla::controller {
-namespace {
 
+namespace {
 // The grace of the stops a failure sends to the other nodes.
 constexpr double kStopGraceS = 5.0;
+}  // namespace
 
-std::string new_run_id() {
+std::string Controller::new_run_id() {
   return QDateTime::currentDateTimeUtc().toString("yyyyMMdd-HHmmss").toStdString() + "-" +
          QString::number(QRandomGenerator::global()->bounded(0x10000), 16)
              .rightJustified(4, '0')
              .toStdString();
 }
-
-}  // namespace
 
 Controller::Controller(Store& store, ControllerOptions options)
     : store_(store), options_(std::move(options)) {
@@ -153,8 +153,8 @@ AgentLink& Controller::link_for(const std::string& node) {
 }
 
 std::string Controller::start_run(const ExperimentConfig& config,
-                                  std::optional<int64_t> experiment_id) {
-  return start(config, experiment_id, protocol::RunMode::train, {});
+                                  std::optional<int64_t> experiment_id, const std::string& run_id) {
+  return start(config, experiment_id, protocol::RunMode::train, {}, run_id);
 }
 
 std::string Controller::start_link_bench(const LinkBenchRequest& request) {
@@ -181,27 +181,14 @@ std::string Controller::start_link_bench(const LinkBenchRequest& request) {
 }
 
 std::string Controller::start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
-                              protocol::RunMode mode, const protocol::BenchOptions& bench) {
+                              protocol::RunMode mode, const protocol::BenchOptions& bench,
+                              const std::string& run_id) {
   auto problems = validate(config);
-  const auto known = store_.node_names();
-  for (const auto& node : config.nodes)
-    if (std::find(known.begin(), known.end(), node) == known.end())
-      problems.push_back("nodes: \"" + node + "\" is not a known node (known: " + join_list(known) +
-                         ")");
-  const bool has_local =
-      std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end();
-  if (has_local && config.nodes.size() > 1)
-    problems.push_back(
-        "nodes: \"local\" cannot share a run with other nodes, which could not reach its "
-        "rendezvous on 127.0.0.1; add this machine as an SSH node (`flotilla nodes add`) instead");
-  if (has_local) {
-    // The local node's data can be checked before anything starts.
-    for (auto& missing : missing_data_files(config)) problems.push_back(missing);
-  }
+  for (auto& problem : hosting_problems(config)) problems.push_back(std::move(problem));
   if (!problems.empty()) throw ConfigError(problems);
 
   RunRow row;
-  row.id = new_run_id();
+  row.id = run_id.empty() ? new_run_id() : run_id;
   row.experiment_id = experiment_id;
   row.experiment_name = config.name;
   row.config_json = to_json(config);
@@ -271,6 +258,43 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
     if (!started.empty()) stop_after_failure(row.id, "the start", started);
   }
   return row.id;
+}
+
+std::vector<std::string> Controller::hosting_problems(const ExperimentConfig& config) const {
+  std::vector<std::string> problems;
+  const auto nodes = store_.nodes();
+  std::vector<std::string> known;
+  for (const auto& n : nodes) known.push_back(n.name);
+  for (const auto& node : config.nodes)
+    if (std::find(known.begin(), known.end(), node) == known.end())
+      problems.push_back("nodes: \"" + node + "\" is not a known node (known: " + join_list(known) +
+                         ")");
+  const bool has_local =
+      std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end();
+  if (has_local && config.nodes.size() > 1)
+    problems.push_back(
+        "nodes: \"local\" cannot share a run with other nodes, which could not reach its "
+        "rendezvous on 127.0.0.1; add this machine as an SSH node (`flotilla nodes add`) instead");
+  if (has_local) {
+    // The local node's data can be checked before anything starts.
+    for (auto& missing : missing_data_files(config)) problems.push_back(missing);
+  }
+  if (config.device == DeviceKind::cuda) {
+    // One GPU a rank (dp: one rank drives them all, and needs one at least).
+    for (const auto& node : nodes) {
+      if (std::find(config.nodes.begin(), config.nodes.end(), node.name) == config.nodes.end())
+        continue;
+      const auto probe = nlohmann::json::parse(node.probe_json, nullptr, false);
+      if (!probe.is_object() || !probe.contains("gpus")) continue;  // never probed: not known
+      const auto gpus = static_cast<int64_t>(probe["gpus"].size());
+      const int64_t needed = config.strategy == Strategy::dp ? 1 : config.ranks_per_node;
+      if (needed > gpus)
+        problems.push_back("ranks_per_node: " + std::to_string(config.ranks_per_node) +
+                           " rank(s) with device \"cuda\" on node \"" + node.name +
+                           "\", whose last probe found " + std::to_string(gpus) + " GPU(s)");
+    }
+  }
+  return problems;
 }
 
 bool Controller::kill_run(const std::string& run, double grace_s) {

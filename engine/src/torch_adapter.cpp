@@ -24,6 +24,7 @@
 #ifdef FLOTILLA_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -82,6 +83,25 @@ MemoryStats memory_stats(bool cuda, int device_index) {
   (void)device_index;
 #endif
   return process_memory();
+}
+
+void limit_cuda_memory(int device_index, int64_t bytes) {
+#ifdef FLOTILLA_WITH_CUDA
+  if (bytes <= 0) return;
+  size_t free = 0, total = 0;
+  const auto previous = c10::cuda::current_device();
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
+  const cudaError_t status = cudaMemGetInfo(&free, &total);
+  c10::cuda::set_device(previous);
+  if (status != cudaSuccess || total == 0)
+    throw std::runtime_error("limits.memory_mb: cannot read the memory of GPU " +
+                             std::to_string(device_index) + ": " + cudaGetErrorString(status));
+  const double fraction = std::min(1.0, static_cast<double>(bytes) / static_cast<double>(total));
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, device_index);
+#else
+  (void)device_index;
+  (void)bytes;
+#endif
 }
 
 #ifdef FLOTILLA_WITH_CUDA

@@ -36,6 +36,12 @@ struct MemoryStats {
 };
 MemoryStats memory_stats(bool cuda, int device_index = 0);
 
+// Caps what LibTorch's CUDA caching allocator may hold on GPU `device_index`
+// at `bytes` (its per-process memory fraction), so that allocating beyond it
+// raises the out-of-memory error a full GPU would; `limits.memory_mb` on
+// CUDA. Does nothing where this LibTorch has no CUDA.
+void limit_cuda_memory(int device_index, int64_t bytes);
+
 // nullptr where this LibTorch has no CUDA.
 std::unique_ptr<PhaseTimer> make_cuda_event_timer();
 

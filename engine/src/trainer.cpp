@@ -43,6 +43,10 @@ Trainer::Trainer(const TrainOptions& options)
       device_(config_.device == DeviceKind::cuda
                   ? torch::Device(torch::kCUDA, options.env.local_rank)
                   : torch::Device(torch::kCPU)) {
+  // On the CPU the agent caps the rank's data segment before it starts; on a
+  // GPU the cap is the caching allocator's, set before the first allocation.
+  if (device_.is_cuda() && config_.limits.memory_mb > 0)
+    limit_cuda_memory(device_.index(), config_.limits.memory_mb << 20);
   // Every rank builds the whole model from the same seed: a pipeline stage
   // keeps its blocks of it, exactly as the unpipelined model has them.
   torch::manual_seed(config_.seed);

@@ -12,6 +12,9 @@ ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent
 }
 
 ControllerWorker::~ControllerWorker() {
+  // The sweeps' live runs go on; a later start of the window or `flotilla
+  // attach` continues them.
+  sweeps_.reset();
   controller_.reset();  // links close first; their threads call into this object
 }
 
@@ -31,6 +34,9 @@ void ControllerWorker::open() {
     emit opened(database_);
     refresh();
     controller_->attach_live_runs();
+    sweeps_ = std::make_unique<controller::SweepPool>(*store_, *controller_,
+                                                      static_cast<SweepObserver*>(this));
+    sweeps_->continue_live_sweeps();
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
   }

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "flotilla/controller/controller.h"
+#include "flotilla/controller/sweep_runner.h"
 
 namespace flotilla::gui {
 
@@ -33,7 +34,9 @@ struct RunItem {
   }
 };
 
-class ControllerWorker : public QObject, private controller::ControllerObserver {
+class ControllerWorker : public QObject,
+                         private controller::ControllerObserver,
+                         private controller::SweepObserver {
   Q_OBJECT
  public:
   // `view_only`: the store opened read-only and no controller: nothing is
@@ -42,7 +45,8 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   ~ControllerWorker() override;
 
  public slots:
-  // Opens the database, follows the runs that are still live, lists everything.
+  // Opens the database, follows the runs that are still live, continues the
+  // live sweeps that no other controller runs, lists everything.
   void open();
   void refresh();
   void saveExperiment(const QString& name, const QString& config_json);
@@ -69,6 +73,7 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   // elsewhere.
   void state_changed(const std::string& run, controller::RunState state,
                      const std::string& reason) override;
+  // Both observers': a controller's or a sweep's problem.
   void problem(const std::string& message) override;
 
   QString database_;
@@ -76,6 +81,7 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   bool view_only_ = false;
   std::unique_ptr<controller::Store> store_;
   std::unique_ptr<controller::Controller> controller_;
+  std::unique_ptr<controller::SweepPool> sweeps_;  // stopped before the controller goes
 };
 
 }  // namespace flotilla::gui

@@ -11,16 +11,20 @@
 #include <QPushButton>
 #include <QScreen>
 #include <QSpinBox>
+#include <QSysInfo>
 #include <QTabWidget>
 #include <QTest>
 #include <QTimer>
 #include <QWindow>
 #include <functional>
 
+#include <unistd.h>
 #include "dashboard.h"
+
 #include "experiment_form.h"
 #include "flotilla/charts/panel_widget.h"
 #include "flotilla/controller/store.h"
+#include "flotilla/controller/sweep_store.h"
 #include "main_window.h"
 #include "processes.h"
 #include "temp_dir.h"
@@ -139,6 +143,55 @@ TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
   EXPECT_EQ(runs[0].state, controller::RunState::finished);
   EXPECT_EQ(runs[0].experiment_name, "gui-fashion-mnist");
   ASSERT_TRUE(store.experiment("gui-fashion-mnist"));
+}
+
+TEST(MainWindow, ContinuesOnStartASweepWhoseControllerHasGone) {
+  testing::TempDir dir;
+  qputenv("FLOTILLA_HOME", QByteArray::fromStdString((dir.path() / "agent-home").string()));
+  const QString db = QString::fromStdString((dir.path() / "gui.db").string());
+  const auto spec = parse_sweep(R"(
+name: left-behind
+base:
+  model: small_cnn
+  dataset: synthetic
+  synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 256, test_samples: 16}
+  max_steps: 3
+  threads: 1
+axes:
+  batch_size: [16, 32]
+)");
+  {
+    // Stored by a controller of this host that has gone (its process's start
+    // time is not this one's), before it ran anything.
+    controller::Store store(db);
+    controller::SweepStore(store).create(
+        spec, expand_sweep(spec), "left-behind.yaml",
+        QSysInfo::machineHostName().toStdString() + " " + std::to_string(::getpid()) + " 1 gone");
+  }
+  std::vector<std::string> runs;
+  {
+    MainWindow window(db, FLOTILLA_AGENT_BINARY);
+    window.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+    controller::Store store(db);
+    controller::SweepStore sweeps(store);
+    ASSERT_TRUE(wait_until(
+        [&] { return sweeps.sweep("left-behind")->state == controller::SweepState::finished; },
+        180s))
+        << "the window did not finish the sweep";
+    for (const auto& point : sweeps.points(sweeps.sweep("left-behind")->id)) {
+      EXPECT_EQ(point.state, controller::PointState::finished) << point.reason;
+      runs.push_back(point.run_id);
+      // Each point's run is listed, as any run the window follows.
+      EXPECT_TRUE(wait_until(
+          [&] { return window.listedState(QString::fromStdString(point.run_id)) == "finished"; },
+          10s))
+          << point.run_id;
+    }
+  }
+  controller::Store store(db);
+  EXPECT_EQ(store.runs().size(), 2u);
+  EXPECT_EQ(runs.size(), 2u);
 }
 
 TEST(MainWindow, AsksWithTheFingerprintBeforeTrustingANewHostKeyThenRuns) {

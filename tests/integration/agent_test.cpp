@@ -13,6 +13,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "ports.h"
@@ -286,6 +287,59 @@ TEST(Agent, StopLeavesNoProcessOfTheRun) {
   EXPECT_EQ(rest.back()["outcome"], "killed");
   EXPECT_LT(Clock::now() - asked, std::chrono::seconds(10));
   EXPECT_TRUE(alive_in(pgids).empty());
+}
+
+// The `Max data size` line of a process's /proc/PID/limits: "soft hard".
+std::string data_limit_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Max data size", 0) != 0) continue;
+    std::istringstream fields(line.substr(std::string("Max data size").size()));
+    std::string soft, hard;
+    fields >> soft >> hard;
+    return soft + " " + hard;
+  }
+  return "(no Max data size line)";
+}
+
+TEST(Agent, LimitsMemoryMbIsEachRanksDataLimit) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  auto start = start_message("run-limited", 100000, free_tcp_port());
+  start["config"]["limits"] = {{"memory_mb", 1024}};
+  agent.send(start);
+  auto first = agent.until(
+      [](const json& m) { return m["type"] == "record" && m["record"]["type"] == "step"; },
+      std::chrono::seconds(60));
+  const auto pgids = pgids_of(first);
+  ASSERT_EQ(pgids.size(), 2u);
+  for (int pid : pgids)
+    EXPECT_EQ(data_limit_of(pid), "1073741824 1073741824") << "rank pid " << pid;
+  agent.send({{"v", 1}, {"type", "stop"}, {"run", "run-limited"}, {"grace_s", 3}});
+  const auto rest = agent.until(is_end, std::chrono::seconds(10));
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back()["outcome"], "killed");
+}
+
+TEST(Agent, ARankBeyondItsMemoryLimitEndsTheRunOomWithItsBatch) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  // Two ranks of the small CNN at 2048 images each need about 1 GiB of data
+  // each; 450 MiB holds LibTorch and the data set but not the activations.
+  auto start = start_message("run-oom", 2, free_tcp_port());
+  start["config"]["batch_size"] = 2048;
+  start["config"]["synthetic"]["train_samples"] = 4096;
+  start["config"]["limits"] = {{"memory_mb", 450}};
+  agent.send(start);
+  const auto messages = agent.until(is_end, std::chrono::seconds(120));
+  ASSERT_FALSE(messages.empty());
+  const auto& end = messages.back();
+  ASSERT_EQ(end["type"], "run_end") << end;
+  EXPECT_EQ(end["outcome"], "oom") << end;
+  EXPECT_NE(end["message"].get<std::string>().find("(batch_size 2048)"), std::string::npos) << end;
+  EXPECT_TRUE(alive_in(pgids_of(messages)).empty());
 }
 
 // The agent and its ranks under a comma-decimal locale: a config's decimals

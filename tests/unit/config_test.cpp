@@ -121,10 +121,13 @@ const BadConfig kBadConfigs[] = {
      "chunks, "
      "compression, "
      "data_dir, "
-     "dataset, device, dropout, epochs, freeze, lr_schedule, max_steps, model, name, nodes, "
-     "optimizer, ranks_per_node, replicas, schedule, seed, strategy, synthetic, threads, "
+     "dataset, device, dropout, epochs, freeze, limits, lr_schedule, max_steps, model, name, "
+     "nodes, optimizer, ranks_per_node, replicas, schedule, seed, strategy, synthetic, threads, "
      "transformer, vit"},
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
+    {"limits: {memory_mb: -1}", "limits.memory_mb: must be 0 (no limit) or positive, got -1"},
+    {"limits: {memory_mb: 1.5}", "limits.memory_mb: expected an integer, got 1.5"},
+    {"limits: {memory_gb: 2}", "limits.memory_gb: unknown key; allowed: memory_mb"},
     {"device: tpu", "device: unknown value \"tpu\"; allowed: cpu, cuda"},
     {"seed: -1", "seed: expected a non-negative integer, got -1"},
     {"threads: -2",
@@ -238,6 +241,15 @@ TEST(ExperimentConfig, YamlExportRoundTrips) {
   config.optimizer.lr = 0.125;
   const auto again = parse_experiment(to_yaml(config), "export.yaml");
   EXPECT_EQ(to_json(again), to_json(config));
+}
+
+TEST(ExperimentConfig, MemoryLimitIsReadExportedAndOffByDefault) {
+  EXPECT_EQ(parse_experiment(kValid).limits.memory_mb, 0);
+  const auto c = parse_experiment(merged("limits: {memory_mb: 768}"), "limited.yaml");
+  EXPECT_EQ(c.limits.memory_mb, 768);
+  EXPECT_NE(to_yaml(c).find("memory_mb: 768"), std::string::npos) << to_yaml(c);
+  EXPECT_EQ(parse_experiment(to_yaml(c), "export.yaml").limits.memory_mb, 768);
+  EXPECT_EQ(parse_experiment(to_json(c), "export.json").limits.memory_mb, 768);
 }
 
 TEST(ExperimentConfig, NewModelSectionsDefaultToSmallVitAndRobertaBase) {

@@ -324,6 +324,7 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   if (!(c.lr_schedule.gamma > 0 && c.lr_schedule.gamma <= 1))
     check.in_range("lr_schedule.gamma", c.lr_schedule.gamma, 0, 1, false);
   check.in_range("dropout", c.dropout, 0, 1, true);
+  check.at_least_zero("limits.memory_mb", c.limits.memory_mb, "no limit");
   if (c.dataset == DatasetKind::synthetic) check_synthetic(c.synthetic, check);
   check_model_data(c, check);
   if (c.model == ModelKind::vit) check_vit(c, check);

@@ -131,6 +131,10 @@ ExperimentConfig from_json(const json& root, std::string_view source) {
   r.read("seed", c.seed);
   r.read("threads", c.threads);
   r.read("dropout", c.dropout);
+  if (auto l = r.child("limits")) {
+    l->read("memory_mb", c.limits.memory_mb);
+    l->finish();
+  }
   r.finish();
   if (problems.empty()) problems = validate(c);
   if (!problems.empty()) throw ConfigError(std::move(problems));
@@ -225,6 +229,7 @@ static json to_json_value(const ExperimentConfig& c) {
       {"seed", c.seed},
       {"threads", c.threads},
       {"dropout", c.dropout},
+      {"limits", {{"memory_mb", c.limits.memory_mb}}},
   };
 }
 

@@ -11,7 +11,8 @@
 namespace flotilla::detail {
 namespace {
 
-nlohmann::json plain_scalar(const std::string& s) {
+template <typename Json>
+Json plain_scalar_as(const std::string& s) {
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
@@ -24,18 +25,23 @@ nlohmann::json plain_scalar(const std::string& s) {
   return s;
 }
 
-nlohmann::json to_json(const YAML::Node& node) {
+nlohmann::json plain_scalar(const std::string& s) {
+  return plain_scalar_as<nlohmann::json>(s);
+}
+
+template <typename Json>
+Json to_json(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Scalar:
-      return node.Tag() == "!" ? nlohmann::json(node.Scalar()) : plain_scalar(node.Scalar());
+      return node.Tag() == "!" ? Json(node.Scalar()) : plain_scalar_as<Json>(node.Scalar());
     case YAML::NodeType::Sequence: {
-      auto out = nlohmann::json::array();
-      for (const auto& item : node) out.push_back(to_json(item));
+      auto out = Json::array();
+      for (const auto& item : node) out.push_back(to_json<Json>(item));
       return out;
     }
     case YAML::NodeType::Map: {
-      auto out = nlohmann::json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = to_json(kv.second);
+      auto out = Json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = to_json<Json>(kv.second);
       return out;
     }
     case YAML::NodeType::Null:
@@ -72,15 +78,24 @@ void emit(YAML::Emitter& out, const nlohmann::json& v) {
   }
 }
 
-}  // namespace
-
-nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source) {
+template <typename Json>
+Json parse_as(std::string_view text, std::string_view source) {
   try {
-    return to_json(YAML::Load(std::string(text)));
+    return to_json<Json>(YAML::Load(std::string(text)));
   } catch (const YAML::Exception& e) {
     throw std::runtime_error(std::string(source) + ": line " + std::to_string(e.mark.line + 1) +
                              ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
+}
+
+}  // namespace
+
+nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source) {
+  return parse_as<nlohmann::json>(text, source);
+}
+
+nlohmann::ordered_json parse_yaml_or_json_ordered(std::string_view text, std::string_view source) {
+  return parse_as<nlohmann::ordered_json>(text, source);
 }
 
 std::string json_to_yaml(const nlohmann::json& value) {

@@ -10,6 +10,9 @@ namespace flotilla::detail {
 
 // Throws std::runtime_error "<source>: line L, column C: <reason>" on bad syntax.
 nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source);
+// The same, keeping every mapping's keys in the order the text gives them
+// (a sweep's axes are a product in file order).
+nlohmann::ordered_json parse_yaml_or_json_ordered(std::string_view text, std::string_view source);
 std::string json_to_yaml(const nlohmann::json& value);
 
 }  // namespace flotilla::detail

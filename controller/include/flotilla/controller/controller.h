@@ -63,8 +63,18 @@ class Controller {
   // Stores a run of `config` and starts it on the config's nodes; returns the
   // run id. Throws ConfigError for a config that cannot run (every problem
   // named); a node that cannot be reached makes the run `failed`, not a throw.
+  // `run_id`, when given, is the id to use (a sweep claims its point with the
+  // id before the run exists); otherwise a new one.
   std::string start_run(const ExperimentConfig& config,
-                        std::optional<int64_t> experiment_id = std::nullopt);
+                        std::optional<int64_t> experiment_id = std::nullopt,
+                        const std::string& run_id = {});
+  // Why the stored nodes cannot host `config` (besides validate()'s
+  // problems): unknown nodes, "local" beside others, data missing on the
+  // local node, more ranks a node than its last probe found GPUs (device
+  // cuda). Empty when they can; start_run refuses with these.
+  std::vector<std::string> hosting_problems(const ExperimentConfig& config) const;
+  // A new run id: the UTC time and a random suffix, "20240102-030405-0a1b".
+  static std::string new_run_id();
   // Starts `flotilla nodes bench`: a run over `nodes` whose ranks run the
   // engine's all-reduce size sweep instead of training, stored in
   // link_benches (link_bench.h); returns the run id. Throws ConfigError for
@@ -105,7 +115,8 @@ class Controller {
  private:
   // Stores a run of `config` and starts its ranks in `mode`.
   std::string start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
-                    protocol::RunMode mode, const protocol::BenchOptions& bench);
+                    protocol::RunMode mode, const protocol::BenchOptions& bench,
+                    const std::string& run_id = {});
   AgentLink& link_for(const std::string& node);
   std::unique_ptr<Transport> open_transport(const std::string& node);
   // The node's answer to a probe over its link (a free port for a rendezvous).

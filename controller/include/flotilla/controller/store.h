@@ -208,7 +208,7 @@ class Store {
   void append_record(const std::string& run, RecordRow record);  // does not wait
   void flush();  // waits until everything queued so far is committed
 
-  // For the controller's other tables (link_bench.h): `write` runs on the
+  // For the controller's other tables (sweep_store.h, link_bench.h): `write` runs on the
   // writer thread in its turn, inside the transaction of its batch, and is
   // waited for (what it throws is rethrown here); `read` gets a read-only
   // connection of its own.

@@ -92,6 +92,16 @@ struct TransformerConfig {
   int64_t max_positions = 514;
 };
 
+// What each rank may use, so that a CPU node can stand in for a GPU's memory
+// and a batch ladder reaches out-of-memory on any machine.
+struct LimitsConfig {
+  // 0: no limit. Otherwise each rank's memory in MiB: on the CPU its data
+  // segment (RLIMIT_DATA, set by the agent before the rank starts; LibTorch's
+  // allocator then fails cleanly and the run ends `oom`), on CUDA the share
+  // of its GPU that LibTorch's caching allocator may hold.
+  int64_t memory_mb = 0;
+};
+
 struct ExperimentConfig {
   std::string name = "experiment";
   ModelKind model = ModelKind::small_cnn;
@@ -123,6 +133,7 @@ struct ExperimentConfig {
   uint64_t seed = 0;
   int64_t threads = 0;  // per rank: LibTorch's and the BLAS pools; 0: the node's share
   double dropout = 0.0;
+  LimitsConfig limits;
 
   int64_t world_size() const { return ranks_per_node * static_cast<int64_t>(nodes.size()); }
 };

@@ -1,0 +1,47 @@
+#pragma once
+// `flotilla sweep FILE [--dry-run] [--yes] [--nodes ...] [--name ...]`,
+// `flotilla sweep show NAME [--format ...]`, `flotilla sweep kill NAME`,
+// `flotilla sweeps`.
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "cli_console.h"
+#include "flotilla/controller/controller.h"
+#include "flotilla/controller/store.h"
+
+namespace flotilla::controller {
+
+struct SweepCommands {
+  CLI::App* sweep = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* kill = nullptr;
+  CLI::App* list = nullptr;
+  std::string file, nodes, name;
+  bool dry_run = false, yes = false;
+  std::string show_name, format = "table";
+  std::string kill_name;
+  double grace_s = 5.0;
+};
+
+// Registers the sweep commands on `app`, filling `commands` when parsed.
+void add_sweep_commands(CLI::App& app, SweepCommands& commands);
+
+// The exit status of the sweep command that was given, or nothing if none was.
+std::optional<int> run_sweep_commands(Store& store, const SweepCommands& commands,
+                                      const ControllerOptions& options);
+
+// `flotilla attach` without run ids: takes over every live sweep that no live
+// controller runs (and says which others run), calls `follow` (following the
+// live runs) while they go on, then waits for them. Returns `follow`'s status,
+// or the sweeps' when that is worse; whether any sweep was taken goes to `any`.
+int with_live_sweeps(Store& store, ConsoleController& console, const std::function<int()>& follow,
+                     bool* any = nullptr);
+
+// More runs than this in one sweep need --yes.
+inline constexpr int64_t kSweepRunsWithoutYes = 1000;
+
+}  // namespace flotilla::controller
