@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "agent_link.h"
+#include "flotilla/controller/nodes.h"
 #include "flotilla/controller/paths.h"
 #include "node_connection.h"
 
@@ -102,21 +103,7 @@ AgentLink& Controller::link_for(const std::string& node) {
 std::string Controller::start_run(const ExperimentConfig& config,
                                   std::optional<int64_t> experiment_id) {
   auto problems = validate(config);
-  const auto known = store_.node_names();
-  for (const auto& node : config.nodes)
-    if (std::find(known.begin(), known.end(), node) == known.end())
-      problems.push_back("nodes: \"" + node + "\" is not a known node (known: " + join_list(known) +
-                         ")");
-  const bool has_local =
-      std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end();
-  if (has_local && config.nodes.size() > 1)
-    problems.push_back(
-        "nodes: \"local\" cannot share a run with other nodes, which could not reach its "
-        "rendezvous on 127.0.0.1; add this machine as an SSH node (`flotilla nodes add`) instead");
-  if (has_local) {
-    // The local node's data can be checked before anything starts.
-    for (auto& missing : missing_data_files(config)) problems.push_back(missing);
-  }
+  for (auto& p : placement_problems(config, store_.nodes())) problems.push_back(std::move(p));
   if (!problems.empty()) throw ConfigError(problems);
 
   RunRow row;

@@ -11,5 +11,7 @@ namespace flotilla::detail {
 // Throws std::runtime_error "<source>: line L, column C: <reason>" on bad syntax.
 nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source);
 std::string json_to_yaml(const nlohmann::json& value);
+// Keeps the keys in the order they were inserted.
+std::string json_to_yaml(const nlohmann::ordered_json& value);
 
 }  // namespace flotilla::detail
