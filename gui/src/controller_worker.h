@@ -7,9 +7,14 @@
 #include <QString>
 #include <QVector>
 
+#include <QStringList>
+
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <tuple>
+#include <vector>
 
 #include "flotilla/controller/controller.h"
 
@@ -27,10 +32,36 @@ struct RunItem {
   QString id, experiment, state, reason, nodes;
   qint64 world_size = 0;
   qint64 created_ms = 0;
+  QString config_json;  // as the run was started, for a re-run
   bool operator==(const RunItem& o) const {
-    return std::tie(id, experiment, state, reason, nodes, world_size, created_ms) ==
-           std::tie(o.id, o.experiment, o.state, o.reason, o.nodes, o.world_size, o.created_ms);
+    return std::tie(id, experiment, state, reason, nodes, world_size, created_ms, config_json) ==
+           std::tie(o.id, o.experiment, o.state, o.reason, o.nodes, o.world_size, o.created_ms,
+                    o.config_json);
   }
+};
+
+// A stored node, its last probe and the live runs on it.
+struct NodeItem {
+  QString name, host, user, key_file, remote_dir, tags, agent_path;
+  int port = 22;
+  QString probe_json;  // empty: never probed
+  qint64 probed_ms = 0;
+  QStringList live_runs;
+  bool operator==(const NodeItem& o) const {
+    return std::tie(name, host, user, key_file, remote_dir, tags, agent_path, port, probe_json,
+                    probed_ms, live_runs) == std::tie(o.name, o.host, o.user, o.key_file,
+                                                      o.remote_dir, o.tags, o.agent_path, o.port,
+                                                      o.probe_json, o.probed_ms, o.live_runs);
+  }
+};
+
+// How one node's probe went.
+struct NodeProbeResult {
+  QString node;
+  bool reached = false;
+  QString error;  // why not, when not reached
+  enum class HostKey { fine, unknown, changed } host_key = HostKey::fine;
+  QString fingerprint;  // of an unknown or changed host key
 };
 
 // One of rank 0's steps, as the live chart plots it.
@@ -57,6 +88,17 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   void trustHostKeyAndRun(const QString& node, const QString& config_json);
   void killRun(const QString& run);
   void loadHistory(const QString& run);
+  // Nodes: what the store refuses comes back through failed().
+  void addNode(const flotilla::gui::NodeItem& node);
+  void updateNode(const flotilla::gui::NodeItem& node);
+  void removeNode(const QString& name);
+  // Probes the nodes in parallel on threads of their own, so that this
+  // thread (and the window) never waits for SSH: nodeProbed as each is done.
+  void probeNodes(const QStringList& names);
+  // Records the node's host key as the person confirmed it, then probes it.
+  void trustHostKeyAndProbe(const QString& name);
+  // How long connecting to a node and its agent's answers may take.
+  void setConnectTimeout(int milliseconds);
 
  signals:
   void opened(const QString& database);
@@ -70,6 +112,10 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   void runStateChanged(const QString& run, const QString& state, const QString& reason);
   void samplesArrived(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
   void historyLoaded(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
+  void nodesChanged(const QVector<flotilla::gui::NodeItem>& nodes);
+  void nodeProbed(const flotilla::gui::NodeProbeResult& result);
+  // Every node of one probeNodes() call is done.
+  void probesFinished(const QStringList& names);
 
  private:
   // ControllerObserver: called on the agent links' threads.
@@ -78,10 +124,15 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
                      const std::string& reason) override;
   void problem(const std::string& message) override;
 
+  void emitNodes();
+
   QString database_;
   std::filesystem::path agent_binary_;
+  controller::ConnectOptions connect_;
   std::unique_ptr<controller::Store> store_;
   std::unique_ptr<controller::Controller> controller_;
+  std::mutex probes_mutex_;
+  std::vector<std::thread> probes_;  // joined when the worker goes
 };
 
 // The step record's point, if it is one of rank 0's steps.
@@ -91,4 +142,6 @@ std::optional<ChartSample> chart_sample_of(const controller::RecordRow& record);
 
 Q_DECLARE_METATYPE(flotilla::gui::ExperimentItem)
 Q_DECLARE_METATYPE(flotilla::gui::RunItem)
+Q_DECLARE_METATYPE(flotilla::gui::NodeItem)
+Q_DECLARE_METATYPE(flotilla::gui::NodeProbeResult)
 Q_DECLARE_METATYPE(flotilla::gui::ChartSample)
