@@ -187,7 +187,7 @@ void ControllerWorker::addNode(const NodeItem& node) {
     store_->add_node(row);
     emitNodes();
   } catch (const std::exception& e) {
-    emit failed(QString::fromStdString(e.what()));
+    emit nodeRefused(QString::fromStdString(e.what()));
   }
 }
 
@@ -200,7 +200,7 @@ void ControllerWorker::updateNode(const NodeItem& node) {
     store_->update_node(row);
     emitNodes();
   } catch (const std::exception& e) {
-    emit failed(QString::fromStdString(e.what()));
+    emit nodeRefused(QString::fromStdString(e.what()));
   }
 }
 
@@ -210,7 +210,7 @@ void ControllerWorker::removeNode(const QString& name) {
     store_->remove_node(name.toStdString());
     emitNodes();
   } catch (const std::exception& e) {
-    emit failed(QString::fromStdString(e.what()));
+    emit nodeRefused(QString::fromStdString(e.what()));
   }
 }
 

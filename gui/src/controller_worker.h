@@ -5,9 +5,8 @@
 
 #include <QObject>
 #include <QString>
-#include <QVector>
-
 #include <QStringList>
+#include <QVector>
 
 #include <filesystem>
 #include <memory>
@@ -113,6 +112,8 @@ class ControllerWorker : public QObject, private controller::ControllerObserver 
   void samplesArrived(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
   void historyLoaded(const QString& run, const QVector<flotilla::gui::ChartSample>& samples);
   void nodesChanged(const QVector<flotilla::gui::NodeItem>& nodes);
+  // The store refused an add, edit or removal: its words.
+  void nodeRefused(const QString& message);
   void nodeProbed(const flotilla::gui::NodeProbeResult& result);
   // Every node of one probeNodes() call is done.
   void probesFinished(const QStringList& names);

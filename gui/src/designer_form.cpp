@@ -1,6 +1,6 @@
 #include "designer_form.h"
 
-#include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QLabel>
 #include <QVBoxLayout>
@@ -43,8 +43,10 @@ DesignerForm::DesignerForm(QWidget* parent) : QWidget(parent) {
     Group group;
     group.box = new QGroupBox(QString::fromUtf8(name_of(g).data(), int(name_of(g).size())));
     group.box->setObjectName("group:" + group.box->title());
-    group.layout = new QFormLayout(group.box);
-    group.layout->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    // A grid, not a QFormLayout: Qt 6.4's QFormLayout writes past its row
+    // table when rows are hidden (seen under valgrind), and rows hide here.
+    group.layout = new QGridLayout(group.box);
+    group.layout->setColumnStretch(1, 1);
     layout->addWidget(group.box);
     groups_[g] = group;
   }
@@ -69,7 +71,10 @@ DesignerForm::DesignerForm(QWidget* parent) : QWidget(parent) {
     label->setToolTip(tool_tip(key));
     label->setBuddy(row.editor->input());
     row.editor->input()->setToolTip(tool_tip(key));
-    row.layout->addRow(label, row.field);
+    const int at = row.layout->rowCount();
+    row.layout->addWidget(label, at, 0, Qt::AlignTop | Qt::AlignLeft);
+    row.layout->addWidget(row.field, at, 1);
+    row.label = label;
     if (auto* nodes = dynamic_cast<NodesEditor*>(row.editor.get())) nodes_ = nodes;
     connect(row.editor.get(), &FieldEditor::edited, this, [this, editor = row.editor.get()] {
       emit fieldEdited(editor->key().key, editor->value());
@@ -109,7 +114,8 @@ void DesignerForm::showState(const QStringList& problems, const ExperimentConfig
     row.editor->setMarked(problem, problem && row.editor->marked());
     // A key that does not apply is hidden, unless it is what is wrong.
     const bool shown = problem || key_applies(row.editor->key(), config);
-    row.layout->setRowVisible(row.field, shown);
+    row.label->setVisible(shown);
+    row.field->setVisible(shown);
     group_shown[row.editor->key().group] |= shown;
   }
   for (auto& [g, group] : groups_) group.box->setVisible(group_shown[g]);

@@ -19,7 +19,7 @@
 #include "field_editors.h"
 #include "flotilla/protocol/config_keys.h"
 
-class QFormLayout;
+class QGridLayout;
 class QGroupBox;
 class QLabel;
 
@@ -55,12 +55,13 @@ class DesignerForm : public QWidget {
   struct Row {
     std::unique_ptr<FieldEditor> editor;
     QLabel* message = nullptr;
-    QFormLayout* layout = nullptr;
+    QLabel* label = nullptr;
+    QGridLayout* layout = nullptr;
     QWidget* field = nullptr;
   };
   struct Group {
     QGroupBox* box = nullptr;
-    QFormLayout* layout = nullptr;
+    QGridLayout* layout = nullptr;
   };
   std::map<ConfigGroup, Group> groups_;
   std::map<std::string, Row>

@@ -11,6 +11,8 @@
 #include <QTextBlock>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 #include "designer_form.h"
 #include "flotilla/controller/nodes.h"
 #include "flotilla/protocol/config_keys.h"
@@ -103,7 +105,9 @@ ExperimentDesigner::ExperimentDesigner(QWidget* parent) : QWidget(parent) {
   problem_list_->setObjectName("problemList");
   problem_list_->setMaximumHeight(120);
   problem_list_->setToolTip("Click a problem to go to its field");
-  problem_list_->setStyleSheet("QListWidget { color: #c62828; }");
+  QPalette red = problem_list_->palette();
+  red.setColor(QPalette::Text, QColor("#c62828"));
+  problem_list_->setPalette(red);
 
   auto* left = new QWidget;
   auto* left_layout = new QVBoxLayout(left);
@@ -164,13 +168,18 @@ QString ExperimentDesigner::name() const {
 void ExperimentDesigner::setNodes(const QVector<NodeItem>& nodes) {
   std::vector<controller::NodeRow> rows;
   QVector<NodeChoice> choices;
-  for (const auto& n : nodes) {
+  // The window's own machine is a node without a row in the store.
+  QVector<NodeItem> all = nodes;
+  if (std::none_of(all.begin(), all.end(), [](const NodeItem& n) { return n.name == "local"; }))
+    all.prepend(NodeItem{"local", {}, {}, {}, {}, {}, {}, 22, {}, 0, {}});
+  for (const auto& n : all) {
     controller::NodeRow row;
     row.name = n.name.toStdString();
     row.probe_json = n.probe_json.toStdString();
     rows.push_back(row);
-    choices.push_back({n.name, n.name == "local" ? "this machine, " + gpus_of(n.probe_json)
-                                                 : gpus_of(n.probe_json)});
+    choices.push_back({n.name, n.name == "local" && n.probe_json.isEmpty()
+                                   ? QString("this machine")
+                                   : gpus_of(n.probe_json)});
   }
   form_->nodesEditor()->setChoices(choices);
   const bool changed = !nodes_known_ || rows.size() != nodes_.size() ||
@@ -200,8 +209,8 @@ void ExperimentDesigner::fieldEdited(const std::string& key, const std::optional
 
 void ExperimentDesigner::yamlEdited() {
   try {
-    auto document = json::parse(
-        config_document_from_text(yaml_->toPlainText().toStdString(), "YAML tab"));
+    auto document =
+        json::parse(config_document_from_text(yaml_->toPlainText().toStdString(), "YAML tab"));
     yaml_error_.clear();
     setDocument(std::move(document), true);
   } catch (const ConfigError& e) {
@@ -270,10 +279,9 @@ void ExperimentDesigner::showProblems() {
     status_->setText("Ready to run.");
   } else {
     status_->setStyleSheet("color: #c62828;");
-    status_->setText(problems_.size() == 1
-                         ? "1 problem; click it to go to its field:"
-                         : QString::number(problems_.size()) +
-                               " problems; click one to go to its field:");
+    status_->setText(problems_.size() == 1 ? "1 problem; click it to go to its field:"
+                                           : QString::number(problems_.size()) +
+                                                 " problems; click one to go to its field:");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <QPushButton>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -15,9 +16,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "experiment_form.h"
+#include "experiment_designer.h"
 #include "flotilla/protocol/experiment_config.h"
 #include "live_chart.h"
+#include "nodes_view.h"
 
 namespace flotilla::gui {
 namespace {
@@ -78,26 +80,32 @@ void MainWindow::buildWidgets() {
   left_layout->addLayout(experiment_buttons);
   left_layout->addWidget(run_table_, 2);
 
-  form_ = new ExperimentForm;
+  // Right: the designer with its buttons, the selected run's chart, the nodes.
+  form_ = new ExperimentDesigner;
   chart_ = new LiveChart;
-  auto* right = new QWidget;
-  auto* right_layout = new QVBoxLayout(right);
-  auto* top = new QHBoxLayout;
-  top->addWidget(form_, 1);
+  nodes_view_ = new NodesView;
+  nodes_view_->setObjectName("nodesView");
+  auto* experiment_page = new QWidget;
+  auto* experiment_layout = new QHBoxLayout(experiment_page);
+  experiment_layout->addWidget(form_, 1);
   auto* run_buttons = new QVBoxLayout;
   for (auto* b : {save_button_, run_button_, kill_button_}) run_buttons->addWidget(b);
   run_buttons->addStretch();
-  top->addLayout(run_buttons);
-  right_layout->addLayout(top);
-  right_layout->addWidget(chart_, 1);
+  experiment_layout->addLayout(run_buttons);
+  tabs_ = new QTabWidget;
+  tabs_->setObjectName("mainTabs");
+  tabs_->addTab(experiment_page, "Experiment");
+  tabs_->addTab(chart_, "Run chart");
+  tabs_->addTab(nodes_view_, "Nodes");
+  QWidget* right = tabs_;
 
   auto* splitter = new QSplitter;
   splitter->addWidget(left);
   splitter->addWidget(right);
   splitter->setStretchFactor(1, 2);
   setCentralWidget(splitter);
-  resize(1280, 860);
-  splitter->setSizes({470, 810});
+  resize(1500, 900);
+  splitter->setSizes({420, 1080});
 
   connect(new_button, &QPushButton::clicked, this,
           [this] { form_->setConfigJson(QString::fromStdString(to_json(ExperimentConfig()))); });
@@ -111,7 +119,7 @@ void MainWindow::buildWidgets() {
     if (!run.isEmpty() && run != chart_->run()) emit requestHistory(run);
     updateButtons();
   });
-  connect(form_, &ExperimentForm::edited, this, &MainWindow::updateButtons);
+  connect(form_, &ExperimentDesigner::edited, this, &MainWindow::updateButtons);
   connect(save_button_, &QPushButton::clicked, this,
           [this] { emit requestSave(form_->name(), form_->configJson()); });
   connect(run_button_, &QPushButton::clicked, this, [this] {
@@ -134,6 +142,21 @@ void MainWindow::connectWorker() {
   connect(this, &MainWindow::requestStart, worker_, &ControllerWorker::startRun);
   connect(this, &MainWindow::requestKill, worker_, &ControllerWorker::killRun);
   connect(this, &MainWindow::requestHistory, worker_, &ControllerWorker::loadHistory);
+  connect(this, &MainWindow::requestAddNode, worker_, &ControllerWorker::addNode);
+  connect(this, &MainWindow::requestUpdateNode, worker_, &ControllerWorker::updateNode);
+  connect(this, &MainWindow::requestRemoveNode, worker_, &ControllerWorker::removeNode);
+  connect(this, &MainWindow::requestProbe, worker_, &ControllerWorker::probeNodes);
+  connect(this, &MainWindow::requestTrustAndProbe, worker_,
+          &ControllerWorker::trustHostKeyAndProbe);
+  connect(nodes_view_, &NodesView::requestAdd, this, &MainWindow::requestAddNode);
+  connect(nodes_view_, &NodesView::requestUpdate, this, &MainWindow::requestUpdateNode);
+  connect(nodes_view_, &NodesView::requestRemove, this, &MainWindow::requestRemoveNode);
+  connect(nodes_view_, &NodesView::requestProbe, this, &MainWindow::requestProbe);
+  connect(nodes_view_, &NodesView::requestTrustAndProbe, this, &MainWindow::requestTrustAndProbe);
+  connect(worker_, &ControllerWorker::nodesChanged, nodes_view_, &NodesView::showNodes);
+  connect(worker_, &ControllerWorker::nodesChanged, form_, &ExperimentDesigner::setNodes);
+  connect(worker_, &ControllerWorker::nodeProbed, nodes_view_, &NodesView::nodeProbed);
+  connect(worker_, &ControllerWorker::nodeRefused, nodes_view_, &NodesView::showRefusal);
   connect(worker_, &ControllerWorker::opened, this,
           [this](const QString& db) { statusBar()->showMessage("Database " + db); });
   connect(worker_, &ControllerWorker::failed, this, [this](const QString& message) {
@@ -164,6 +187,7 @@ void MainWindow::connectWorker() {
   connect(worker_, &ControllerWorker::runStarted, this, [this](const QString& run) {
     statusBar()->showMessage("Run " + run + " started", 5000);
     chart_->showRun(run, {});
+    tabs_->setCurrentWidget(chart_);  // what a person wants to see next
     updateButtons();
   });
   connect(worker_, &ControllerWorker::samplesArrived, chart_, &LiveChart::appendSamples);

@@ -13,12 +13,14 @@
 
 class QListWidget;
 class QPushButton;
+class QTabWidget;
 class QTableWidget;
 
 namespace flotilla::gui {
 
-class ExperimentForm;
+class ExperimentDesigner;
 class LiveChart;
+class NodesView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -27,8 +29,10 @@ class MainWindow : public QMainWindow {
              QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  ExperimentForm* form() const { return form_; }
+  ExperimentDesigner* form() const { return form_; }
   LiveChart* chart() const { return chart_; }
+  NodesView* nodesView() const { return nodes_view_; }
+  QTabWidget* tabs() const { return tabs_; }
   // The state the run list shows for `run`, empty when it is not listed.
   QString listedState(const QString& run) const;
 
@@ -39,6 +43,11 @@ class MainWindow : public QMainWindow {
   void requestStart(const QString& config_json);
   void requestKill(const QString& run);
   void requestHistory(const QString& run);
+  void requestAddNode(const flotilla::gui::NodeItem& node);
+  void requestUpdateNode(const flotilla::gui::NodeItem& node);
+  void requestRemoveNode(const QString& name);
+  void requestProbe(const QStringList& names);
+  void requestTrustAndProbe(const QString& name);
 
  private:
   void buildWidgets();
@@ -58,8 +67,10 @@ class MainWindow : public QMainWindow {
   QVector<RunItem> runs_;  // as the table shows them
   QListWidget* experiment_list_;
   QTableWidget* run_table_;
-  ExperimentForm* form_;
+  QTabWidget* tabs_;
+  ExperimentDesigner* form_;
   LiveChart* chart_;
+  NodesView* nodes_view_;
   QPushButton *run_button_, *kill_button_, *save_button_;
 };
 

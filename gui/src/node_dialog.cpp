@@ -15,8 +15,7 @@
 
 namespace flotilla::gui {
 
-NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent)
-    : QDialog(parent) {
+NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent) : QDialog(parent) {
   setWindowTitle(existing ? "Edit node " + existing->name : "Add a node");
   setObjectName("nodeDialog");
   auto* form = new QFormLayout;
@@ -52,7 +51,8 @@ NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent)
       auto* line = new QHBoxLayout;
       auto* browse = new QPushButton("Browse…");
       connect(browse, &QPushButton::clicked, this, [this, edit] {
-        const QString file = QFileDialog::getOpenFileName(this, "Private key", QDir::homePath() + "/.ssh");
+        const QString file =
+            QFileDialog::getOpenFileName(this, "Private key", QDir::homePath() + "/.ssh");
         if (!file.isEmpty()) edit->setText(file);
       });
       line->addWidget(edit, 1);

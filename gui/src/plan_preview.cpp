@@ -73,36 +73,58 @@ QString list_text(const QVector<int64_t>& v) {
 
 }  // namespace
 
-PlanNumbers parse_plan(const QByteArray& text) {
-  const json j = json::parse(text.toStdString(), nullptr, false);
-  if (!j.is_object()) throw std::runtime_error("flotilla-train --plan printed no JSON object");
+PlanNumbers parse_plan(const QByteArray& printed) {
+  const json j = json::parse(printed.toStdString(), nullptr, false);
+  if (!j.is_object() || j.value("type", "") != "plan")
+    throw std::runtime_error(
+        "flotilla-train --plan printed no plan (a JSON object of type \"plan\")");
   PlanNumbers p;
   p.model = text(j, "model");
+  p.strategy = text(j, "strategy");
+  p.schedule = text(j, "schedule");
+  p.codec = text(j, "codec");
   p.world_size = integer(j, "world_size");
   p.replicas = integer(j, "replicas", 1);
   p.stages = integer(j, "stages", 1);
   p.chunks = integer(j, "chunks", 1);
-  p.micro_batch = integer(j, "micro_batch");
-  p.schedule = text(j, "schedule");
-  p.balance = integers(j, "balance");
-  p.balance_source = text(j, "balance_source");
-  if (const auto it = j.find("measure_ms"); it != j.end() && it->is_number())
-    p.measure_ms = it->get<double>();
+  p.batch_size = integer(j, "batch_size");
+  p.micro_batch_sizes = integers(j, "micro_batch_sizes");
+  if (const auto it = j.find("balance"); it != j.end() && it->is_object()) {
+    p.balance = integers(*it, "blocks_per_stage");
+    p.balance_source = text(*it, "source");
+    if (const auto ms = it->find("took_ms"); ms != it->end() && ms->is_number())
+      p.balance_ms = ms->get<double>();
+  }
   p.parameters = integer(j, "parameters");
   p.trainable_parameters = integer(j, "trainable_parameters", p.parameters);
-  p.ddp_bytes_per_step = integer(j, "ddp_bytes_per_step");
   for (const auto& b : array(j, "blocks"))
-    p.blocks.push_back({integer(b, "index"), text(b, "name"), integer(b, "parameters"),
-                        b.value("trainable", true)});
-  for (const auto& s : array(j, "stage_plans"))
-    p.stage_list.push_back({integer(s, "stage"), integers(s, "blocks"), integer(s, "parameters"),
-                            integer(s, "ddp_bytes_per_step")});
+    p.blocks.push_back({integer(b, "index"), text(b, "name"), text(b, "kind"),
+                        integer(b, "parameters"), integer(b, "trainable")});
+  for (const auto& s : array(j, "stage_plans")) {
+    PlanNumbers::Stage stage{integer(s, "stage"), integer(s, "first_block"), integer(s, "blocks"),
+                             integer(s, "parameters"), integer(s, "trainable")};
+    if (const auto it = s.find("allreduce"); it != s.end() && it->is_object()) {
+      stage.allreduce_ranks = integer(*it, "ranks");
+      stage.allreduce_bytes = integer(*it, "bytes_per_step");
+      stage.allreduce_buckets = integer(*it, "buckets");
+    }
+    p.stage_list.push_back(stage);
+  }
   for (const auto& r : array(j, "ranks"))
     p.ranks.push_back({integer(r, "rank"), integer(r, "node_index"), integer(r, "local_rank"),
                        integer(r, "stage"), integer(r, "replica"), text(r, "node")});
+  const auto transfer = [](const json& b, const char* key) {
+    PlanNumbers::Transfer t;
+    if (const auto it = b.find(key); it != b.end() && it->is_object()) {
+      t.sent = it->value("sent", false);
+      t.fp32_bytes = integer(*it, "fp32_bytes");
+      t.wire_bytes = integer(*it, "wire_bytes");
+    }
+    return t;
+  };
   for (const auto& b : array(j, "boundaries"))
-    p.boundaries.push_back({integer(b, "stage"), integers(b, "shape"), integer(b, "fp32_bytes"),
-                            integer(b, "wire_bytes"), integer(b, "gradient_wire_bytes")});
+    p.boundaries.push_back({integer(b, "boundary"), integers(b, "shape"),
+                            transfer(b, "activations"), transfer(b, "gradients")});
   if (p.blocks.isEmpty()) throw std::runtime_error("flotilla-train --plan listed no blocks");
   return p;
 }
@@ -209,6 +231,16 @@ void PlanPreview::finished(int exit_code, QProcess::ExitStatus status) {
   const QString err = QString::fromUtf8(process_->readAllStandardError()).trimmed();
   const qint64 ms = clock_.elapsed();
   process_.release()->deleteLater();
+  if (status == QProcess::NormalExit && exit_code != 0 && err.contains("--plan") &&
+      err.contains("not expected")) {
+    // An engine from before plan mode: say what is missing, never a guess.
+    numbers_ = {};
+    view_->clear();
+    setState(State::unavailable, "The plan preview needs flotilla-train --plan, which " + program_ +
+                                     " does not have yet (it comes with the engine's "
+                                     "plan mode).");
+    return;
+  }
   if (status != QProcess::NormalExit || exit_code != 0) {
     numbers_ = {};
     view_->clear();
@@ -232,7 +264,7 @@ void PlanPreview::finished(int exit_code, QProcess::ExitStatus status) {
            "Computed by flotilla-train --plan in " + QString::number(ms) + " ms" +
                (numbers_.balance_source == "measured"
                     ? " (balance measured in " +
-                          QString::fromStdString(format_fixed(numbers_.measure_ms, 0)) + " ms)"
+                          QString::fromStdString(format_fixed(numbers_.balance_ms, 0)) + " ms)"
                     : QString()));
 }
 
@@ -258,39 +290,44 @@ void PlanPreview::render() {
   QString html =
       "<style>td,th{padding:1px 6px;} th{background:#eee;text-align:left;}"
       "td.n{text-align:right;}</style>";
-  html += "<p><b>" + p.model + "</b>: " + QString::number(p.blocks.size()) + " blocks, " +
-          grouped(p.parameters) + " parameters (" + grouped(p.trainable_parameters) +
-          " trainable)<br>" + QString::number(p.world_size) + " ranks";
-  if (p.stages > 1)
+  html += "<p><b>" + p.model.toHtmlEscaped() + "</b>: " + QString::number(p.blocks.size()) +
+          " blocks, " + grouped(p.parameters) + " parameters (" + grouped(p.trainable_parameters) +
+          " trainable)<br>" + QString::number(p.world_size) +
+          (p.world_size == 1 ? " rank" : " ranks");
+  if (p.stages > 1) {
+    QStringList micro;
+    for (auto m : p.micro_batch_sizes) micro << QString::number(m);
     html += " = " + QString::number(p.replicas) + " replica" + (p.replicas > 1 ? "s" : "") + " × " +
-            QString::number(p.stages) + " stages; " + p.schedule + ", " +
-            QString::number(p.chunks) + " chunks of " + QString::number(p.micro_batch) +
-            " samples; balance " + list_text(p.balance) + " (" + p.balance_source + ")";
-  if (p.ddp_bytes_per_step > 0 && p.stages <= 1)
-    html += "<br>DDP all-reduce per step: " + bytes_text(p.ddp_bytes_per_step);
+            QString::number(p.stages) + " stages<br>" + p.schedule.toHtmlEscaped() +
+            ", micro-batches [" + micro.join(", ") + "] of a batch of " +
+            QString::number(p.batch_size) + "<br>balance " + list_text(p.balance) + " (" +
+            p.balance_source.toHtmlEscaped() + ")<br>codec " + p.codec.toHtmlEscaped();
+  }
   html += "</p>";
 
-  if (!p.stage_list.isEmpty()) {
-    html +=
-        "<p><b>Stages</b></p><table><tr><th>Stage</th><th>Blocks</th><th>Parameters</th>"
-        "<th>DDP bytes / step</th></tr>";
-    for (const auto& s : p.stage_list)
-      html += "<tr><td>" + QString::number(s.stage) + "</td><td>" + list_text(s.blocks) +
-              "</td><td class=n>" + grouped(s.parameters) + "</td><td class=n>" +
-              (s.ddp_bytes_per_step > 0 ? bytes_text(s.ddp_bytes_per_step) : QString("—")) +
-              "</td></tr>";
-    html += "</table>";
+  html +=
+      "<p><b>Stages</b></p><table><tr><th>Stage</th><th>Blocks</th><th>Trainable</th>"
+      "<th>All-reduce / step</th></tr>";
+  for (const auto& s : p.stage_list) {
+    const QString blocks = s.blocks == 1 ? QString::number(s.first_block)
+                                         : QString::number(s.first_block) + "–" +
+                                               QString::number(s.first_block + s.blocks - 1);
+    html += "<tr><td>" + QString::number(s.stage) + "</td><td>" + blocks + "</td><td class=n>" +
+            grouped(s.trainable) + "</td><td class=n>" +
+            (s.allreduce_ranks > 0 ? bytes_text(s.allreduce_bytes) + " over " +
+                                         QString::number(s.allreduce_ranks) + " ranks"
+                                   : QString("none")) +
+            "</td></tr>";
   }
+  html += "</table>";
   if (!p.boundaries.isEmpty()) {
     html +=
-        "<p><b>Stage boundaries</b> (per micro-batch)</p><table><tr><th>After stage</th>"
-        "<th>Activation</th><th>fp32</th><th>On the wire</th><th>Gradient on the wire</th>"
-        "</tr>";
+        "<p><b>Stage boundaries</b> (one micro-batch)</p><table><tr><th>After stage</th>"
+        "<th>Activation</th><th>fp32</th><th>After the codec</th></tr>";
     for (const auto& b : p.boundaries)
-      html += "<tr><td>" + QString::number(b.stage) + "</td><td>" + list_text(b.shape) +
-              "</td><td class=n>" + bytes_text(b.fp32_bytes) + "</td><td class=n>" +
-              bytes_text(b.wire_bytes) + "</td><td class=n>" + bytes_text(b.gradient_wire_bytes) +
-              "</td></tr>";
+      html += "<tr><td>" + QString::number(b.boundary) + "</td><td>" + list_text(b.shape) +
+              "</td><td class=n>" + bytes_text(b.activations.fp32_bytes) + "</td><td class=n>" +
+              bytes_text(b.activations.wire_bytes) + "</td></tr>";
     html += "</table>";
   }
   html += "<p><b>Ranks</b></p><table><tr><th>Rank</th><th>Node</th><th>Local rank</th>";
@@ -309,8 +346,8 @@ void PlanPreview::render() {
       "</tr>";
   for (const auto& b : p.blocks)
     html += "<tr><td>" + QString::number(b.index) + "</td><td>" + b.name.toHtmlEscaped() +
-            (b.trainable ? QString() : QString(" (frozen)")) + "</td><td class=n>" +
-            grouped(b.parameters) + "</td></tr>";
+            (b.trainable == 0 && b.parameters > 0 ? QString(" (frozen)") : QString()) +
+            "</td><td class=n>" + grouped(b.parameters) + "</td></tr>";
   html += "</table>";
   view_->setHtml(html);
 }

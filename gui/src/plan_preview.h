@@ -25,39 +25,43 @@ class QTextBrowser;
 
 namespace flotilla::gui {
 
-// The numbers the preview shows, as the engine printed them.
+// The numbers the preview shows, as the engine printed them (docs/plan.md
+// on the engine branch names every field).
 struct PlanNumbers {
   struct Block {
     int64_t index = 0;
-    QString name;
+    QString name, kind;
     int64_t parameters = 0;
-    bool trainable = true;
+    int64_t trainable = 0;  // parameters that train at the first step
   };
   struct Stage {
-    int64_t stage = 0;
-    QVector<int64_t> blocks;
-    int64_t parameters = 0;
-    int64_t ddp_bytes_per_step = 0;  // the stage group's all-reduce (4 x trainable parameters)
+    int64_t stage = 0, first_block = 0, blocks = 0;
+    int64_t parameters = 0, trainable = 0;
+    int64_t allreduce_ranks = 0;  // 0: the stage averages nothing
+    int64_t allreduce_bytes = 0;  // per step: 4 x the stage's trainable parameters
+    int64_t allreduce_buckets = 0;
   };
   struct Rank {
     int64_t rank = 0, node_index = 0, local_rank = 0, stage = 0, replica = 0;
     QString node;
   };
-  struct Boundary {
-    int64_t stage = 0;  // between this stage and the next
-    QVector<int64_t> shape;
-    int64_t fp32_bytes = 0;
-    int64_t wire_bytes = 0;           // forward activations after the codec
-    int64_t gradient_wire_bytes = 0;  // backward gradients after the codec
+  struct Transfer {
+    bool sent = false;
+    int64_t fp32_bytes = 0, wire_bytes = 0;  // one full micro-batch
   };
-  QString model;
-  int64_t world_size = 0, replicas = 0, stages = 0, chunks = 0, micro_batch = 0;
-  QString schedule;
+  struct Boundary {
+    int64_t boundary = 0;  // between this stage and the next
+    QVector<int64_t> shape;
+    Transfer activations, gradients;
+  };
+  QString model, strategy, schedule, codec;
+  int64_t world_size = 0, replicas = 1, stages = 1, chunks = 1;
+  int64_t batch_size = 0;
+  QVector<int64_t> micro_batch_sizes;
   QVector<int64_t> balance;
-  QString balance_source;  // given, measured or estimated
-  double measure_ms = 0;
+  QString balance_source;  // given, measured, estimated, whole model
+  double balance_ms = 0;   // how long measuring or estimating took
   int64_t parameters = 0, trainable_parameters = 0;
-  int64_t ddp_bytes_per_step = 0;  // strategy ddp: the whole model's all-reduce
   QVector<Block> blocks;
   QVector<Stage> stage_list;
   QVector<Rank> ranks;
