@@ -5,6 +5,8 @@
 #include <QLabel>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace flotilla::gui {
 namespace {
 
@@ -81,6 +83,11 @@ DesignerForm::DesignerForm(QWidget* parent) : QWidget(parent) {
     });
     rows_.emplace(key.key, std::move(row));
   }
+  // One label column for every group, so that the fields line up down the form.
+  int label_width = 0;
+  for (const auto& [key, row] : rows_)
+    label_width = std::max(label_width, row.label->sizeHint().width());
+  for (auto& [g, group] : groups_) group.layout->setColumnMinimumWidth(0, label_width);
 }
 
 DesignerForm::~DesignerForm() = default;

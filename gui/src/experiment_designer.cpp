@@ -287,14 +287,7 @@ void ExperimentDesigner::showProblems() {
 
 bool ExperimentDesigner::focusProblem(const QString& message) {
   const std::string key = key_of_message(message.toStdString());
-  if (!key.empty() && yaml_error_.isEmpty()) {
-    FieldEditor* editor = form_->editorFor(key);
-    if (!editor) return false;
-    tabs_->setCurrentIndex(0);
-    form_->focusKey(key);
-    scroll_->ensureWidgetVisible(editor->widget(), 20, 40);
-    return true;
-  }
+  if (!key.empty() && yaml_error_.isEmpty()) return focusKey(key);
   // A syntax error: the YAML tab, at the line it names.
   tabs_->setCurrentIndex(1);
   yaml_->setFocus(Qt::OtherFocusReason);
@@ -308,6 +301,15 @@ bool ExperimentDesigner::focusProblem(const QString& message) {
       yaml_->setTextCursor(cursor);
     }
   }
+  return true;
+}
+
+bool ExperimentDesigner::focusKey(const std::string& key) {
+  FieldEditor* editor = form_->editorFor(key);
+  if (!editor) return false;
+  tabs_->setCurrentIndex(0);
+  form_->focusKey(key);
+  scroll_->ensureWidgetVisible(editor->widget(), 20, 40);
   return true;
 }
 

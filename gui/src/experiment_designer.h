@@ -52,6 +52,8 @@ class ExperimentDesigner : public QWidget {
   // Shows the field a message is about, focused and marked (the YAML tab at
   // the error's line for a syntax error); false when nothing shows it.
   bool focusProblem(const QString& message);
+  // The form at `key`'s field, scrolled to it, focused and marked.
+  bool focusKey(const std::string& key);
 
   DesignerForm* form() const { return form_; }
   PlanPreview* planPreview() const { return plan_; }

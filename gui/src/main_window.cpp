@@ -129,7 +129,23 @@ void MainWindow::buildWidgets() {
   });
   connect(kill_button_, &QPushButton::clicked, this, [this] {
     const QString run = selectedRun();
-    statusBar()->showMessage("Stopping " + run + "…");
+    if (run.isEmpty()) return;
+    QString nodes;
+    for (const auto& r : runs_)
+      if (r.id == run) nodes = r.nodes;
+    const auto answer =
+        QMessageBox::question(this, "Kill run",
+                              "Kill run " + run + " on " + (nodes.isEmpty() ? "its nodes" : nodes) +
+                                  "? Its processes are stopped; what it recorded stays.",
+                              QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+    if (answer != QMessageBox::Yes) return;
+    // Until every node has confirmed, the run's state comes back "killed".
+    killing_.insert(run);
+    for (int row = 0; row < run_table_->rowCount(); ++row)
+      if (run_table_->item(row, kRunId)->text() == run)
+        run_table_->item(row, kRunState)->setText("killing…");
+    statusBar()->showMessage("Killing " + run + "…");
+    updateButtons();
     emit requestKill(run);
   });
   updateButtons();
@@ -223,6 +239,7 @@ void MainWindow::showRuns(const QVector<RunItem>& runs) {
       run_table_->setItem(row, column, item);
     }
   }
+  for (const auto& run : killing_) showKilling(run);
   run_table_->resizeColumnsToContents();
   if (!selected.isEmpty()) selectRun(selected);
   updateButtons();
@@ -239,6 +256,8 @@ void MainWindow::updateRunState(const QString& run, const QString& state, const 
   }
   for (auto& item : runs_)
     if (item.id == run) item.state = state, item.reason = reason;
+  if (!live(state)) killing_.remove(run);
+  if (killing_.contains(run)) showKilling(run);
   if (!listed) emit requestRefresh();
   if (!live(state)) statusBar()->showMessage("Run " + run + " " + state, 10000);
   updateButtons();
@@ -257,6 +276,12 @@ QString MainWindow::selectedRun() const {
   return rows.isEmpty() ? QString() : run_table_->item(rows.front().row(), kRunId)->text();
 }
 
+void MainWindow::showKilling(const QString& run) {
+  for (int row = 0; row < run_table_->rowCount(); ++row)
+    if (run_table_->item(row, kRunId)->text() == run)
+      run_table_->item(row, kRunState)->setText("killing…");
+}
+
 QString MainWindow::listedState(const QString& run) const {
   for (int row = 0; row < run_table_->rowCount(); ++row)
     if (run_table_->item(row, kRunId)->text() == run)
@@ -269,7 +294,7 @@ void MainWindow::updateButtons() {
   run_button_->setToolTip(form_->problems().join("\n"));
   save_button_->setEnabled(!form_->name().isEmpty());
   const QString run = selectedRun();
-  kill_button_->setEnabled(!run.isEmpty() && live(listedState(run)));
+  kill_button_->setEnabled(!run.isEmpty() && live(listedState(run)) && !killing_.contains(run));
 }
 
 void MainWindow::importExperiment() {

@@ -4,6 +4,7 @@
 // Everything that touches the database or an agent goes to the worker thread.
 
 #include <QMainWindow>
+#include <QSet>
 #include <QThread>
 #include <QVector>
 
@@ -58,6 +59,8 @@ class MainWindow : public QMainWindow {
   void selectRun(const QString& run);
   QString selectedRun() const;
   void updateButtons();
+  // Shows "killing…" as `run`'s state until every node confirmed the kill.
+  void showKilling(const QString& run);
   void importExperiment();
   void exportExperiment();
 
@@ -65,6 +68,7 @@ class MainWindow : public QMainWindow {
   ControllerWorker* worker_;
   QVector<ExperimentItem> experiments_;
   QVector<RunItem> runs_;  // as the table shows them
+  QSet<QString> killing_;  // asked to die, not yet confirmed killed
   QListWidget* experiment_list_;
   QTableWidget* run_table_;
   QTabWidget* tabs_;

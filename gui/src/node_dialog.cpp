@@ -18,6 +18,9 @@ namespace flotilla::gui {
 NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent) : QDialog(parent) {
   setWindowTitle(existing ? "Edit node " + existing->name : "Add a node");
   setObjectName("nodeDialog");
+  // First: every field's edit revalidates, which enables or disables OK.
+  buttons_ = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  buttons_->button(QDialogButtonBox::Ok)->setObjectName("nodeOk");
   auto* form = new QFormLayout;
   // validate_node's field names, the labels a person reads, and a hint each.
   const struct {
@@ -80,8 +83,6 @@ NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent)
     fields_["tags"]->setText(existing->tags);
     fields_["agent_path"]->setText(existing->agent_path);
   }
-  buttons_ = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
-  buttons_->button(QDialogButtonBox::Ok)->setObjectName("nodeOk");
   connect(buttons_, &QDialogButtonBox::accepted, this, &QDialog::accept);
   connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
   auto* layout = new QVBoxLayout(this);

@@ -135,7 +135,7 @@ PlanPreview::PlanPreview(QWidget* parent)
   status_ = new QLabel;
   status_->setObjectName("planStatus");
   status_->setWordWrap(true);
-  measure_ = new QCheckBox("Measure the balance (times every block: seconds)");
+  measure_ = new QCheckBox("Measure the balance (times every block; takes seconds)");
   measure_->setObjectName("planMeasure");
   measure_->setToolTip(
       "Without a balance the engine's rank 0 times every block and cuts the model where the "
@@ -151,6 +151,7 @@ PlanPreview::PlanPreview(QWidget* parent)
   layout->addWidget(status_);
   layout->addWidget(measure_);
   layout->addWidget(view_, 1);
+  layout->addStretch();
   debounce_.setSingleShot(true);
   debounce_.setInterval(400);
   connect(&debounce_, &QTimer::timeout, this, &PlanPreview::start);
@@ -273,7 +274,8 @@ void PlanPreview::setState(State state, const QString& text) {
   status_->setText(text);
   const bool bad = state == State::failed || state == State::unavailable;
   status_->setStyleSheet(bad ? "color: #c62828;" : "color: #555;");
-  view_->setEnabled(state == State::shown || state == State::computing || state == State::waiting);
+  // Only numbers the engine printed are shown; without them, only the reason.
+  view_->setVisible(state == State::shown || state == State::computing || state == State::waiting);
   emit stateChanged(state);
 }
 
