@@ -213,7 +213,11 @@ void Session::follow(const std::string& run, int64_t after_seq) {
       reader.poll([&](std::string_view line) {
         if (line.find("\"type\":\"run_end\"") != std::string_view::npos) ended = true;
         const auto seq = seq_of(line).value_or(0);
-        if (seq > after_seq || (ended && after_seq == kOnlyTheEnd)) send_line(std::string(line));
+        // The run_end goes out even when the controller has it stored: a
+        // second controller (a `flotilla kill` beside the `flotilla run`)
+        // resumes from what the first one stored and still needs to hear
+        // that this node's run is over.
+        if (seq > after_seq || ended) send_line(std::string(line));
       });
       if (ended) break;
       // A supervisor that died without ending its run (killed, or its node's

@@ -24,6 +24,10 @@ std::string new_run_id() {
 Controller::Controller(Store& store, ControllerOptions options)
     : store_(store), options_(std::move(options)) {
   if (options_.agent_binary.empty()) options_.agent_binary = sibling_program("flotilla-agent");
+  // Records the database refuses wait in the store's queue; whoever follows
+  // the runs hears of it (the CLI prints a line, the window its status).
+  store_listener_ = store_.add_problem_listener(
+      [this](const StoreProblem& problem) { note_problem(problem.message); });
 }
 
 std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
@@ -54,6 +58,7 @@ protocol::ProbeReply Controller::probe(const std::string& node) {
 }
 
 Controller::~Controller() {
+  store_.remove_problem_listener(store_listener_);
   closing_ = true;
   std::vector<std::thread> retries;
   {
@@ -403,10 +408,26 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
   for (const auto& [name, e] : ends) killing = killing || outcome_of(e) == RunState::killed;
   if (killing && state != RunState::finished) state = RunState::killed;
   std::string reason;
-  for (const auto& [name, e] : ends) {
-    if ((outcome_of(e) != state && !killing) || words_of(e).empty()) continue;
-    if (!reason.empty()) reason += "; ";
-    reason += (nodes.size() > 1 ? "node " + name + ": " : "") + words_of(e);
+  // The nodes a stop reached first end `killed`; the ranks elsewhere die in
+  // their collectives of a socket error once their partners are gone. That
+  // error is the stop seen from the other side, so the reason says so; each
+  // node's own words stay in its run_end record.
+  std::vector<std::string> stopped, left;
+  for (const auto& [name, e] : ends)
+    (outcome_of(e) == RunState::killed ? stopped : left).push_back(name);
+  if (state == RunState::killed && nodes.size() > 1 && !stopped.empty()) {
+    reason =
+        (stopped.size() == 1 ? "node " : "nodes ") + join_list(stopped) + ": stopped on request";
+    if (!left.empty())
+      reason += (left.size() == 1 ? "; node " : "; nodes ") + join_list(left) +
+                ": the ranks ended because their partner ranks on the stopped node" +
+                (stopped.size() == 1 ? "" : "s") + " left";
+  } else {
+    for (const auto& [name, e] : ends) {
+      if ((outcome_of(e) != state && !killing) || words_of(e).empty()) continue;
+      if (!reason.empty()) reason += "; ";
+      reason += (nodes.size() > 1 ? "node " + name + ": " : "") + words_of(e);
+    }
   }
   end_run(end.run, state, reason);
 }

@@ -9,10 +9,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <iostream>
 #include <map>
 
 #include "migrations.h"
+#include "sql_query.h"
 
 namespace flotilla::controller {
 namespace {
@@ -39,35 +39,7 @@ std::string ss(const QVariant& v) {
   return v.toString().toStdString();
 }
 
-class Sql {
- public:
-  Sql(QSqlDatabase& db, const QString& path) : query_(db), path_(path) {}
-  Sql& run(const QString& sql, const QVariantList& binds = {}) {
-    bool ok = query_.prepare(sql);
-    for (const auto& b : binds) query_.addBindValue(b);
-    ok = ok && query_.exec();
-    if (!ok)
-      throw StoreError("database " + path_.toStdString() + ": " +
-                       query_.lastError().text().toStdString() +
-                       " (in: " + sql.simplified().left(80).toStdString() + ")");
-    return *this;
-  }
-  bool next() { return query_.next(); }
-  QVariant at(int i) const { return query_.value(i); }
-
- private:
-  QSqlQuery query_;
-  const QString& path_;
-};
-
-void open_connection(QSqlDatabase& db, const QString& path, bool read_only) {
-  db.setDatabaseName(path);
-  db.setConnectOptions(read_only ? "QSQLITE_BUSY_TIMEOUT=10000;QSQLITE_OPEN_READONLY"
-                                 : "QSQLITE_BUSY_TIMEOUT=10000");
-  if (!db.open())
-    throw StoreError("cannot open database " + path.toStdString() + ": " +
-                     db.lastError().text().toStdString());
-}
+using Sql = SqlQuery;
 
 const char* kRunColumns =
     "id, experiment_id, experiment_name, config_json, world_size, state, reason, "
@@ -128,7 +100,7 @@ int64_t now_ms() {
       .count();
 }
 
-Store::Store(QString path) : path_(std::move(path)) {
+Store::Store(QString path, StoreOptions options) : path_(std::move(path)), options_(options) {
   const QFileInfo info(path_);
   if (!QDir().mkpath(info.absolutePath()))
     throw StoreError("cannot create the directory of database " + path_.toStdString());
@@ -163,7 +135,7 @@ auto Store::with_reader(F&& read) const {
     ~Remove() { QSqlDatabase::removeDatabase(name); }
   } remove{name};
   QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
-  open_connection(db, path_, true);
+  open_connection(db, path_, true, options_.busy_timeout);
   Sql q(db, path_);
   return read(q);
 }
@@ -449,6 +421,7 @@ void Store::create_run(const RunRow& r) {
 bool Store::transition(const std::string& run, RunState to, const std::string& reason) {
   bool moved = false;
   write_and_wait([&](QSqlDatabase& db) {
+    moved = false;  // a batch the database refused is tried again from the start
     Sql q(db, path_);
     q.run("SELECT state FROM runs WHERE id = ?", {qs(run)});
     if (!q.next()) throw StoreError("no run \"" + run + "\" in " + path_.toStdString());
@@ -465,115 +438,6 @@ bool Store::transition(const std::string& run, RunState to, const std::string& r
     moved = true;
   });
   return moved;
-}
-
-void Store::append_record(const std::string& run, RecordRow record) {
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({QueuedRecord{run, std::move(record)}, nullptr});
-  }
-  queued_.notify_one();
-}
-
-void Store::flush() {
-  write_and_wait([](QSqlDatabase&) {});
-}
-
-void Store::write_and_wait(Write write) {
-  auto done = std::make_shared<std::promise<void>>();
-  auto future = done->get_future();
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({std::move(write), done});
-  }
-  queued_.notify_one();
-  future.get();
-}
-
-void Store::writer_loop() {
-  struct Remove {
-    QString name;
-    ~Remove() { QSqlDatabase::removeDatabase(name); }
-  } remove{writer_connection_};
-  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", writer_connection_);
-  try {
-    open_connection(db, path_, false);
-    Sql pragmas(db, path_);
-    pragmas.run("PRAGMA journal_mode = WAL");
-    pragmas.run("PRAGMA synchronous = NORMAL");
-    pragmas.run("PRAGMA foreign_keys = ON");
-    migrate(db);
-  } catch (const std::exception& e) {
-    open_error_ = e.what();
-    writer_ready_.set_value();
-    return;
-  }
-  writer_ready_.set_value();
-
-  QSqlQuery insert(db);
-  insert.prepare(
-      "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) VALUES (?, ?, ?, ?, ?, "
-      "?)");
-  for (;;) {
-    std::deque<Item> batch;
-    {
-      std::unique_lock lock(mutex_);
-      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) break;  // stopping, and everything is committed
-      batch.swap(queue_);
-    }
-    std::vector<std::exception_ptr> errors(batch.size());
-    // A batch that fails to commit (another process held the database past
-    // the busy timeout) is rolled back and tried again as a whole.
-    for (int attempt = 0;; ++attempt) {
-      std::exception_ptr failure;
-      Sql begin(db, path_);
-      try {
-        begin.run("BEGIN IMMEDIATE");
-        for (size_t i = 0; i < batch.size(); ++i) {
-          errors[i] = nullptr;
-          if (auto* r = std::get_if<QueuedRecord>(&batch[i].what)) {
-            insert.addBindValue(qs(r->run));
-            insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.seq));
-            insert.addBindValue(qs(r->record.node));
-            insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.rank));
-            insert.addBindValue(qs(r->record.type));
-            insert.addBindValue(qs(r->record.body));
-            if (!insert.exec())
-              std::cerr << "flotilla: record " << r->run << "#" << r->record.seq
-                        << " not stored: " << insert.lastError().text().toStdString() << "\n";
-          } else {
-            try {
-              std::get<Write>(batch[i].what)(db);
-            } catch (...) {
-              errors[i] = std::current_exception();
-            }
-          }
-        }
-        begin.run("COMMIT");
-      } catch (...) {
-        failure = std::current_exception();
-        QSqlQuery(db).exec("ROLLBACK");
-      }
-      if (!failure) {
-        ++commits_;
-        break;
-      }
-      if (attempt == 2) {
-        for (auto& e : errors) e = failure;
-        break;
-      }
-    }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i].done) continue;
-      if (errors[i])
-        batch[i].done->set_exception(errors[i]);
-      else
-        batch[i].done->set_value();
-    }
-  }
-  insert = QSqlQuery();
-  db.close();
 }
 
 }  // namespace flotilla::controller

@@ -6,6 +6,7 @@
 
 #include <QString>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -228,7 +229,11 @@ TEST(Cluster, DdpAcrossThreeNodesFinishesWithEveryRecord) {
   EXPECT_EQ(ranks, (std::set<int64_t>{0, 1, 2}));
 }
 
-TEST(Cluster, KillReachesEveryNodeAndLeavesNoProcessOnAny) {
+// `flotilla kill` returns once every node confirmed its end, with no process
+// of the run left anywhere, and the reason says which node was stopped on
+// request and that the other nodes' ranks ended because their partner left
+// (not the Gloo socket errors those ranks died of).
+TEST(Cluster, KillReturnsOnceEveryNodeEndedLeavesNoProcessAndSaysWhoWasStopped) {
   SKIP_WITHOUT_CLUSTER();
   TestCluster cluster(3);
   ClusterControl control(cluster);
@@ -236,14 +241,33 @@ TEST(Cluster, KillReachesEveryNodeAndLeavesNoProcessOnAny) {
   auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
   const auto run = control.wait_for_records(5, 120s);
   ASSERT_FALSE(run.empty()) << runner->output();
+  const auto began = std::chrono::steady_clock::now();
   const auto [status, output] = control.flotilla({"kill", run, "--grace", "2"});
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
+  std::cout << "flotilla kill of a 3-node DDP run returned after " << took.count() << " s"
+            << std::endl;
   EXPECT_EQ(status, 0) << output;
+  // Checked the moment the kill returned: it returns only once every node
+  // confirmed that no process of the run is left.
+  for (const auto& h : cluster.hosts())
+    EXPECT_EQ(training_processes(cluster, h.name), std::vector<std::string>{}) << h.name;
+  // The goal is under 5 s; 30 s leaves room for this shared 2-core machine
+  // and still tells a kill that waited for its 60 s limit (an end it never
+  // heard of) from one that heard every node.
+  EXPECT_LT(took.count(), 30.0) << output;
   const auto ended = runner->wait(60s);
   ASSERT_TRUE(ended) << runner->output();
   EXPECT_EQ(*ended, 4) << runner->output();  // killed
-  EXPECT_EQ(control.store().run(run)->state, RunState::killed);
+  const auto row = control.store().run(run);
+  EXPECT_EQ(row->state, RunState::killed);
+  std::cout << "stored reason: " << row->reason << std::endl;
+  EXPECT_NE(row->reason.find("stopped on request"), std::string::npos) << row->reason;
   for (const auto& h : cluster.hosts())
-    EXPECT_EQ(training_processes(cluster, h.name), std::vector<std::string>{}) << h.name;
+    EXPECT_NE(row->reason.find(h.name), std::string::npos) << row->reason;
+  const auto lower = QString::fromStdString(row->reason).toLower().toStdString();
+  EXPECT_EQ(lower.find("gloo"), std::string::npos) << row->reason;
+  EXPECT_EQ(lower.find("connection reset"), std::string::npos) << row->reason;
+  EXPECT_NE(output.find(row->reason), std::string::npos) << output;
   expect_complete_per_node(control.store(), run, cluster.hosts());
 }
 

@@ -424,5 +424,27 @@ TEST(Agent, RunOutlivesItsSessionAndResumesFromAnySeq) {
   expect_contiguous(after, last + 1);
 }
 
+// A second controller (`flotilla kill` beside `flotilla run`) resumes from
+// what the first one stored, which may already hold the node's run_end: it
+// must still hear that the run is over on this node, or it waits in vain.
+TEST(Agent, AResumeAfterTheStoredEndStillSendsTheEnd) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  agent.send(start_message("run-ended", 3, free_tcp_port()));
+  const auto first = agent.until(is_end, std::chrono::seconds(120));
+  ASSERT_FALSE(first.empty());
+  ASSERT_TRUE(is_end(first.back()));
+  const int64_t end_seq = first.back()["seq"];
+  AgentProcess again(home.path());
+  again.hello();
+  again.send({{"v", 1}, {"type", "resume"}, {"run", "run-ended"}, {"after_seq", end_seq}});
+  const auto after = again.until(is_end, std::chrono::seconds(20));
+  ASSERT_EQ(after.size(), 1u) << "only the end, which the controller already stored";
+  EXPECT_TRUE(is_end(after.front()));
+  EXPECT_EQ(after.front()["seq"], end_seq);
+  EXPECT_EQ(after.front()["outcome"], "finished");
+}
+
 }  // namespace
 }  // namespace flotilla::testing

@@ -35,7 +35,8 @@ class ControllerObserver {
   // A state is stored; for an end, every record before it is stored too.
   virtual void state_changed(const std::string& /*run*/, RunState /*state*/,
                              const std::string& /*reason*/) {}
-  // Something that is not a run's state: a malformed line, a lost agent.
+  // Something that is not a run's state: a malformed line, a lost agent, a
+  // database that refuses the records (said again when it takes them).
   virtual void problem(const std::string& /*message*/) {}
 };
 
@@ -108,6 +109,7 @@ class Controller {
   Store& store_;
   ControllerOptions options_;
   ControllerObserver* observer_ = nullptr;
+  int store_listener_ = -1;  // the store's refusals, told to the observer
   mutable std::mutex mutex_;
   std::condition_variable ended_changed_;
   std::set<std::string> ended_;     // runs whose end this controller stored

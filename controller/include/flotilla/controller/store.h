@@ -9,15 +9,28 @@
 // the primary key (seq counts per run on each node's agent; with the one
 // `local` node that is the pair (run, seq)), and a record seen again after a
 // reattach is ignored.
+//
+// Each queued write is all or nothing: a write of several statements runs in
+// a savepoint of its own inside the batch's transaction and is rolled back
+// alone when it fails (a record is one INSERT, which SQLite applies whole or
+// not at all). When the database refuses writes as a whole (another
+// connection holds its lock past the busy timeout, the file is read-only, the
+// disk is full), nothing of the batch is stored: every item goes back to the
+// front of the queue, in order, and is tried again until the database takes
+// it; the problem listeners hear of the refusal and of its end. Records are
+// never given up while the store lives; a write that a caller waits for gives
+// up after `write_patience`, and the caller gets the error.
 
 #include <QString>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -95,12 +108,33 @@ struct TransitionRow {
 
 int64_t now_ms();
 
+struct StoreOptions {
+  // How long one statement waits for another connection's lock before the
+  // batch counts as refused.
+  std::chrono::milliseconds busy_timeout{10000};
+  // The pause between tries while the database refuses writes.
+  std::chrono::milliseconds retry_interval{1000};
+  // How long a write that a caller waits for (a run created, a state stored)
+  // is retried before the caller gets the error; records are retried for as
+  // long as the store lives.
+  std::chrono::milliseconds write_patience{30000};
+};
+
+// The database refused the queued writes, or takes them again.
+struct StoreProblem {
+  std::string message;            // names the database and what it said
+  std::vector<std::string> runs;  // the runs whose records wait in the queue
+  bool resolved = false;          // the database took every write that waited
+};
+
 class Store {
  public:
   // Opens (creating when missing) and migrates the database at `path`. Throws
   // StoreError naming the file and what went wrong.
-  explicit Store(QString path);
-  ~Store();  // commits everything queued, then stops the writer
+  explicit Store(QString path, StoreOptions options = {});
+  // Commits everything queued, then stops the writer. A database that still
+  // refuses writes is given `write_patience`; what it never took is reported.
+  ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
@@ -151,6 +185,14 @@ class Store {
   // Transactions the writer has committed: a burst of records is one, not one each.
   int64_t commits() const { return commits_; }
 
+  // Told, on the writer thread, when the database refuses queued writes and
+  // when it takes them again. Without a listener the problem goes to stderr.
+  // A listener must not wait on this store (flush, a write): the writer is
+  // the one calling it.
+  using ProblemListener = std::function<void(const StoreProblem&)>;
+  int add_problem_listener(ProblemListener listener);  // returns an id for removing it
+  void remove_problem_listener(int id);
+
  private:
   using Write = std::function<void(QSqlDatabase&)>;
   struct QueuedRecord {
@@ -160,16 +202,30 @@ class Store {
   struct Item {
     std::variant<QueuedRecord, Write> what;
     std::shared_ptr<std::promise<void>> done;  // set after the commit
+    // When the database first refused it (the epoch: never): a waited-for
+    // write is given up `write_patience` after.
+    std::chrono::steady_clock::time_point refused_since{};
   };
   // Runs `write` on the writer thread in order and waits for its commit;
   // rethrows what it threw.
   void write_and_wait(Write write);
   void writer_loop();
+  // One try at `batch` in one transaction; each item's own failure in
+  // `errors`. Returns why the database refused the batch as a whole (then
+  // nothing of it is stored), empty once committed.
+  std::string commit(QSqlDatabase& db, std::deque<Item>& batch,
+                     std::vector<std::exception_ptr>& errors);
   template <typename F>
   auto with_reader(F&& read) const;
 
+  void report(const StoreProblem& problem);
+
   QString path_;
+  StoreOptions options_;
   QString writer_connection_;
+  std::mutex listeners_mutex_;
+  std::map<int, ProblemListener> listeners_;
+  int next_listener_ = 0;
   mutable std::mutex mutex_;
   std::condition_variable queued_;
   std::deque<Item> queue_;

@@ -1,0 +1,257 @@
+// The store's one writer thread: batches of queued writes, each write all or
+// nothing, and a database that refuses writes waited out without losing or
+// reordering anything queued.
+#include <QSqlDatabase>
+#include <QSqlError>
+#include <QSqlQuery>
+
+#include <iostream>
+#include <iterator>
+#include <set>
+#include <thread>
+
+#include "flotilla/controller/store.h"
+#include "migrations.h"
+#include "sql_query.h"
+
+namespace flotilla::controller {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+// WAL, so that readers never wait for the writer; NORMAL sync, which WAL
+// keeps safe; foreign keys, which SQLite leaves off unless asked.
+void open_writer(QSqlDatabase& db, const QString& path, std::chrono::milliseconds busy_timeout) {
+  open_connection(db, path, false, busy_timeout);
+  SqlQuery pragmas(db, path);
+  pragmas.run("PRAGMA journal_mode = WAL");
+  pragmas.run("PRAGMA synchronous = NORMAL");
+  pragmas.run("PRAGMA foreign_keys = ON");
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  return QString::number(ms.count() / 1000.0, 'g', 3).toStdString() + " s";
+}
+
+std::string joined(const std::set<std::string>& runs) {
+  std::string text;
+  for (const auto& run : runs) text += (text.empty() ? "" : ", ") + run;
+  return text;
+}
+
+}  // namespace
+
+void Store::append_record(const std::string& run, RecordRow record) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({QueuedRecord{run, std::move(record)}, nullptr, {}});
+  }
+  queued_.notify_one();
+}
+
+void Store::flush() {
+  write_and_wait([](QSqlDatabase&) {});
+}
+
+void Store::write_and_wait(Write write) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto future = done->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({std::move(write), done, {}});
+  }
+  queued_.notify_one();
+  future.get();
+}
+
+int Store::add_problem_listener(ProblemListener listener) {
+  std::lock_guard lock(listeners_mutex_);
+  listeners_[next_listener_] = std::move(listener);
+  return next_listener_++;
+}
+
+void Store::remove_problem_listener(int id) {
+  std::lock_guard lock(listeners_mutex_);
+  listeners_.erase(id);
+}
+
+void Store::report(const StoreProblem& problem) {
+  std::lock_guard lock(listeners_mutex_);
+  if (listeners_.empty()) std::cerr << "flotilla: " << problem.message << std::endl;
+  for (auto& [id, listener] : listeners_) listener(problem);
+}
+
+std::string Store::commit(QSqlDatabase& db, std::deque<Item>& batch,
+                          std::vector<std::exception_ptr>& errors) {
+  SqlQuery transaction(db, path_);
+  try {
+    transaction.run("BEGIN IMMEDIATE");
+    QSqlQuery insert(db);
+    insert.prepare(
+        "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
+        "VALUES (?, ?, ?, ?, ?, ?)");
+    for (size_t i = 0; i < batch.size(); ++i) {
+      errors[i] = nullptr;
+      if (auto* r = std::get_if<QueuedRecord>(&batch[i].what)) {
+        insert.addBindValue(qs(r->run));
+        insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.seq));
+        insert.addBindValue(qs(r->record.node));
+        insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.rank));
+        insert.addBindValue(qs(r->record.type));
+        insert.addBindValue(qs(r->record.body));
+        if (insert.exec()) continue;
+        const std::string why = insert.lastError().text().toStdString();
+        if (refuses_writes(insert.lastError()))
+          throw DatabaseRefused("database " + path_.toStdString() + ": " + why);
+        // The record's own fault (no such run): no retry would store it.
+        errors[i] = std::make_exception_ptr(StoreError(
+            "record " + r->run + "#" + std::to_string(r->record.seq) + " of node " +
+            r->record.node + " cannot be stored in " + path_.toStdString() + ": " + why));
+        continue;
+      }
+      // A write of several statements is undone alone when it fails.
+      transaction.run("SAVEPOINT queued_write");
+      try {
+        std::get<Write>(batch[i].what)(db);
+        transaction.run("RELEASE queued_write");
+      } catch (const DatabaseRefused&) {
+        throw;
+      } catch (...) {
+        errors[i] = std::current_exception();
+        transaction.run("ROLLBACK TO queued_write");
+        transaction.run("RELEASE queued_write");
+      }
+    }
+    transaction.run("COMMIT");
+    return {};
+  } catch (const std::exception& e) {
+    // SQLite may have rolled back already (a full disk, an I/O error).
+    QSqlQuery(db).exec("ROLLBACK");
+    return e.what();
+  }
+}
+
+void Store::writer_loop() {
+  struct Remove {
+    QString name;
+    ~Remove() { QSqlDatabase::removeDatabase(name); }
+  } remove{writer_connection_};
+  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", writer_connection_);
+  try {
+    open_writer(db, path_, options_.busy_timeout);
+    migrate(db);
+  } catch (const std::exception& e) {
+    open_error_ = e.what();
+    writer_ready_.set_value();
+    return;
+  }
+  writer_ready_.set_value();
+
+  bool refused = false;  // the database refuses writes, since `refused_since`
+  Clock::time_point refused_since{};
+  std::string reported_refusal;
+  for (;;) {
+    std::deque<Item> batch;
+    bool stopping = false;
+    {
+      std::unique_lock lock(mutex_);
+      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) break;  // stopping, and everything is committed
+      batch.swap(queue_);
+      stopping = stopping_;
+    }
+    std::vector<std::exception_ptr> errors(batch.size());
+    const std::string refusal = commit(db, batch, errors);
+    if (refusal.empty()) {
+      ++commits_;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (batch[i].done) {
+          if (errors[i])
+            batch[i].done->set_exception(errors[i]);
+          else
+            batch[i].done->set_value();
+        } else if (errors[i]) {
+          try {
+            std::rethrow_exception(errors[i]);
+          } catch (const std::exception& e) {
+            report({e.what(), {std::get<QueuedRecord>(batch[i].what).run}, false});
+          }
+        }
+      }
+      if (refused) {
+        refused = false;
+        reported_refusal.clear();
+        report({"database " + path_.toStdString() +
+                    " takes writes again: every record that waited is stored",
+                {},
+                true});
+      }
+      continue;
+    }
+
+    // Refused: nothing of the batch is stored. It goes back to the front of
+    // the queue, in order, except the waited-for writes that are out of
+    // patience, whose callers get the error.
+    const auto now = Clock::now();
+    if (!refused) refused_since = now;
+    refused = true;
+    const bool closing_out_of_patience = stopping && now - refused_since >= options_.write_patience;
+    std::deque<Item> kept;
+    std::set<std::string> runs;
+    int64_t records = 0;
+    for (auto& item : batch) {
+      if (item.refused_since == Clock::time_point{}) item.refused_since = now;
+      if (item.done && now - item.refused_since >= options_.write_patience) {
+        item.done->set_exception(std::make_exception_ptr(
+            StoreError(refusal + "; gave up after " + seconds_text(options_.write_patience))));
+        continue;
+      }
+      if (const auto* r = std::get_if<QueuedRecord>(&item.what)) {
+        runs.insert(r->run);
+        ++records;
+      }
+      kept.push_back(std::move(item));
+    }
+    if (closing_out_of_patience) {
+      // The store is closing: what the database never took is said, not kept.
+      if (records > 0)
+        report({"database " + path_.toStdString() + " still refuses writes as it closes (" +
+                    refusal + "): " + std::to_string(records) + " record(s) of run(s) " +
+                    joined(runs) +
+                    " are not stored; they remain in the agents' spools, from where "
+                    "`flotilla attach` fetches them while a run is live",
+                {runs.begin(), runs.end()},
+                false});
+      continue;
+    }
+    if (refusal != reported_refusal && records > 0) {
+      reported_refusal = refusal;
+      report({"database " + path_.toStdString() + " refuses writes (" + refusal + "); " +
+                  std::to_string(records) + " record(s) of run(s) " + joined(runs) +
+                  " wait in the queue and are tried again every " +
+                  seconds_text(options_.retry_interval),
+              {runs.begin(), runs.end()},
+              false});
+    }
+    {
+      std::lock_guard lock(mutex_);
+      queue_.insert(queue_.begin(), std::make_move_iterator(kept.begin()),
+                    std::make_move_iterator(kept.end()));
+    }
+    // A file made writable again is only written through a new connection.
+    db.close();
+    try {
+      open_writer(db, path_, options_.busy_timeout);
+    } catch (const std::exception&) {
+      // Still refused: the next try says so.
+    }
+    std::this_thread::sleep_for(options_.retry_interval);
+  }
+  db.close();
+}
+
+}  // namespace flotilla::controller
