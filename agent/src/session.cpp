@@ -96,7 +96,8 @@ void Session::handle(const protocol::Message& message) {
     greeted_ = true;
     send(protocol::Hello{"agent",
                          options_.software,
-                         {"start", "stop", "status", "resume", "system-metrics", "probe"}});
+                         {"start", "stop", "status", "resume", "system-metrics", "probe",
+                          protocol::kAllreduceBenchCapability}});
     return;
   }
   if (!greeted_) {

@@ -42,6 +42,24 @@ sigset_t supervisor_signals() {
 
 using Clock = std::chrono::steady_clock;
 
+// A rank's command line: training, or the all-reduce sweep of `nodes bench`
+// with the limits the controller set (the engine's defaults for the rest).
+std::vector<std::string> train_arguments(const protocol::StartRun& start, const std::string& binary,
+                                         const std::string& config_file) {
+  std::vector<std::string> argv{binary, "--config", config_file, "--records", "-"};
+  if (start.mode != protocol::RunMode::allreduce_bench) return argv;
+  argv.push_back("--allreduce-bench");
+  for (const auto& [flag, value] : {std::pair{"--min-bytes", start.bench.min_bytes},
+                                    {"--max-bytes", start.bench.max_bytes},
+                                    {"--iterations", start.bench.iterations},
+                                    {"--warmup", start.bench.warmup}})
+    if (value > 0) {
+      argv.push_back(flag);
+      argv.push_back(std::to_string(value));
+    }
+  return argv;
+}
+
 struct Rank {
   int64_t rank = 0;
   ChildProcess process;
@@ -95,14 +113,14 @@ class Supervisor {
       auto r = std::make_unique<Rank>();
       r->rank = rank;
       r->log.open(dir_.rank_log(rank), std::ios::app);
-      r->process = spawn_in_new_group({options_.train_binary.string(), "--config",
-                                       dir_.config_file().string(), "--records", "-"},
-                                      {{"RANK", std::to_string(rank)},
-                                       {"WORLD_SIZE", std::to_string(start_.world_size)},
-                                       {"LOCAL_RANK", std::to_string(local++)},
-                                       {"MASTER_ADDR", start_.master_addr},
-                                       {"MASTER_PORT", std::to_string(start_.master_port)},
-                                       {"FLOTILLA_RUN", start_.run}});
+      r->process = spawn_in_new_group(
+          train_arguments(start_, options_.train_binary.string(), dir_.config_file().string()),
+          {{"RANK", std::to_string(rank)},
+           {"WORLD_SIZE", std::to_string(start_.world_size)},
+           {"LOCAL_RANK", std::to_string(local++)},
+           {"MASTER_ADDR", start_.master_addr},
+           {"MASTER_PORT", std::to_string(start_.master_port)},
+           {"FLOTILLA_RUN", start_.run}});
       pgids_.push_back(r->process.pid);
       ranks_.push_back(std::move(r));
     }

@@ -1,5 +1,6 @@
 #include "agent_link.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace flotilla::controller {
@@ -41,6 +42,7 @@ AgentLink::AgentLink(std::string node, std::unique_ptr<Transport> transport, Lin
     throw std::runtime_error("node " + node_ + ": the agent speaks protocol version " +
                              std::to_string(hello->version) + ", this controller " +
                              std::to_string(protocol::kVersion));
+  capabilities_ = hello->capabilities;
   for (auto& m : early) events_.on_message(m);
   reader_ = std::thread([this] { read_loop(); });
 }
@@ -49,6 +51,10 @@ AgentLink::~AgentLink() {
   closing_ = true;
   transport_->close();
   if (reader_.joinable()) reader_.join();
+}
+
+bool AgentLink::has_capability(const std::string& capability) const {
+  return std::find(capabilities_.begin(), capabilities_.end(), capability) != capabilities_.end();
 }
 
 bool AgentLink::send(const protocol::Message& message) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "flotilla/protocol/line_buffer.h"
 #include "flotilla/protocol/messages.h"
@@ -37,6 +38,8 @@ class AgentLink {
   // False once the agent's end is gone.
   bool send(const protocol::Message& message);
   bool open() const { return open_; }
+  // What the agent's hello said it can do ("start", "probe", ...).
+  bool has_capability(const std::string& capability) const;
   int64_t malformed_lines() const { return malformed_; }
 
  private:
@@ -46,6 +49,7 @@ class AgentLink {
   void report_malformed(const std::string& reason);
 
   std::string node_;
+  std::vector<std::string> capabilities_;
   std::unique_ptr<Transport> transport_;
   LinkEvents events_;
   protocol::LineBuffer lines_;

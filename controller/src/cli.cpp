@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include "cli_compare.h"
 #include "cli_nodes.h"
 
 #include <unistd.h>
@@ -301,6 +302,8 @@ int run_cli(int argc, char** argv) {
 
   NodeCommands node_commands;
   add_node_commands(app, node_commands);
+  CompareCommands compare_commands;
+  add_compare_commands(app, compare_commands);
 
   try {
     app.parse(argc, argv);
@@ -317,6 +320,7 @@ int run_cli(int argc, char** argv) {
     if (*show) return command_show(store, show_run, format);
     if (*kill) return command_kill(store, options, kill_run, grace_s);
     if (auto status = run_node_commands(store, node_commands, options.connect)) return *status;
+    if (auto status = run_compare_commands(store, compare_commands)) return *status;
     if (*list) return command_experiments_list(store);
     if (*import) return command_experiments_import(store, import_files, import_name);
     if (*export_) return command_experiments_export(store, export_name, export_output);

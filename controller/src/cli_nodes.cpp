@@ -80,6 +80,7 @@ void add_node_commands(CLI::App& app, NodeCommands& c) {
   c.remove->add_option("name", c.remove_name, "node name")->required();
   c.probe = nodes->add_subcommand("probe", "connect, deploy if needed, and ask what a node is");
   c.probe->add_option("names", c.probe_names, "nodes (default: all)");
+  add_bench_command(*nodes, c.bench);
 }
 
 std::optional<int> run_node_commands(Store& store, const NodeCommands& c,
@@ -92,6 +93,11 @@ std::optional<int> run_node_commands(Store& store, const NodeCommands& c,
     return kExitDone;
   }
   if (c.probe && *c.probe) return command_probe(store, c, connect);
+  if (bench_command_given(c.bench)) {
+    ControllerOptions options;
+    options.connect = connect;
+    return run_bench_command(store, c.bench, options);
+  }
   return std::nullopt;
 }
 

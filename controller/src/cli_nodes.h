@@ -1,5 +1,5 @@
 #pragma once
-// `flotilla nodes add|list|remove|probe`.
+// `flotilla nodes add|list|remove|probe|bench`.
 
 #include <CLI/CLI.hpp>
 
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_bench.h"
 #include "flotilla/controller/store.h"
 #include "node_connection.h"
 
@@ -20,6 +21,7 @@ struct NodeCommands {
   NodeRow new_node;
   std::string remove_name;
   std::vector<std::string> probe_names;
+  BenchCommand bench;
 };
 
 // Registers the `nodes` subcommands on `app`, filling `commands` when parsed.

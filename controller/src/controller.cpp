@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "agent_link.h"
+#include "flotilla/controller/link_bench.h"
 #include "flotilla/controller/nodes.h"
 #include "flotilla/controller/paths.h"
 #include "node_connection.h"
@@ -107,6 +108,34 @@ AgentLink& Controller::link_for(const std::string& node) {
 
 std::string Controller::start_run(const ExperimentConfig& config,
                                   std::optional<int64_t> experiment_id) {
+  return start(config, experiment_id, protocol::RunMode::train, {});
+}
+
+std::string Controller::start_link_bench(const LinkBenchRequest& request) {
+  // The ranks need a valid config to rendezvous and pick their device; the
+  // model and data are never built. Synthetic data needs no files.
+  ExperimentConfig config;
+  config.name = "link bench " + join_list(request.nodes);
+  config.strategy = Strategy::ddp;
+  config.dataset = DatasetKind::synthetic;
+  config.synthetic.shape = {1, 8, 8};
+  config.synthetic.train_samples = 16;
+  config.synthetic.test_samples = 16;
+  config.batch_size = 1;
+  config.max_steps = 1;
+  config.threads = 1;
+  config.nodes = request.nodes;
+  config.ranks_per_node = request.ranks_per_node;
+  config.device = request.device;
+  if (config.world_size() < 2)
+    throw ConfigError({"nodes: an all-reduce sweep needs at least 2 ranks, got " +
+                       std::to_string(config.world_size()) +
+                       "; name two or more nodes or give --ranks-per-node 2"});
+  return start(config, std::nullopt, protocol::RunMode::allreduce_bench, request.sweep);
+}
+
+std::string Controller::start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
+                              protocol::RunMode mode, const protocol::BenchOptions& bench) {
   auto problems = validate(config);
   for (auto& p : placement_problems(config, store_.nodes())) problems.push_back(std::move(p));
   if (!problems.empty()) throw ConfigError(problems);
@@ -120,6 +149,10 @@ std::string Controller::start_run(const ExperimentConfig& config,
   row.world_size = config.world_size();
   row.created_ms = now_ms();
   store_.create_run(row);
+  if (mode == protocol::RunMode::allreduce_bench)
+    add_link_bench(store_,
+                   {row.id, node_set_key(config.nodes), config.ranks_per_node,
+                    std::string(name_of(config.device)), row.created_ms, RunState::created});
   if (observer_) observer_->state_changed(row.id, RunState::created, "");
   move_run(row.id, RunState::starting);
   {
@@ -135,6 +168,15 @@ std::string Controller::start_run(const ExperimentConfig& config,
     for (const auto& node : config.nodes)
       connecting.push_back(std::async(std::launch::async, [this, node] { link_for(node); }));
     for (auto& c : connecting) c.get();
+    // Every node must understand the mode before any starts: an older agent
+    // would ignore it and train.
+    if (mode != protocol::RunMode::train)
+      for (const auto& node : config.nodes)
+        if (!link_for(node).has_capability(protocol::kAllreduceBenchCapability))
+          throw std::runtime_error("node " + node +
+                                   ": its agent predates the all-reduce sweep (no \"" +
+                                   protocol::kAllreduceBenchCapability +
+                                   "\" capability); deploy this Flotilla's agent there");
     const auto& first = config.nodes.front();
     std::string master_addr = "127.0.0.1";
     int master_port = 0;
@@ -155,6 +197,8 @@ std::string Controller::start_run(const ExperimentConfig& config,
       start.world_size = row.world_size;
       start.master_addr = master_addr;
       start.master_port = master_port;
+      start.mode = mode;
+      start.bench = bench;
       if (!link_for(node).send(start))
         throw std::runtime_error("node " + node + ": the agent went away before the start");
     }

@@ -140,6 +140,21 @@ auto Store::with_reader(F&& read) const {
   return read(q);
 }
 
+void Store::read_only(const std::function<void(QSqlDatabase&)>& read) const {
+  const QString name = unique_connection_name("read");
+  struct Remove {
+    QString name;
+    ~Remove() { QSqlDatabase::removeDatabase(name); }
+  } remove{name};
+  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
+  open_connection(db, path_, true, options_.busy_timeout);
+  read(db);
+}
+
+void Store::write_transaction(const std::function<void(QSqlDatabase&)>& write) {
+  write_and_wait(write);
+}
+
 int Store::schema_version() const {
   return with_reader([](Sql& q) {
     q.run("SELECT version FROM schema_version");

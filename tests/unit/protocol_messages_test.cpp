@@ -9,7 +9,15 @@ namespace {
 TEST(Messages, EveryTypeRoundTrips) {
   const std::vector<Message> messages = {
       Hello{"controller", "flotilla 0.1", {"start", "stop"}},
-      StartRun{"r1", "node-a", R"({"batch_size":8,"name":"x"})", {0, 1}, 4, "10.0.0.1", 29511},
+      StartRun{"r1",
+               "node-a",
+               R"({"batch_size":8,"name":"x"})",
+               {0, 1},
+               4,
+               "10.0.0.1",
+               29511,
+               RunMode::train,
+               {}},
       StopRun{"r1", 2.5},
       StatusRequest{"r1"},
       Resume{"r1", 41},
@@ -43,6 +51,46 @@ TEST(Messages, EveryTypeRoundTrips) {
   EXPECT_EQ(probe.gpus[0].name, "NVIDIA H100");
   EXPECT_EQ(probe.gpus[0].memory_bytes, 80LL << 30);
   EXPECT_EQ(probe.free_port, 29555);
+}
+
+TEST(Messages, StartRunCarriesTheBenchModeAndReadsOldStartsAsTraining) {
+  StartRun bench{"b1",
+                 "flh1",
+                 "{}",
+                 {0},
+                 3,
+                 "10.77.0.11",
+                 29600,
+                 RunMode::allreduce_bench,
+                 BenchOptions{8, 1 << 20, 20, 0}};
+  const auto line = encode(bench);
+  EXPECT_NE(line.find(R"("mode":"allreduce_bench")"), std::string::npos) << line;
+  EXPECT_EQ(line.find("warmup"), std::string::npos) << line;  // 0: the engine's default
+  const auto back = std::get<StartRun>(decode(line));
+  EXPECT_EQ(back.mode, RunMode::allreduce_bench);
+  EXPECT_EQ(back.bench.min_bytes, 8);
+  EXPECT_EQ(back.bench.max_bytes, 1 << 20);
+  EXPECT_EQ(back.bench.iterations, 20);
+  EXPECT_EQ(back.bench.warmup, 0);
+  // A training start is the line it always was: no mode, no bench.
+  StartRun train{"r1", "local", "{}", {0}, 1, "127.0.0.1", 29500, RunMode::train, {}};
+  EXPECT_EQ(encode(train).find("mode"), std::string::npos);
+  const auto old =
+      decode(R"({"v":1,"type":"start","run":"r1","config":{},"ranks":[0],"world_size":1})");
+  EXPECT_EQ(std::get<StartRun>(old).mode, RunMode::train);
+  EXPECT_THROW(
+      {
+        try {
+          decode(R"({"v":1,"type":"start","run":"r","config":{},"ranks":[0],"world_size":1,)"
+                 R"("mode":"dance"})");
+        } catch (const DecodeError& e) {
+          EXPECT_STREQ(
+              e.what(),
+              "field \"mode\": unknown run mode \"dance\" (known: train, allreduce_bench)");
+          throw;
+        }
+      },
+      DecodeError);
 }
 
 TEST(Messages, DecodeNamesWhatIsWrong) {

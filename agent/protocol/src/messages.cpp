@@ -46,6 +46,16 @@ struct Encoder {
               {"world_size", m.world_size},
               {"master_addr", m.master_addr},
               {"master_port", m.master_port}});
+    if (m.mode != RunMode::train) {
+      j["mode"] = name_of(m.mode);
+      json bench = json::object();
+      for (const auto& [name, value] : {std::pair{"min_bytes", m.bench.min_bytes},
+                                        {"max_bytes", m.bench.max_bytes},
+                                        {"iterations", m.bench.iterations},
+                                        {"warmup", m.bench.warmup}})
+        if (value > 0) bench[name] = value;
+      j["bench"] = bench;
+    }
     return j;
   }
   json operator()(const StopRun& m) const {
@@ -106,6 +116,10 @@ struct Encoder {
 
 }  // namespace
 
+std::string_view name_of(RunMode mode) {
+  return mode == RunMode::allreduce_bench ? "allreduce_bench" : "train";
+}
+
 std::string encode(const Message& message) {
   if (const auto* r = std::get_if<Record>(&message)) {
     // Records are the stream's bulk: the record object, already checked where it
@@ -145,13 +159,30 @@ Message decode(std::string_view line) {
   if (type == "start") {
     const auto config = j.find("config");
     if (config == j.end() || !config->is_object()) throw DecodeError("missing field \"config\"");
-    return StartRun{field<std::string>(j, "run"),
-                    optional_field<std::string>(j, "node", "local"),
-                    config->dump(),
-                    field<std::vector<int64_t>>(j, "ranks"),
-                    field<int64_t>(j, "world_size"),
-                    optional_field<std::string>(j, "master_addr", "127.0.0.1"),
-                    optional_field<int>(j, "master_port", 29500)};
+    StartRun start{field<std::string>(j, "run"),
+                   optional_field<std::string>(j, "node", "local"),
+                   config->dump(),
+                   field<std::vector<int64_t>>(j, "ranks"),
+                   field<int64_t>(j, "world_size"),
+                   optional_field<std::string>(j, "master_addr", "127.0.0.1"),
+                   optional_field<int>(j, "master_port", 29500),
+                   RunMode::train,
+                   {}};
+    const auto mode = optional_field<std::string>(j, "mode", "train");
+    if (mode == name_of(RunMode::allreduce_bench))
+      start.mode = RunMode::allreduce_bench;
+    else if (mode != name_of(RunMode::train))
+      throw DecodeError("field \"mode\": unknown run mode \"" + mode +
+                        "\" (known: train, allreduce_bench)");
+    if (const auto bench = j.find("bench"); bench != j.end()) {
+      if (!bench->is_object())
+        throw DecodeError("field \"bench\" has the wrong type: " + bench->dump());
+      start.bench = {optional_field<int64_t>(*bench, "min_bytes", 0),
+                     optional_field<int64_t>(*bench, "max_bytes", 0),
+                     optional_field<int64_t>(*bench, "iterations", 0),
+                     optional_field<int64_t>(*bench, "warmup", 0)};
+    }
+    return start;
   }
   if (type == "stop")
     return StopRun{field<std::string>(j, "run"), optional_field<double>(j, "grace_s", 5.0)};

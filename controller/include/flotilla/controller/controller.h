@@ -61,6 +61,18 @@ class Controller {
   // named); a node that cannot be reached makes the run `failed`, not a throw.
   std::string start_run(const ExperimentConfig& config,
                         std::optional<int64_t> experiment_id = std::nullopt);
+  // Starts `flotilla nodes bench`: a run over `nodes` whose ranks run the
+  // engine's all-reduce size sweep instead of training, stored in
+  // link_benches (link_bench.h); returns the run id. Throws ConfigError for
+  // nodes that cannot host it (unknown, "local" beside others, fewer than
+  // 2 ranks). A node whose agent predates the sweep fails the run, saying so.
+  struct LinkBenchRequest {
+    std::vector<std::string> nodes;
+    int64_t ranks_per_node = 1;
+    DeviceKind device = DeviceKind::cpu;
+    protocol::BenchOptions sweep;  // 0s: the engine's defaults
+  };
+  std::string start_link_bench(const LinkBenchRequest& request);
   // Asks every node of the run to stop it (SIGTERM, SIGKILL after grace_s);
   // the end, `killed` once no process is left, comes through the stream.
   // Returns false when the run had already ended. Throws for an unknown run.
@@ -87,6 +99,9 @@ class Controller {
   void trust_host_key(const std::string& node);
 
  private:
+  // Stores a run of `config` and starts its ranks in `mode`.
+  std::string start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
+                    protocol::RunMode mode, const protocol::BenchOptions& bench);
   AgentLink& link_for(const std::string& node);
   std::unique_ptr<Transport> open_transport(const std::string& node);
   // The node's answer to a probe over its link (a free port for a rendezvous).

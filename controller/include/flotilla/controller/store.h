@@ -182,6 +182,13 @@ class Store {
   bool transition(const std::string& run, RunState to, const std::string& reason = {});
   void append_record(const std::string& run, RecordRow record);  // does not wait
   void flush();  // waits until everything queued so far is committed
+
+  // For the controller's other tables (link_bench.h): `write` runs on the
+  // writer thread in its turn, inside the transaction of its batch, and is
+  // waited for (what it throws is rethrown here); `read` gets a read-only
+  // connection of its own.
+  void write_transaction(const std::function<void(QSqlDatabase&)>& write);
+  void read_only(const std::function<void(QSqlDatabase&)>& read) const;
   // Transactions the writer has committed: a burst of records is one, not one each.
   int64_t commits() const { return commits_; }
 

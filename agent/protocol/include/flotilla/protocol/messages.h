@@ -22,6 +22,23 @@ struct Hello {
   int version = kVersion;
 };
 
+// What a run's ranks do. `allreduce_bench` is `flotilla nodes bench`: the
+// ranks run `flotilla-train --allreduce-bench`, an all-reduce size sweep,
+// instead of training. Only an agent whose hello lists the capability
+// kAllreduceBenchCapability understands it; the controller asks no other
+// (an older agent would ignore the mode and train).
+enum class RunMode { train, allreduce_bench };
+std::string_view name_of(RunMode mode);
+inline constexpr const char* kAllreduceBenchCapability = "allreduce-bench";
+
+// The sweep's limits; 0 leaves each to the engine's default.
+struct BenchOptions {
+  int64_t min_bytes = 0;
+  int64_t max_bytes = 0;
+  int64_t iterations = 0;
+  int64_t warmup = 0;
+};
+
 struct StartRun {
   std::string run;
   std::string node = "local";
@@ -30,6 +47,9 @@ struct StartRun {
   int64_t world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Sent only when not `train`, so that a training start reads as it always did.
+  RunMode mode = RunMode::train;
+  BenchOptions bench;
 };
 
 struct StopRun {

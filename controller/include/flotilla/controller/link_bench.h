@@ -1,0 +1,61 @@
+#pragma once
+// The link roofline: `flotilla nodes bench` runs the engine's all-reduce size
+// sweep (`flotilla-train --allreduce-bench`, nccl-tests' algbw and busbw per
+// message size) as a run of its own over a set of nodes. The sweep's numbers
+// are that run's `bench` records; the link_benches table (migration 0006)
+// says which runs are sweeps and over which nodes, so that the compare
+// table finds the sweep of a training run's nodes.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flotilla/controller/store.h"
+
+namespace flotilla::controller {
+
+struct LinkBenchRow {
+  std::string run_id;
+  std::string node_set;  // node_set_key() of the nodes
+  int64_t ranks_per_node = 1;
+  std::string device = "cpu";
+  int64_t created_ms = 0;
+  RunState state = RunState::created;  // the sweep run's state
+};
+
+// One message size of the sweep, from the lowest rank's bench record.
+struct LinkBenchPoint {
+  int64_t bytes = 0;
+  int64_t ranks = 0;
+  double time_us = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+};
+
+struct LinkBench {
+  LinkBenchRow row;
+  std::vector<LinkBenchPoint> points;  // by size
+};
+
+// The node names sorted and comma-joined: one key for a set of nodes.
+std::string node_set_key(std::vector<std::string> nodes);
+
+void add_link_bench(Store& store, const LinkBenchRow& row);
+// Every sweep, or those over `node_set`, newest first.
+std::vector<LinkBenchRow> link_benches(const Store& store,
+                                       const std::optional<std::string>& node_set = {});
+// The sweep's sizes, read from the run's `bench` records (all-reduce only).
+std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::string& run);
+// The newest finished sweep over exactly `nodes` that has points, preferring
+// one with `ranks` ranks in all (a training run's world size) when one exists.
+std::optional<LinkBench> latest_link_bench(const Store& store,
+                                           const std::vector<std::string>& nodes,
+                                           std::optional<int64_t> ranks = std::nullopt);
+
+// The sweep as an aligned table for the console: size, time, algbw, busbw.
+std::string link_bench_table(const LinkBench& bench);
+// "8 B", "64 KiB", "256 MiB".
+std::string byte_size_text(double bytes);
+
+}  // namespace flotilla::controller

@@ -1,0 +1,73 @@
+// The compare table's columns: key, header, decimals and a one-line
+// definition each (docs/compare.md has them in full, with formulas).
+#include <algorithm>
+
+#include "flotilla/controller/compare.h"
+
+namespace flotilla::controller {
+
+const std::vector<CompareColumn>& compare_columns() {
+  static const std::vector<CompareColumn> columns{
+      {"run", "run", -1, "run id"},
+      {"experiment", "experiment", -1, "experiment name"},
+      {"outcome", "outcome", -1,
+       "finished, failed, killed, oom (with the batch size that failed), or running (live)"},
+      {"model", "model", -1, "config `model`"},
+      {"dataset", "dataset", -1, "config `dataset`"},
+      {"strategy", "strategy", -1, "config `strategy`"},
+      {"nodes", "nodes", 0, "number of nodes"},
+      {"ranks", "ranks", 0, "ranks (GPUs): ranks_per_node x nodes"},
+      {"batch", "batch/replica", 0, "config `batch_size`: per data-parallel replica"},
+      {"global_batch", "global batch", 0, "samples per step of the whole job"},
+      {"chunks", "chunks", 0, "pipeline micro-batches (pipelines only)"},
+      {"steps", "steps", 0, "step records of the lead rank"},
+      {"throughput", "samples/s", 1, "median of the job's samples/s after warm-up"},
+      {"step_ms", "step ms", 2, "median step_ms of the lead rank after warm-up"},
+      {"data_pct", "data %", 1, "data_ms as % of step time"},
+      {"forward_pct", "fwd %", 1, "forward_ms as % of step time"},
+      {"backward_pct", "bwd %", 1, "backward_ms as % of step time"},
+      {"comm_pct", "comm %", 1, "exposed comm_ms as % of step time"},
+      {"optimizer_pct", "opt %", 1, "optimizer_ms as % of step time"},
+      {"sent_mb", "sent MB/step", 3, "bytes sent per step per rank, in MB (1e6 bytes)"},
+      {"busbw_gbps", "busbw GB/s", 3, "median all-reduce bus bandwidth of the lead rank"},
+      {"comm_hidden_pct", "comm hidden %", 1, "1 - comm_ms / comm_busy_ms"},
+      {"peak_mem_mib", "peak mem MiB", 0,
+       "largest rank's peak memory (GPU: mem_peak; CPU: RSS), MiB"},
+      {"epoch_s", "epoch s", 1, "median epoch time, the first epoch left out when there are more"},
+      {"run_s", "run s", 1, "whole-run time (a live run: so far)"},
+      {"acc_test_pct", "test acc %", 2, "final acc_test"},
+      {"acc_test_repeats", "test acc % (repeats)", -1,
+       "mean±spread of final acc_test over the compared runs of the same config"},
+      {"speedup", "speed-up", 3, "throughput / baseline throughput"},
+      {"scaling_eff", "scaling eff", 3, "speed-up / (ranks / baseline ranks)"},
+      {"pipeline_eff_pct", "pipe eff %", 1, "median sum(busy_ms) / (stages x step_ms)"},
+      {"pipeline_bound_pct", "GPipe bound %", 1, "m / (m + p - 1)"},
+      {"compute_s", "compute s (est)", 1, "baseline epoch time x baseline ranks / ranks"},
+      {"comm_s", "comm s (est)", 1, "epoch time - compute s (est)"},
+      {"ring_gbps", "ring GB/s (est)", 3,
+       "2 N (P-1)/P bytes per step x steps per epoch / comm s (est)"},
+      {"link_busbw_gbps", "link busbw GB/s", 3,
+       "measured link busbw (nodes bench) at the run's all-reduce size"},
+      {"link_util_pct", "link util %", 1, "busbw / link busbw at the same size"},
+      {"notes", "notes", -1, "live, no steps, oom, failed, baseline, malformed records"},
+  };
+  return columns;
+}
+
+std::vector<std::string> default_compare_columns() {
+  std::vector<std::string> keys;
+  for (const auto& c : compare_columns())
+    if (c.key != "compute_s" && c.key != "comm_s" && c.key != "ring_gbps" &&
+        c.key != "link_busbw_gbps")
+      keys.push_back(c.key);
+  return keys;
+}
+
+const CompareColumn* find_compare_column(std::string_view key) {
+  const auto& columns = compare_columns();
+  const auto it = std::find_if(columns.begin(), columns.end(),
+                               [&](const CompareColumn& c) { return c.key == key; });
+  return it == columns.end() ? nullptr : &*it;
+}
+
+}  // namespace flotilla::controller

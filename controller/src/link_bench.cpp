@@ -1,0 +1,147 @@
+#include "flotilla/controller/link_bench.h"
+
+#include <QSqlDatabase>
+
+#include <algorithm>
+#include <iomanip>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "flotilla/protocol/experiment_config.h"
+#include "flotilla/protocol/numbers.h"
+#include "sql_query.h"
+
+namespace flotilla::controller {
+namespace {
+
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+std::string ss(const QVariant& v) {
+  return v.toString().toStdString();
+}
+
+// A bench record's point, or nothing for another operation or a malformed one.
+std::optional<LinkBenchPoint> point_of(const std::string& body) {
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || j.value("op", std::string()) != "allreduce") return std::nullopt;
+  auto number = [&](const char* name) -> std::optional<double> {
+    const auto it = j.find(name);
+    if (it == j.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  const auto bytes = number("bytes"), time_us = number("time_us"), algbw = number("algbw_gbps"),
+             busbw = number("busbw_gbps");
+  if (!bytes || !time_us || !algbw || !busbw || *bytes <= 0) return std::nullopt;
+  LinkBenchPoint p;
+  p.bytes = static_cast<int64_t>(*bytes);
+  p.ranks = static_cast<int64_t>(number("ranks").value_or(0));
+  p.time_us = *time_us;
+  p.algbw_gbps = *algbw;
+  p.busbw_gbps = *busbw;
+  return p;
+}
+
+}  // namespace
+
+std::string node_set_key(std::vector<std::string> nodes) {
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return join_list(nodes);
+}
+
+void add_link_bench(Store& store, const LinkBenchRow& row) {
+  store.write_transaction([&](QSqlDatabase& db) {
+    SqlQuery q(db, store.path());
+    q.run(
+        "INSERT INTO link_benches (run_id, node_set, ranks_per_node, device, created_ms) "
+        "VALUES (?, ?, ?, ?, ?)",
+        {qs(row.run_id), qs(row.node_set), QVariant::fromValue<qlonglong>(row.ranks_per_node),
+         qs(row.device), QVariant::fromValue<qlonglong>(row.created_ms)});
+  });
+}
+
+std::vector<LinkBenchRow> link_benches(const Store& store,
+                                       const std::optional<std::string>& node_set) {
+  std::vector<LinkBenchRow> rows;
+  store.read_only([&](QSqlDatabase& db) {
+    SqlQuery q(db, store.path());
+    const QString sql =
+        "SELECT b.run_id, b.node_set, b.ranks_per_node, b.device, b.created_ms, r.state "
+        "FROM link_benches b JOIN runs r ON r.id = b.run_id%1 "
+        "ORDER BY b.created_ms DESC, b.run_id DESC";
+    if (node_set)
+      q.run(sql.arg(" WHERE b.node_set = ?"), {qs(*node_set)});
+    else
+      q.run(sql.arg(""));
+    while (q.next()) {
+      LinkBenchRow r;
+      r.run_id = ss(q.at(0));
+      r.node_set = ss(q.at(1));
+      r.ranks_per_node = q.at(2).toLongLong();
+      r.device = ss(q.at(3));
+      r.created_ms = q.at(4).toLongLong();
+      r.state = run_state_from_name(ss(q.at(5))).value_or(RunState::failed);
+      rows.push_back(r);
+    }
+  });
+  return rows;
+}
+
+std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::string& run) {
+  std::map<int64_t, std::pair<int64_t, LinkBenchPoint>> by_size;  // bytes -> (rank, point)
+  for (const auto& record : store.records(run, RecordFilter{"bench", std::nullopt, std::nullopt})) {
+    const auto point = point_of(record.body);
+    if (!point) continue;
+    const auto it = by_size.find(point->bytes);
+    if (it == by_size.end() || record.rank < it->second.first)
+      by_size[point->bytes] = {record.rank, *point};
+  }
+  std::vector<LinkBenchPoint> points;
+  for (const auto& [bytes, ranked] : by_size) points.push_back(ranked.second);
+  return points;
+}
+
+std::optional<LinkBench> latest_link_bench(const Store& store,
+                                           const std::vector<std::string>& nodes,
+                                           std::optional<int64_t> ranks) {
+  std::optional<LinkBench> fallback;
+  for (const auto& row : link_benches(store, node_set_key(nodes))) {
+    if (row.state != RunState::finished) continue;
+    auto points = link_bench_points(store, row.run_id);
+    if (points.empty()) continue;
+    LinkBench bench{row, std::move(points)};
+    if (!ranks || bench.points.front().ranks == *ranks) return bench;
+    if (!fallback) fallback = std::move(bench);
+  }
+  return fallback;
+}
+
+std::string byte_size_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  const bool whole = bytes == static_cast<double>(static_cast<int64_t>(bytes));
+  return (whole ? format_fixed(bytes, 0) : format_fixed(bytes, 1)) + " " + units[unit];
+}
+
+std::string link_bench_table(const LinkBench& bench) {
+  std::ostringstream out;
+  out << "all-reduce over " << bench.row.node_set << " ("
+      << (bench.points.empty() ? 0 : bench.points.front().ranks) << " ranks, " << bench.row.device
+      << "), run " << bench.row.run_id << "\n";
+  out << std::right << std::setw(12) << "size" << std::setw(14) << "time us" << std::setw(14)
+      << "algbw GB/s" << std::setw(14) << "busbw GB/s"
+      << "\n";
+  for (const auto& p : bench.points)
+    out << std::setw(12) << byte_size_text(static_cast<double>(p.bytes)) << std::setw(14)
+        << format_fixed(p.time_us, 1) << std::setw(14) << format_fixed(p.algbw_gbps, 3)
+        << std::setw(14) << format_fixed(p.busbw_gbps, 3) << "\n";
+  return out.str();
+}
+
+}  // namespace flotilla::controller

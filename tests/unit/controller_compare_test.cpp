@@ -1,0 +1,466 @@
+// The compare table on a scratch database: every derived column against a
+// value computed by hand beside it, marked rows (OOM, live, no steps, failed),
+// bad input, the config diff and the formats.
+#include <gtest/gtest.h>
+
+#include <clocale>
+#include <nlohmann/json.hpp>
+
+#include "flotilla/controller/compare.h"
+#include "flotilla/controller/link_bench.h"
+#include "flotilla/protocol/experiment_config.h"
+#include "flotilla/protocol/metric_records.h"
+#include "flotilla/protocol/numbers.h"
+#include "temp_dir.h"
+
+namespace flotilla::controller {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+// A database holding runs made up record by record.
+class ScratchDb {
+ public:
+  ScratchDb() : store(QString::fromStdString((dir.path() / "flotilla.db").string())) {}
+
+  // A stored run of `config` that has moved through `states`.
+  std::string add_run(const std::string& id, const ExperimentConfig& config,
+                      std::vector<RunState> states = {RunState::starting, RunState::running,
+                                                      RunState::finished},
+                      const std::string& reason = {}) {
+    RunRow row;
+    row.id = id;
+    row.experiment_name = config.name;
+    row.config_json = to_json(config);
+    row.nodes = config.nodes;
+    row.world_size = config.world_size();
+    row.created_ms = now_ms();
+    store.create_run(row);
+    for (auto s : states) store.transition(id, s, is_terminal(s) ? reason : "");
+    return id;
+  }
+  void add(const std::string& run, int64_t rank, const std::string& type, const std::string& body) {
+    store.append_record(run, {++seq_[run], "local", rank, type, body});
+  }
+  // `steps` steps of `rank`, samples/s 100 + offset + step, 20 ms each
+  // (data 2, forward 6, backward 8, comm 3, optimizer 1).
+  void add_steps(const std::string& run, int64_t rank, int64_t steps, double offset,
+                 bool loss = true, double busbw = 0, int64_t bytes = 0) {
+    for (int64_t i = 1; i <= steps; ++i) {
+      records::Step s;
+      s.rank = rank;
+      s.step = i;
+      s.loss = loss ? std::optional<double>(1.0) : std::nullopt;
+      s.samples_per_s = 100.0 + offset + static_cast<double>(i);
+      s.data_ms = 2;
+      s.forward_ms = 6;
+      s.backward_ms = 8;
+      s.comm_ms = 3;
+      s.optimizer_ms = 1;
+      s.step_ms = 20;
+      s.comm_busy_ms = 12;
+      s.busbw_gbps = busbw;
+      s.bytes_sent = bytes;
+      s.comm_per_s = bytes > 0 ? 1 / 0.020 : 0;  // one all-reduce a step
+      add(run, rank, "step", records::to_line(s));
+    }
+  }
+  void add_epoch(const std::string& run, int64_t epoch, double epoch_s, double acc_test) {
+    records::Epoch e;
+    e.epoch = epoch;
+    e.epoch_s = epoch_s;
+    e.acc_test = acc_test;
+    add(run, 0, "epoch", records::to_line(e));
+  }
+  void add_end(const std::string& run, records::Outcome outcome, int64_t batch, double elapsed_s) {
+    records::End e;
+    e.outcome = outcome;
+    e.batch_size = batch;
+    e.elapsed_s = elapsed_s;
+    add(run, 0, "end", records::to_line(e));
+  }
+
+  TempDir dir;
+  Store store;
+
+ private:
+  std::map<std::string, int64_t> seq_;
+};
+
+ExperimentConfig ddp(int64_t ranks, int64_t batch = 32) {
+  ExperimentConfig c;
+  c.name = "ddp" + std::to_string(ranks);
+  c.strategy = Strategy::ddp;
+  c.ranks_per_node = ranks;
+  c.batch_size = batch;
+  return c;
+}
+
+const CompareRow& row_of(const CompareTable& t, const std::string& run) {
+  for (const auto& r : t.rows)
+    if (r.run.id == run) return r;
+  throw std::runtime_error("no row " + run);
+}
+
+std::optional<double> number(const CompareTable& t, const std::string& run,
+                             const std::string& key) {
+  const auto& cells = row_of(t, run).cells;
+  const auto it = cells.find(key);
+  return it == cells.end() ? std::nullopt : it->second.number;
+}
+
+std::string text(const CompareTable& t, const std::string& run, const std::string& key) {
+  return cell_text(t, row_of(t, run), key);
+}
+
+bool has_note(const CompareTable& t, const std::string& run, const std::string& start) {
+  for (const auto& n : row_of(t, run).notes)
+    if (n.rfind(start, 0) == 0) return true;
+  return false;
+}
+
+// Runs of 10 steps: warm-up leaves out 5, so samples/s is 106..110 + offset,
+// median 108 + offset.
+class TwoDdpRuns : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db.add_run("one", ddp(1));
+    db.add_steps("one", 0, 10, 0);
+    db.add_epoch("one", 0, 40.0, 0.80);
+    db.add_epoch("one", 1, 38.0, 0.85);
+    db.add_end("one", records::Outcome::finished, 32, 80.0);
+    db.add_run("two", ddp(2));
+    db.add_steps("two", 0, 10, 50, true, 0.5, 4'000'000);
+    db.add_steps("two", 1, 10, 0, true, 0.5, 4'000'000);
+    db.add_epoch("two", 0, 70.0, 0.79);
+    db.add_epoch("two", 1, 67.0, 0.84);
+    db.add_end("two", records::Outcome::finished, 32, 140.0);
+    db.store.flush();
+  }
+  ScratchDb db;
+};
+
+TEST_F(TwoDdpRuns, SpeedupAndEfficiencyAreRatiosOfTheStoredMedians) {
+  const auto t = compare_runs(db.store, {"one", "two"});
+  EXPECT_EQ(t.baseline, 0u);
+  EXPECT_TRUE(row_of(t, "one").baseline);
+  EXPECT_DOUBLE_EQ(*number(t, "one", "throughput"), 108.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "throughput"), 158.0);
+  EXPECT_DOUBLE_EQ(*number(t, "one", "speedup"), 1.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "speedup"), 158.0 / 108.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "scaling_eff"), 158.0 / 108.0 / 2.0);
+  // Batch per replica and the job's.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "batch"), 32.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "global_batch"), 64.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "ranks"), 2.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "nodes"), 1.0);
+  EXPECT_EQ(text(t, "two", "chunks"), "—");  // not a pipeline
+  // 2, 6, 8, 3, 1 of every 20 ms.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "step_ms"), 20.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "data_pct"), 10.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "forward_pct"), 30.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "backward_pct"), 40.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "comm_pct"), 15.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "optimizer_pct"), 5.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "comm_hidden_pct"), 75.0);  // 1 - 3/12
+  EXPECT_DOUBLE_EQ(*number(t, "two", "sent_mb"), 4.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "busbw_gbps"), 0.5);
+  EXPECT_FALSE(number(t, "one", "busbw_gbps"));
+  // The first epoch is warm-up when there are more: 38 and 67 s.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "epoch_s"), 67.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "run_s"), 140.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "acc_test_pct"), 84.0);
+  // Seed 004's split: compute 38 x 1 / 2 = 19 s, communication 67 - 19 = 48 s,
+  // and 2 x 4e6 x (2-1)/2 bytes a step x 0 steps an epoch: no start record, no rate.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "compute_s"), 19.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "comm_s"), 48.0);
+  EXPECT_FALSE(number(t, "two", "ring_gbps"));
+}
+
+TEST_F(TwoDdpRuns, ABaselineWithMoreRanksGivesEfficiencyAboveTheRatio) {
+  CompareOptions options;
+  options.baseline = "two";
+  const auto t = compare_runs(db.store, {"one", "two"}, options);
+  EXPECT_EQ(t.baseline, 1u);
+  EXPECT_DOUBLE_EQ(*number(t, "one", "speedup"), 108.0 / 158.0);
+  EXPECT_DOUBLE_EQ(*number(t, "one", "scaling_eff"), 108.0 / 158.0 / 0.5);
+  EXPECT_TRUE(has_note(t, "two", "baseline"));
+}
+
+TEST_F(TwoDdpRuns, RingBandwidthUsesTheStepsOfAnEpoch) {
+  records::Start start;
+  start.steps_per_epoch = 1563;
+  db.add("two", 0, "start", records::to_line(start));
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"one", "two"});
+  // 2 x 4e6 x 1/2 bytes x 1563 steps / 48 s = 130.25 MB/s.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "ring_gbps"), 4e6 * 1563 / 48.0 / 1e9);
+}
+
+TEST_F(TwoDdpRuns, OomRowKeepsTheBatchThatFailedAndNoNumbers) {
+  db.add_run("big", ddp(1, 512), {RunState::starting, RunState::running, RunState::oom},
+             "out of memory");
+  db.add_end("big", records::Outcome::oom, 512, 3.0);
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"one", "big"});
+  EXPECT_EQ(text(t, "big", "outcome"), "oom (batch 512)");
+  EXPECT_TRUE(has_note(t, "big", "oom at batch 512"));
+  EXPECT_DOUBLE_EQ(*number(t, "big", "batch"), 512.0);
+  for (const char* key : {"throughput", "speedup", "scaling_eff", "step_ms", "run_s"})
+    EXPECT_FALSE(number(t, "big", key)) << key;
+  EXPECT_EQ(text(t, "big", "speedup"), "—");
+}
+
+TEST_F(TwoDdpRuns, LiveRunIsComparedAsOfNowAndMarked) {
+  db.add_run("live", ddp(2), {RunState::starting, RunState::running});
+  db.add_steps("live", 0, 10, 20);
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"one", "live"});
+  EXPECT_TRUE(row_of(t, "live").live);
+  EXPECT_EQ(text(t, "live", "outcome"), "running");
+  EXPECT_TRUE(has_note(t, "live", "live"));
+  EXPECT_DOUBLE_EQ(*number(t, "live", "speedup"), 128.0 / 108.0);
+  EXPECT_GE(*number(t, "live", "run_s"), 0.0);  // since it started running, so far
+}
+
+TEST_F(TwoDdpRuns, RunWithoutStepsIsKeptWithoutDerivedNumbers) {
+  db.add_run("empty", ddp(2));
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"one", "empty"});
+  EXPECT_TRUE(has_note(t, "empty", "no steps"));
+  EXPECT_FALSE(number(t, "empty", "throughput"));
+  EXPECT_FALSE(number(t, "empty", "speedup"));
+  EXPECT_FALSE(number(t, "empty", "scaling_eff"));
+  EXPECT_TRUE(t.warnings.empty());
+}
+
+TEST_F(TwoDdpRuns, BaselineWithoutStepsGivesNoRatiosAndSaysWhy) {
+  db.add_run("empty", ddp(1));
+  db.store.flush();
+  CompareOptions options;
+  options.baseline = "empty";
+  const auto t = compare_runs(db.store, {"one", "two", "empty"}, options);
+  EXPECT_FALSE(number(t, "one", "speedup"));
+  EXPECT_FALSE(number(t, "two", "speedup"));
+  // Besides the missing link sweep of run two's nodes.
+  ASSERT_EQ(t.warnings.size(), 2u);
+  EXPECT_NE(t.warnings.front().find("baseline empty has no throughput"), std::string::npos);
+  EXPECT_NE(t.warnings.back().find("no link sweep of nodes local"), std::string::npos);
+}
+
+TEST_F(TwoDdpRuns, FailedRunKeepsItsNumbersAndItsReason) {
+  db.add_run("broke", ddp(2), {RunState::starting, RunState::running, RunState::failed},
+             "rank 1: connection reset\nmore detail");
+  db.add_steps("broke", 0, 10, 0);
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"one", "broke"});
+  EXPECT_TRUE(has_note(t, "broke", "failed: rank 1: connection reset"));
+  EXPECT_DOUBLE_EQ(*number(t, "broke", "throughput"), 108.0);
+}
+
+TEST_F(TwoDdpRuns, MalformedRecordsAreSkippedAndCounted) {
+  db.add("two", 0, "step", "{\"type\":\"step\",\"step_ms\":\"slow\"}");
+  db.add("two", 0, "step", "not json");
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"one", "two"});
+  EXPECT_TRUE(has_note(t, "two", "2 malformed records skipped"));
+  EXPECT_DOUBLE_EQ(*number(t, "two", "throughput"), 158.0);
+}
+
+TEST_F(TwoDdpRuns, BadInputNamesEveryProblem) {
+  try {
+    CompareOptions options;
+    options.columns = {"throughput", "speed"};
+    options.baseline = "three";
+    compare_runs(db.store, {"one", "nope", "two", "gone"}, options);
+    FAIL() << "no error";
+  } catch (const CompareError& e) {
+    const auto& p = e.problems();
+    ASSERT_EQ(p.size(), 4u) << e.what();
+    EXPECT_NE(p[0].find("unknown column \"speed\" (known: run, experiment"), std::string::npos);
+    EXPECT_NE(p[1].find("no run \"nope\""), std::string::npos);
+    EXPECT_NE(p[2].find("no run \"gone\""), std::string::npos);
+    EXPECT_NE(p[3].find("baseline \"three\" is not among the compared runs (one,nope,two,gone)"),
+              std::string::npos);
+  }
+  EXPECT_THROW(compare_runs(db.store, {}), CompareError);
+  EXPECT_THROW(runs_of_experiment(db.store, "no such experiment"), CompareError);
+  EXPECT_EQ(runs_of_experiment(db.store, "ddp2"), std::vector<std::string>{"two"});
+}
+
+TEST_F(TwoDdpRuns, ConfigDiffHoldsOnlyTheKeysThatDiffer) {
+  ExperimentConfig other = ddp(2);
+  other.name = "resnet";
+  other.model = ModelKind::resnet18;
+  other.optimizer.lr = 0.1;
+  db.add_run("resnet", other);
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"one", "two", "resnet"});
+  const std::vector<std::string> keys{"model", "name", "optimizer.lr", "ranks_per_node"};
+  EXPECT_EQ(t.config_diff.keys, keys);
+  EXPECT_EQ(t.config_diff.values[0],
+            (std::vector<std::string>{"small_cnn", "small_cnn", "resnet18"}));
+  EXPECT_EQ(t.config_diff.values[2], (std::vector<std::string>{"0.01", "0.01", "0.1"}));
+  EXPECT_EQ(t.config_diff.values[3], (std::vector<std::string>{"1", "2", "2"}));
+  // A key one config lacks differs too.
+  const auto diff = config_diff({R"({"a":1,"b":{"c":2}})", R"({"a":1})"});
+  EXPECT_EQ(diff.keys, std::vector<std::string>{"b.c"});
+  EXPECT_EQ(diff.values[0], (std::vector<std::string>{"2", "—"}));
+}
+
+TEST_F(TwoDdpRuns, RepeatsOfOneConfigShowTheirAccuracySpread) {
+  int seed = 1;
+  for (double acc : {0.9582, 0.9589, 0.9596}) {
+    auto c = ddp(4);
+    c.seed = static_cast<uint64_t>(seed);
+    const auto id = "rep" + std::to_string(seed++);
+    db.add_run(id, c);
+    db.add_epoch(id, 0, 10.0, acc);
+  }
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"one", "rep1", "rep2", "rep3"});
+  EXPECT_EQ(text(t, "rep2", "acc_test_repeats"), "95.89±0.07 (3 runs)");
+  EXPECT_EQ(text(t, "one", "acc_test_repeats"), "—");  // no repeat of its config
+}
+
+TEST(Compare, PipelineEfficiencyBesideTheGpipeBound) {
+  ScratchDb db;
+  ExperimentConfig c;
+  c.name = "pipe";
+  c.strategy = Strategy::pipeline;
+  c.ranks_per_node = 2;
+  c.chunks = 4;
+  db.add_run("pipe", c);
+  // Stage 0 computes 6 of 10 ms, stage 1 (the lead) 8 of 12: 14 / 24.
+  for (int64_t step = 1; step <= 20; ++step)
+    for (int64_t stage : {0, 1}) {
+      records::Step s;
+      s.rank = stage;
+      s.stage = stage;
+      s.step = step;
+      s.loss = stage == 1 ? std::optional<double>(0.5) : std::nullopt;
+      s.busy_ms = stage == 0 ? 6 : 8;
+      s.step_ms = stage == 0 ? 10 : 12;
+      s.samples_per_s = 40;
+      db.add("pipe", stage, "step", records::to_line(s));
+    }
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"pipe"});
+  EXPECT_DOUBLE_EQ(*number(t, "pipe", "pipeline_eff_pct"), 100.0 * 14.0 / 24.0);
+  EXPECT_DOUBLE_EQ(*number(t, "pipe", "pipeline_bound_pct"), 80.0);  // 4 / (4 + 2 - 1)
+  EXPECT_DOUBLE_EQ(*number(t, "pipe", "chunks"), 4.0);
+  EXPECT_DOUBLE_EQ(*number(t, "pipe", "global_batch"), 64.0);  // one replica
+}
+
+TEST(Compare, CpuMemoryIsTheLargestRankRssTheAgentsSaw) {
+  ScratchDb db;
+  db.add_run("mem", ddp(2));
+  db.add_steps("mem", 0, 6, 0);
+  db.add("mem", -1, "system", R"({"type":"system","rank_rss":{"0":104857600,"1":209715200}})");
+  db.add("mem", -1, "system", R"({"type":"system","rank_rss":{"0":157286400,"1":104857600}})");
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"mem"});
+  EXPECT_DOUBLE_EQ(*number(t, "mem", "peak_mem_mib"), 200.0);
+}
+
+TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
+  ScratchDb db;
+  // A sweep of the run's nodes: 1 KiB at 1 GB/s, 4 KiB at 3 GB/s.
+  auto bench = ddp(2);
+  bench.name = "link bench local";
+  db.add_run("sweep", bench);
+  add_link_bench(db.store,
+                 {"sweep", node_set_key({"local"}), 2, "cpu", now_ms(), RunState::finished});
+  db.add(
+      "sweep", 0, "bench",
+      R"({"type":"bench","op":"allreduce","bytes":1024,"time_us":5,"algbw_gbps":0.5,"busbw_gbps":1.0,"ranks":2})");
+  db.add(
+      "sweep", 1, "bench",
+      R"({"type":"bench","op":"allreduce","bytes":1024,"time_us":9,"algbw_gbps":0.1,"busbw_gbps":0.2,"ranks":2})");
+  db.add(
+      "sweep", 0, "bench",
+      R"({"type":"bench","op":"allreduce","bytes":4096,"time_us":5,"algbw_gbps":1.5,"busbw_gbps":3.0,"ranks":2})");
+  // The run all-reduces 2048 bytes a step at 1 GB/s busbw: the link gives
+  // 2 GB/s at 2 KiB (halfway in log size), so 50 %.
+  db.add_run("train", ddp(2));
+  db.add_steps("train", 0, 10, 0, true, 1.0, 2048);
+  db.store.flush();
+  CompareOptions options;
+  options.columns = {"run", "busbw_gbps", "link_busbw_gbps", "link_util_pct"};
+  const auto t = compare_runs(db.store, {"train", "sweep"}, options);
+  EXPECT_DOUBLE_EQ(*number(t, "train", "link_busbw_gbps"), 2.0);
+  EXPECT_DOUBLE_EQ(*number(t, "train", "link_util_pct"), 50.0);
+  EXPECT_TRUE(has_note(t, "sweep", "a link bench"));
+  EXPECT_TRUE(t.warnings.empty());
+
+  const auto stored = latest_link_bench(db.store, {"local"});
+  ASSERT_TRUE(stored.has_value());
+  ASSERT_EQ(stored->points.size(), 2u);
+  EXPECT_DOUBLE_EQ(stored->points[0].busbw_gbps, 1.0);  // rank 0's, not rank 1's
+  EXPECT_EQ(stored->points[1].bytes, 4096);
+  EXPECT_FALSE(latest_link_bench(db.store, {"flh1", "flh2"}).has_value());
+}
+
+TEST(Compare, LinkUtilisationWithoutASweepSaysHowToMeasureOne) {
+  ScratchDb db;
+  db.add_run("train", ddp(2));
+  db.add_steps("train", 0, 10, 0, true, 1.0, 2048);
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"train"});
+  EXPECT_FALSE(number(t, "train", "link_util_pct"));
+  ASSERT_EQ(t.warnings.size(), 1u);
+  EXPECT_NE(t.warnings[0].find("flotilla nodes bench local"), std::string::npos);
+}
+
+TEST_F(TwoDdpRuns, FormatsCarryTheSameNumbers) {
+  CompareOptions options;
+  options.columns = {"run", "ranks", "throughput", "speedup", "scaling_eff", "notes"};
+  const auto t = compare_runs(db.store, {"one", "two"}, options);
+
+  const auto md = format_compare(t, CompareFormat::markdown);
+  EXPECT_NE(md.find("| run | ranks | samples/s | speed-up | scaling eff | notes |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| --- | ---: | ---: | ---: | ---: | --- |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| two | 2 | 158.0 | 1.463 | 0.731 | — |"), std::string::npos) << md;
+  EXPECT_NE(md.find("### Config diff"), std::string::npos);
+
+  const auto csv = format_compare(t, CompareFormat::csv);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "run,ranks,throughput,speedup,scaling_eff,notes");
+  EXPECT_NE(csv.find("two,2,158," + format_number(158.0 / 108.0) + "," +
+                     format_number(158.0 / 108.0 / 2.0) + ","),
+            std::string::npos)
+      << csv;
+
+  const auto j = json::parse(format_compare(t, CompareFormat::json));
+  EXPECT_EQ(j["baseline"], "one");
+  EXPECT_DOUBLE_EQ(j["rows"][1]["values"]["speedup"].get<double>(), 158.0 / 108.0);
+  EXPECT_TRUE(j["rows"][1]["values"]["notes"].is_null());
+  EXPECT_EQ(j["rows"][0]["notes"][0], "baseline");
+  EXPECT_TRUE(j["config_diff"].contains("ranks_per_node"));
+
+  const auto table = format_compare(t, CompareFormat::table);
+  EXPECT_NE(table.find("baseline: one"), std::string::npos);
+}
+
+TEST_F(TwoDdpRuns, NumbersPrintWithAPointInAnyLocale) {
+  const std::string previous = std::setlocale(LC_ALL, nullptr);
+  bool comma = false;
+  for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8"})
+    if (std::setlocale(LC_ALL, name)) {
+      comma = true;
+      break;
+    }
+  if (!comma) GTEST_SKIP() << "no comma-decimal locale (scripts/setup.sh generates de_DE.UTF-8)";
+  const auto t = compare_runs(db.store, {"one", "two"});
+  const auto md = format_compare(t, CompareFormat::markdown);
+  const auto csv = format_compare(t, CompareFormat::csv);
+  std::setlocale(LC_ALL, previous.c_str());
+  EXPECT_NE(md.find("158.0"), std::string::npos);
+  EXPECT_EQ(md.find("158,0"), std::string::npos);
+  EXPECT_NE(csv.find(format_number(158.0 / 108.0)), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flotilla::controller
