@@ -1,6 +1,5 @@
 #include "cli_nodes.h"
 
-#include <future>
 #include <iomanip>
 #include <iostream>
 
@@ -42,50 +41,20 @@ int command_probe(Store& store, const NodeCommands& c, const ConnectOptions& opt
   auto names = c.probe_names;
   if (names.empty())
     for (const auto& n : store.nodes()) names.push_back(n.name);
-  std::vector<NodeRow> nodes;
-  for (const auto& name : names) {
-    auto node = store.node(name);
-    if (!node) {
+  for (const auto& name : names)
+    if (!store.node(name)) {
       std::cerr << "flotilla: no node \"" << name << "\"\n";
       return kExitBadInput;
     }
-    nodes.push_back(*node);
-  }
-  // Every node at once: probing N nodes costs about one node's time.
-  struct Outcome {
-    std::string line, error, probe_json;
-  };
-  std::vector<std::future<Outcome>> probing;
-  for (const auto& node : nodes)
-    probing.push_back(std::async(std::launch::async, [node, options] {
-      Outcome out;
-      try {
-        auto connection = NodeConnection::open(node, options);
-        const auto deployed = connection->deploy();
-        const auto probe = probe_agent(node.name, connection->start_agent());
-        out.probe_json = probe_to_json(probe);
-        out.line = node.name + ": " + probe_summary(out.probe_json);
-        if (!node.is_local())
-          out.line += "\n  bundle " + deployed.bundle_dir + ": " +
-                      (deployed.files_uploaded == 0
-                           ? std::string("already there, nothing uploaded")
-                           : std::to_string(deployed.files_uploaded) + " files, " +
-                                 std::to_string(deployed.bytes_uploaded) + " bytes uploaded");
-      } catch (const std::exception& e) {
-        out.error = node.name + ": " + e.what();
-      }
-      return out;
-    }));
   int status = kExitDone;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const auto out = probing[i].get();
-    if (!out.error.empty()) {
-      std::cerr << "flotilla: " << out.error << "\n";
+  for (const auto& out : probe_nodes(store, names, options)) {
+    if (!out.reached) {
+      std::cerr << "flotilla: " << out.node << ": " << out.error << "\n";
       status = kExitFailed;
       continue;
     }
-    store.save_probe(nodes[i].name, out.probe_json);
-    std::cout << out.line << "\n";
+    std::cout << out.node << ": " << probe_summary(out.probe_json) << "\n";
+    if (!out.deployed.empty()) std::cout << "  " << out.deployed << "\n";
   }
   return status;
 }

@@ -7,6 +7,7 @@
 
 #include "agent_link.h"
 #include "flotilla/controller/link_bench.h"
+#include "flotilla/controller/nodes.h"
 #include "flotilla/controller/paths.h"
 #include "node_connection.h"
 
@@ -261,40 +262,7 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
 }
 
 std::vector<std::string> Controller::hosting_problems(const ExperimentConfig& config) const {
-  std::vector<std::string> problems;
-  const auto nodes = store_.nodes();
-  std::vector<std::string> known;
-  for (const auto& n : nodes) known.push_back(n.name);
-  for (const auto& node : config.nodes)
-    if (std::find(known.begin(), known.end(), node) == known.end())
-      problems.push_back("nodes: \"" + node + "\" is not a known node (known: " + join_list(known) +
-                         ")");
-  const bool has_local =
-      std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end();
-  if (has_local && config.nodes.size() > 1)
-    problems.push_back(
-        "nodes: \"local\" cannot share a run with other nodes, which could not reach its "
-        "rendezvous on 127.0.0.1; add this machine as an SSH node (`flotilla nodes add`) instead");
-  if (has_local) {
-    // The local node's data can be checked before anything starts.
-    for (auto& missing : missing_data_files(config)) problems.push_back(missing);
-  }
-  if (config.device == DeviceKind::cuda) {
-    // One GPU a rank (dp: one rank drives them all, and needs one at least).
-    for (const auto& node : nodes) {
-      if (std::find(config.nodes.begin(), config.nodes.end(), node.name) == config.nodes.end())
-        continue;
-      const auto probe = nlohmann::json::parse(node.probe_json, nullptr, false);
-      if (!probe.is_object() || !probe.contains("gpus")) continue;  // never probed: not known
-      const auto gpus = static_cast<int64_t>(probe["gpus"].size());
-      const int64_t needed = config.strategy == Strategy::dp ? 1 : config.ranks_per_node;
-      if (needed > gpus)
-        problems.push_back("ranks_per_node: " + std::to_string(config.ranks_per_node) +
-                           " rank(s) with device \"cuda\" on node \"" + node.name +
-                           "\", whose last probe found " + std::to_string(gpus) + " GPU(s)");
-    }
-  }
-  return problems;
+  return placement_problems(config, store_.nodes());
 }
 
 bool Controller::kill_run(const std::string& run, double grace_s) {

@@ -428,6 +428,27 @@ void Store::remove_node(const std::string& name) {
   });
 }
 
+void Store::update_node(const NodeRow& n) {
+  write_and_wait([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    q.run("SELECT 1 FROM nodes WHERE name = ?", {qs(n.name)});
+    if (!q.next()) throw StoreError("no node \"" + n.name + "\"");
+    q.run(QString("SELECT r.id FROM runs r JOIN run_nodes n ON n.run_id = r.id "
+                  "WHERE n.node = ? AND r.state IN %1")
+              .arg(kLiveStates),
+          {qs(n.name)});
+    // A live run reconnects and stops through these fields.
+    if (q.next())
+      throw StoreError("node \"" + n.name + "\" is in use by live run " + ss(q.at(0)) +
+                       "; kill it or let it end before changing how it is reached");
+    q.run(
+        "UPDATE nodes SET host = ?, port = ?, user = ?, key_file = ?, remote_dir = ?, tags = ?, "
+        "agent_path = ? WHERE name = ?",
+        {qs(n.host), n.port, qs(n.user), qs(n.key_file), qs(n.remote_dir), qs(n.tags),
+         qs(n.agent_path), qs(n.name)});
+  });
+}
+
 void Store::save_probe(const std::string& name, const std::string& probe_json) {
   write_and_wait([&](QSqlDatabase& db) {
     Sql q(db, path_);

@@ -1,5 +1,9 @@
 #include "controller_worker.h"
 
+#include <nlohmann/json.hpp>
+
+#include "flotilla/controller/nodes.h"
+
 namespace flotilla::gui {
 
 ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent_binary,
@@ -9,9 +13,20 @@ ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent
       view_only_(view_only) {
   qRegisterMetaType<QVector<ExperimentItem>>();
   qRegisterMetaType<QVector<RunItem>>();
+  qRegisterMetaType<QVector<NodeItem>>();
+  qRegisterMetaType<NodeItem>();
+  qRegisterMetaType<NodeProbeResult>();
+  connect_.agent_binary = agent_binary_;
 }
 
 ControllerWorker::~ControllerWorker() {
+  // Probes end by their connect timeout at the latest; they call into this object.
+  std::vector<std::thread> probes;
+  {
+    std::lock_guard lock(probes_mutex_);
+    probes.swap(probes_);
+  }
+  for (auto& t : probes) t.join();
   // The sweeps' live runs go on; a later start of the window or `flotilla
   // attach` continues them.
   sweeps_.reset();
@@ -29,6 +44,7 @@ void ControllerWorker::open() {
     store_ = std::make_unique<controller::Store>(database_);
     controller::ControllerOptions options;
     options.agent_binary = agent_binary_;
+    options.connect = connect_;
     controller_ = std::make_unique<controller::Controller>(*store_, options);
     controller_->set_observer(this);
     emit opened(database_);
@@ -55,8 +71,9 @@ void ControllerWorker::refresh() {
       runs.push_back({QString::fromStdString(r.id), QString::fromStdString(r.experiment_name),
                       QString::fromUtf8(name_of(r.state).data(), name_of(r.state).size()),
                       QString::fromStdString(r.reason), QString::fromStdString(join_list(r.nodes)),
-                      r.world_size, r.created_ms});
+                      r.world_size, r.created_ms, QString::fromStdString(r.config_json)});
     emit runsChanged(runs);
+    emitNodes();
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
   }
@@ -115,6 +132,118 @@ void ControllerWorker::killRun(const QString& run) {
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
   }
+}
+
+void ControllerWorker::emitNodes() {
+  QVector<NodeItem> nodes;
+  for (const auto& n : store_->nodes()) {
+    NodeItem item;
+    item.name = QString::fromStdString(n.name);
+    item.host = QString::fromStdString(n.host);
+    item.user = QString::fromStdString(n.user);
+    item.key_file = QString::fromStdString(n.key_file);
+    item.remote_dir = QString::fromStdString(n.remote_dir);
+    item.tags = QString::fromStdString(n.tags);
+    item.agent_path = QString::fromStdString(n.agent_path);
+    item.port = n.port;
+    item.probe_json = QString::fromStdString(n.probe_json);
+    item.probed_ms = n.probed_ms.value_or(0);
+    for (const auto& run : store_->live_runs_on(n.name))
+      item.live_runs << QString::fromStdString(run);
+    nodes.push_back(item);
+  }
+  emit nodesChanged(nodes);
+}
+
+namespace {
+controller::NodeRow row_of(const NodeItem& n) {
+  controller::NodeRow row;
+  row.name = n.name.toStdString();
+  row.host = n.host.toStdString();
+  row.port = n.port;
+  row.user = n.user.toStdString();
+  row.key_file = n.key_file.toStdString();
+  row.remote_dir = n.remote_dir.toStdString();
+  row.tags = n.tags.toStdString();
+  row.agent_path = n.agent_path.toStdString();
+  return row;
+}
+}  // namespace
+
+void ControllerWorker::addNode(const NodeItem& node) {
+  if (!store_) return;
+  try {
+    const auto row = row_of(node);
+    // The dialog checked already; the store is the last word (a name taken meanwhile).
+    if (const auto problems = controller::validate_node(row); !problems.empty())
+      throw std::runtime_error("node \"" + row.name + "\" not added: " + problems.front());
+    store_->add_node(row);
+    emitNodes();
+  } catch (const std::exception& e) {
+    emit nodeRefused(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::updateNode(const NodeItem& node) {
+  if (!store_) return;
+  try {
+    const auto row = row_of(node);
+    if (const auto problems = controller::validate_node(row); !problems.empty())
+      throw std::runtime_error("node \"" + row.name + "\" not changed: " + problems.front());
+    store_->update_node(row);
+    emitNodes();
+  } catch (const std::exception& e) {
+    emit nodeRefused(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::removeNode(const QString& name) {
+  if (!store_) return;
+  try {
+    store_->remove_node(name.toStdString());
+    emitNodes();
+  } catch (const std::exception& e) {
+    emit nodeRefused(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::probeNodes(const QStringList& names) {
+  if (!store_) return;
+  std::vector<std::string> list;
+  for (const auto& n : names) list.push_back(n.toStdString());
+  std::lock_guard lock(probes_mutex_);
+  probes_.emplace_back([this, list, names, options = connect_] {
+    controller::probe_nodes(*store_, list, options, [this](const controller::ProbeOutcome& out) {
+      NodeProbeResult result;
+      result.node = QString::fromStdString(out.node);
+      result.reached = out.reached;
+      result.error = QString::fromStdString(out.error);
+      if (out.host_key)
+        result.host_key = *out.host_key == controller::HostKeyError::Kind::unknown
+                              ? NodeProbeResult::HostKey::unknown
+                              : NodeProbeResult::HostKey::changed;
+      result.fingerprint = QString::fromStdString(out.fingerprint);
+      emit nodeProbed(result);  // queued to the window
+    });
+    emit probesFinished(names);
+    // The store has the answers: list them again, from this worker's own thread.
+    QMetaObject::invokeMethod(this, &ControllerWorker::refresh, Qt::QueuedConnection);
+  });
+}
+
+void ControllerWorker::trustHostKeyAndProbe(const QString& name) {
+  if (!controller_) return;
+  try {
+    controller_->trust_host_key(name.toStdString());
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+    return;
+  }
+  probeNodes({name});
+}
+
+void ControllerWorker::setConnectTimeout(int milliseconds) {
+  connect_.timeout = std::chrono::milliseconds(milliseconds);
 }
 
 void ControllerWorker::state_changed(const std::string& run, controller::RunState state,

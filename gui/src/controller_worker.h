@@ -5,11 +5,15 @@
 
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <tuple>
+#include <vector>
 
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/sweep_runner.h"
@@ -28,10 +32,36 @@ struct RunItem {
   QString id, experiment, state, reason, nodes;
   qint64 world_size = 0;
   qint64 created_ms = 0;
+  QString config_json;  // as the run was started, for a re-run
   bool operator==(const RunItem& o) const {
-    return std::tie(id, experiment, state, reason, nodes, world_size, created_ms) ==
-           std::tie(o.id, o.experiment, o.state, o.reason, o.nodes, o.world_size, o.created_ms);
+    return std::tie(id, experiment, state, reason, nodes, world_size, created_ms, config_json) ==
+           std::tie(o.id, o.experiment, o.state, o.reason, o.nodes, o.world_size, o.created_ms,
+                    o.config_json);
   }
+};
+
+// A stored node, its last probe and the live runs on it.
+struct NodeItem {
+  QString name, host, user, key_file, remote_dir, tags, agent_path;
+  int port = 22;
+  QString probe_json;  // empty: never probed
+  qint64 probed_ms = 0;
+  QStringList live_runs;
+  bool operator==(const NodeItem& o) const {
+    return std::tie(name, host, user, key_file, remote_dir, tags, agent_path, port, probe_json,
+                    probed_ms, live_runs) == std::tie(o.name, o.host, o.user, o.key_file,
+                                                      o.remote_dir, o.tags, o.agent_path, o.port,
+                                                      o.probe_json, o.probed_ms, o.live_runs);
+  }
+};
+
+// How one node's probe went.
+struct NodeProbeResult {
+  QString node;
+  bool reached = false;
+  QString error;  // why not, when not reached
+  enum class HostKey { fine, unknown, changed } host_key = HostKey::fine;
+  QString fingerprint;  // of an unknown or changed host key
 };
 
 class ControllerWorker : public QObject,
@@ -55,6 +85,17 @@ class ControllerWorker : public QObject,
   // Records the node's host key as the person confirmed it, then starts the run.
   void trustHostKeyAndRun(const QString& node, const QString& config_json);
   void killRun(const QString& run);
+  // Nodes: what the store refuses comes back through failed().
+  void addNode(const flotilla::gui::NodeItem& node);
+  void updateNode(const flotilla::gui::NodeItem& node);
+  void removeNode(const QString& name);
+  // Probes the nodes in parallel on threads of their own, so that this
+  // thread (and the window) never waits for SSH: nodeProbed as each is done.
+  void probeNodes(const QStringList& names);
+  // Records the node's host key as the person confirmed it, then probes it.
+  void trustHostKeyAndProbe(const QString& name);
+  // How long connecting to a node and its agent's answers may take.
+  void setConnectTimeout(int milliseconds);
 
  signals:
   void opened(const QString& database);
@@ -66,6 +107,12 @@ class ControllerWorker : public QObject,
   // fingerprint and asks whether to trust it.
   void hostKeyUnknown(const QString& node, const QString& fingerprint, const QString& config_json);
   void runStateChanged(const QString& run, const QString& state, const QString& reason);
+  void nodesChanged(const QVector<flotilla::gui::NodeItem>& nodes);
+  // The store refused an add, edit or removal: its words.
+  void nodeRefused(const QString& message);
+  void nodeProbed(const flotilla::gui::NodeProbeResult& result);
+  // Every node of one probeNodes() call is done.
+  void probesFinished(const QStringList& names);
 
  private:
   // ControllerObserver: called on the agent links' threads. Records are not
@@ -76,15 +123,22 @@ class ControllerWorker : public QObject,
   // Both observers': a controller's or a sweep's problem.
   void problem(const std::string& message) override;
 
+  void emitNodes();
+
   QString database_;
   std::filesystem::path agent_binary_;
   bool view_only_ = false;
   std::unique_ptr<controller::Store> store_;
   std::unique_ptr<controller::Controller> controller_;
   std::unique_ptr<controller::SweepPool> sweeps_;  // stopped before the controller goes
+  controller::ConnectOptions connect_;
+  std::mutex probes_mutex_;
+  std::vector<std::thread> probes_;  // joined when the worker goes
 };
 
 }  // namespace flotilla::gui
 
 Q_DECLARE_METATYPE(flotilla::gui::ExperimentItem)
 Q_DECLARE_METATYPE(flotilla::gui::RunItem)
+Q_DECLARE_METATYPE(flotilla::gui::NodeItem)
+Q_DECLARE_METATYPE(flotilla::gui::NodeProbeResult)

@@ -17,8 +17,9 @@
 #include <sstream>
 
 #include "dashboard.h"
-#include "experiment_form.h"
+#include "experiment_designer.h"
 #include "flotilla/protocol/experiment_config.h"
+#include "nodes_view.h"
 
 namespace flotilla::gui {
 namespace {
@@ -80,7 +81,10 @@ void MainWindow::buildWidgets() {
   left_layout->addLayout(experiment_buttons);
   left_layout->addWidget(run_table_, 2);
 
-  form_ = new ExperimentForm;
+  // Right: the designer with its buttons, the selected run's dashboard, the nodes.
+  form_ = new ExperimentDesigner;
+  nodes_view_ = new NodesView;
+  nodes_view_->setObjectName("nodesView");
   auto* experiment = new QWidget;
   auto* experiment_layout = new QHBoxLayout(experiment);
   experiment_layout->addWidget(form_, 1);
@@ -92,6 +96,7 @@ void MainWindow::buildWidgets() {
   tabs_->setObjectName("mainTabs");
   tabs_->addTab(experiment, "Experiment");
   tabs_->addTab(dashboard_, "Dashboard");
+  tabs_->addTab(nodes_view_, "Nodes");
 
   auto* splitter = new QSplitter;
   splitter->addWidget(left);
@@ -118,7 +123,7 @@ void MainWindow::buildWidgets() {
     }
     updateButtons();
   });
-  connect(form_, &ExperimentForm::edited, this, &MainWindow::updateButtons);
+  connect(form_, &ExperimentDesigner::edited, this, &MainWindow::updateButtons);
   connect(save_button_, &QPushButton::clicked, this,
           [this] { emit requestSave(form_->name(), form_->configJson()); });
   connect(run_button_, &QPushButton::clicked, this, [this] {
@@ -128,7 +133,23 @@ void MainWindow::buildWidgets() {
   });
   connect(kill_button_, &QPushButton::clicked, this, [this] {
     const QString run = selectedRun();
-    statusBar()->showMessage("Stopping " + run + "…");
+    if (run.isEmpty()) return;
+    QString nodes;
+    for (const auto& r : runs_)
+      if (r.id == run) nodes = r.nodes;
+    const auto answer =
+        QMessageBox::question(this, "Kill run",
+                              "Kill run " + run + " on " + (nodes.isEmpty() ? "its nodes" : nodes) +
+                                  "? Its processes are stopped; what it recorded stays.",
+                              QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+    if (answer != QMessageBox::Yes) return;
+    // Until every node has confirmed, the run's state comes back "killed".
+    killing_.insert(run);
+    for (int row = 0; row < run_table_->rowCount(); ++row)
+      if (run_table_->item(row, kRunId)->text() == run)
+        run_table_->item(row, kRunState)->setText("killing…");
+    statusBar()->showMessage("Killing " + run + "…");
+    updateButtons();
     emit requestKill(run);
   });
   updateButtons();
@@ -140,6 +161,21 @@ void MainWindow::connectWorker() {
   connect(this, &MainWindow::requestSave, worker_, &ControllerWorker::saveExperiment);
   connect(this, &MainWindow::requestStart, worker_, &ControllerWorker::startRun);
   connect(this, &MainWindow::requestKill, worker_, &ControllerWorker::killRun);
+  connect(this, &MainWindow::requestAddNode, worker_, &ControllerWorker::addNode);
+  connect(this, &MainWindow::requestUpdateNode, worker_, &ControllerWorker::updateNode);
+  connect(this, &MainWindow::requestRemoveNode, worker_, &ControllerWorker::removeNode);
+  connect(this, &MainWindow::requestProbe, worker_, &ControllerWorker::probeNodes);
+  connect(this, &MainWindow::requestTrustAndProbe, worker_,
+          &ControllerWorker::trustHostKeyAndProbe);
+  connect(nodes_view_, &NodesView::requestAdd, this, &MainWindow::requestAddNode);
+  connect(nodes_view_, &NodesView::requestUpdate, this, &MainWindow::requestUpdateNode);
+  connect(nodes_view_, &NodesView::requestRemove, this, &MainWindow::requestRemoveNode);
+  connect(nodes_view_, &NodesView::requestProbe, this, &MainWindow::requestProbe);
+  connect(nodes_view_, &NodesView::requestTrustAndProbe, this, &MainWindow::requestTrustAndProbe);
+  connect(worker_, &ControllerWorker::nodesChanged, nodes_view_, &NodesView::showNodes);
+  connect(worker_, &ControllerWorker::nodesChanged, form_, &ExperimentDesigner::setNodes);
+  connect(worker_, &ControllerWorker::nodeProbed, nodes_view_, &NodesView::nodeProbed);
+  connect(worker_, &ControllerWorker::nodeRefused, nodes_view_, &NodesView::showRefusal);
   connect(worker_, &ControllerWorker::opened, this,
           [this](const QString& db) { statusBar()->showMessage("Database " + db); });
   connect(worker_, &ControllerWorker::failed, this, [this](const QString& message) {
@@ -204,6 +240,7 @@ void MainWindow::showRuns(const QVector<RunItem>& runs) {
       run_table_->setItem(row, column, item);
     }
   }
+  for (const auto& run : killing_) showKilling(run);
   run_table_->resizeColumnsToContents();
   if (!selected.isEmpty()) selectRun(selected);
   updateButtons();
@@ -220,6 +257,8 @@ void MainWindow::updateRunState(const QString& run, const QString& state, const 
   }
   for (auto& item : runs_)
     if (item.id == run) item.state = state, item.reason = reason;
+  if (!live(state)) killing_.remove(run);
+  if (killing_.contains(run)) showKilling(run);
   if (!listed) emit requestRefresh();
   if (!live(state)) statusBar()->showMessage("Run " + run + " " + state, 10000);
   updateButtons();
@@ -244,6 +283,12 @@ QString MainWindow::selectedRun() const {
   return rows.isEmpty() ? QString() : run_table_->item(rows.front().row(), kRunId)->text();
 }
 
+void MainWindow::showKilling(const QString& run) {
+  for (int row = 0; row < run_table_->rowCount(); ++row)
+    if (run_table_->item(row, kRunId)->text() == run)
+      run_table_->item(row, kRunState)->setText("killing…");
+}
+
 QString MainWindow::listedState(const QString& run) const {
   for (int row = 0; row < run_table_->rowCount(); ++row)
     if (run_table_->item(row, kRunId)->text() == run)
@@ -256,7 +301,7 @@ void MainWindow::updateButtons() {
   run_button_->setToolTip(form_->problems().join("\n"));
   save_button_->setEnabled(!form_->name().isEmpty());
   const QString run = selectedRun();
-  kill_button_->setEnabled(!run.isEmpty() && live(listedState(run)));
+  kill_button_->setEnabled(!run.isEmpty() && live(listedState(run)) && !killing_.contains(run));
 }
 
 void MainWindow::importExperiment() {

@@ -1,10 +1,11 @@
 #pragma once
 // Flotilla's main window: experiments on the left with the runs below them;
-// on the right, tabs: the experiment form (Save, Run, Kill) and the selected
-// run's dashboard. Everything that touches the database or an agent goes to
+// on the right, tabs: the experiment designer (Save, Run, Kill), the selected
+// run's dashboard and the nodes. Everything that touches the database or an agent goes to
 // the worker thread; the dashboard reads on a thread of its own.
 
 #include <QMainWindow>
+#include <QSet>
 #include <QThread>
 #include <QVector>
 
@@ -20,7 +21,8 @@ class QTableWidget;
 namespace flotilla::gui {
 
 class Dashboard;
-class ExperimentForm;
+class ExperimentDesigner;
+class NodesView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -31,8 +33,9 @@ class MainWindow : public QMainWindow {
              QWidget* parent = nullptr, bool view_only = false);
   ~MainWindow() override;
 
-  ExperimentForm* form() const { return form_; }
+  ExperimentDesigner* form() const { return form_; }
   Dashboard* dashboard() const { return dashboard_; }
+  NodesView* nodesView() const { return nodes_view_; }
   QTabWidget* tabs() const { return tabs_; }
   // Selects `run` in the run list (when listed) and shows its dashboard.
   void showRun(const QString& run);
@@ -45,6 +48,11 @@ class MainWindow : public QMainWindow {
   void requestSave(const QString& name, const QString& config_json);
   void requestStart(const QString& config_json);
   void requestKill(const QString& run);
+  void requestAddNode(const flotilla::gui::NodeItem& node);
+  void requestUpdateNode(const flotilla::gui::NodeItem& node);
+  void requestRemoveNode(const QString& name);
+  void requestProbe(const QStringList& names);
+  void requestTrustAndProbe(const QString& name);
 
  private:
   void buildWidgets();
@@ -55,6 +63,8 @@ class MainWindow : public QMainWindow {
   void selectRun(const QString& run);
   QString selectedRun() const;
   void updateButtons();
+  // Shows "killing…" as `run`'s state until every node confirmed the kill.
+  void showKilling(const QString& run);
   void importExperiment();
   void exportExperiment();
 
@@ -62,11 +72,13 @@ class MainWindow : public QMainWindow {
   ControllerWorker* worker_;
   QVector<ExperimentItem> experiments_;
   QVector<RunItem> runs_;  // as the table shows them
+  QSet<QString> killing_;  // asked to die, not yet confirmed killed
   QListWidget* experiment_list_;
   QTableWidget* run_table_;
-  ExperimentForm* form_;
-  Dashboard* dashboard_;
   QTabWidget* tabs_;
+  ExperimentDesigner* form_;
+  Dashboard* dashboard_;
+  NodesView* nodes_view_;
   QPushButton *run_button_, *kill_button_, *save_button_;
 };
 

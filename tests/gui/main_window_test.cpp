@@ -19,9 +19,9 @@
 #include <functional>
 
 #include <unistd.h>
-#include "dashboard.h"
 
-#include "experiment_form.h"
+#include "dashboard.h"
+#include "experiment_designer.h"
 #include "flotilla/charts/panel_widget.h"
 #include "flotilla/controller/store.h"
 #include "flotilla/controller/sweep_store.h"
@@ -71,15 +71,15 @@ TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
     window.show();
     ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
 
-    auto* name = child<QLineEdit>(window, "nameEdit");
+    auto* name = child<QLineEdit>(window, "key:name");
     auto* run_button = child<QPushButton>(window, "runButton");
     ASSERT_TRUE(name && run_button);
     name->setText("gui-fashion-mnist");
-    child<QComboBox>(window, "strategyCombo")->setCurrentText("ddp");
-    child<QSpinBox>(window, "ranksSpin")->setValue(2);
-    child<QSpinBox>(window, "batchSpin")->setValue(32);
-    child<QSpinBox>(window, "maxStepsSpin")->setValue(120);
-    child<QSpinBox>(window, "threadsSpin")->setValue(1);
+    child<QComboBox>(window, "key:strategy")->setCurrentText("ddp");
+    child<QLineEdit>(window, "key:ranks_per_node")->setText("2");
+    child<QLineEdit>(window, "key:batch_size")->setText("32");
+    child<QLineEdit>(window, "key:max_steps")->setText("120");
+    child<QLineEdit>(window, "key:threads")->setText("1");
     EXPECT_TRUE(window.form()->problems().isEmpty())
         << window.form()->problems().join("; ").toStdString();
 
@@ -220,10 +220,10 @@ TEST(MainWindow, AsksWithTheFingerprintBeforeTrustingANewHostKeyThenRuns) {
     MainWindow window(db, FLOTILLA_AGENT_BINARY);
     window.show();
     ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
-    child<QLineEdit>(window, "nameEdit")->setText("gui-remote");
-    child<QLineEdit>(window, "nodesEdit")->setText(QString::fromStdString(host.name));
-    child<QSpinBox>(window, "maxStepsSpin")->setValue(20);
-    child<QSpinBox>(window, "threadsSpin")->setValue(1);
+    child<QLineEdit>(window, "key:name")->setText("gui-remote");
+    child<QLineEdit>(window, "key:nodes")->setText(QString::fromStdString(host.name));
+    child<QLineEdit>(window, "key:max_steps")->setText("20");
+    child<QLineEdit>(window, "key:threads")->setText("1");
     ASSERT_TRUE(window.form()->problems().isEmpty())
         << window.form()->problems().join("; ").toStdString();
     // Answers the question box as a person would, once it is up.

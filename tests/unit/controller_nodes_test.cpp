@@ -5,6 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "flotilla/controller/nodes.h"
 #include "flotilla/controller/store.h"
 #include "node_access.h"
 #include "shell_quote.h"
@@ -107,6 +114,151 @@ TEST(NodeStore, AddListProbeAndRemoveButNotWhileALiveRunUsesIt) {
   store.remove_node("n1");
   EXPECT_FALSE(store.node("n1"));
   EXPECT_THROW(store.remove_node("n1"), StoreError);
+}
+
+TEST(NodeStore, EditKeepsTheProbeAndIsRefusedWhileALiveRunUsesTheNode) {
+  testing::TempDir dir;
+  Store store(QString::fromStdString((dir.path() / "n.db").string()));
+  NodeRow n;
+  n.name = "n1";
+  n.host = "10.0.0.1";
+  store.add_node(n);
+  store.save_probe("n1", R"({"cpus":4,"memory_bytes":0,"disk_free_bytes":0,"gpus":[]})");
+  n.host = "10.0.0.2";
+  n.port = 2200;
+  n.user = "trainer";
+  store.update_node(n);
+  auto back = store.node("n1");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->host, "10.0.0.2");
+  EXPECT_EQ(back->port, 2200);
+  EXPECT_EQ(back->user, "trainer");
+  EXPECT_TRUE(back->probed_ms) << "the probe is kept";
+  NodeRow missing = n;
+  missing.name = "n2";
+  EXPECT_THROW(store.update_node(missing), StoreError);
+
+  RunRow run;
+  run.id = "20261122-000000-beef";
+  run.experiment_name = "x";
+  run.config_json = "{}";
+  run.nodes = {"n1"};
+  run.created_ms = now_ms();
+  store.create_run(run);
+  n.host = "10.0.0.3";
+  try {
+    store.update_node(n);
+    FAIL() << "edited a node a live run uses";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by live run " + run.id), std::string::npos);
+  }
+  EXPECT_EQ(store.node("n1")->host, "10.0.0.2");
+}
+
+const char* kTwoGpus =
+    R"({"os":"Debian GNU/Linux 12","kernel":"Linux 6.1","hostname":"g1","cpus":32,)"
+    R"("memory_bytes":1,"disk_free_bytes":1,"free_port":0,)"
+    R"("gpus":[{"index":0,"name":"NVIDIA A100","memory_bytes":42949672960},)"
+    R"({"index":1,"name":"NVIDIA A100","memory_bytes":42949672960}]})";
+
+TEST(NodeProbe, AStoredProbeReadsBackAsTheAgentsAnswer) {
+  const auto probe = parse_probe(kTwoGpus);
+  ASSERT_TRUE(probe);
+  EXPECT_EQ(probe->os, "Debian GNU/Linux 12");
+  EXPECT_EQ(probe->cpus, 32);
+  ASSERT_EQ(probe->gpus.size(), 2u);
+  EXPECT_EQ(probe->gpus[1].name, "NVIDIA A100");
+  EXPECT_EQ(probe->gpus[1].memory_bytes, 42949672960);
+  EXPECT_FALSE(parse_probe(""));
+  EXPECT_FALSE(parse_probe("not json"));
+  EXPECT_FALSE(parse_probe(R"({"cpus":"many"})"));
+}
+
+TEST(NodePlacement, MoreRanksThanANodesGpusIsRefusedNamingTheNode) {
+  std::vector<NodeRow> nodes(3);
+  nodes[0].name = "local";
+  nodes[1].name = "g1";
+  nodes[1].probe_json = kTwoGpus;
+  nodes[2].name = "fresh";  // never probed
+  ExperimentConfig c;
+  c.dataset = DatasetKind::synthetic;
+  c.strategy = Strategy::ddp;
+  c.device = DeviceKind::cuda;
+  c.nodes = {"g1", "fresh"};
+  c.ranks_per_node = 2;
+  EXPECT_TRUE(placement_problems(c, nodes).empty());
+  c.ranks_per_node = 3;
+  const auto problems = placement_problems(c, nodes);
+  ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
+  EXPECT_EQ(problems[0],
+            "nodes: node \"g1\" has 2 GPUs, but device cuda needs 3 GPUs there (ranks_per_node "
+            "3)");
+  c.device = DeviceKind::cpu;
+  EXPECT_TRUE(placement_problems(c, nodes).empty()) << "CPU ranks need no GPU";
+
+  c.nodes = {"g1", "nowhere"};
+  const auto unknown = placement_problems(c, nodes);
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0], "nodes: \"nowhere\" is not a known node (known: local,g1,fresh)");
+  c.nodes = {"local", "g1"};
+  ASSERT_EQ(placement_problems(c, nodes).size(), 1u);
+  EXPECT_NE(placement_problems(c, nodes)[0].find("\"local\" cannot share"), std::string::npos);
+}
+
+// A TCP port that accepts connections (the kernel completes them) and never
+// says anything: an SSH server that hangs before its banner.
+class SilentPort {
+ public:
+  SilentPort() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 8);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentPort() { ::close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+TEST(NodeProbe, ProbesInParallelStoresWhatAnswersAndNamesWhyTheOthersDidNot) {
+  testing::TempDir dir;
+  qputenv("FLOTILLA_HOME", QByteArray::fromStdString((dir.path() / "agent-home").string()));
+  Store store(QString::fromStdString((dir.path() / "p.db").string()));
+  SilentPort silent;
+  NodeRow hung;
+  hung.name = "hung";
+  hung.host = "127.0.0.1";
+  hung.port = silent.port();
+  store.add_node(hung);
+  ConnectOptions options;
+  options.agent_binary = FLOTILLA_AGENT_BINARY;
+  options.known_hosts = dir.path() / "known_hosts";
+  options.timeout = std::chrono::seconds(1);
+  std::atomic<int> reported{0};
+  const auto outcomes = probe_nodes(store, {"local", "hung", "ghost"}, options,
+                                    [&](const ProbeOutcome&) { ++reported; });
+  EXPECT_EQ(reported, 3);
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(outcomes[0].reached) << outcomes[0].error;
+  EXPECT_TRUE(store.node("local")->probed_ms);
+  const auto local = parse_probe(store.node("local")->probe_json);
+  ASSERT_TRUE(local);
+  EXPECT_GT(local->cpus, 0);
+
+  EXPECT_FALSE(outcomes[1].reached);
+  EXPECT_FALSE(outcomes[1].error.empty());
+  EXPECT_FALSE(outcomes[1].host_key);
+  EXPECT_FALSE(store.node("hung")->probed_ms) << "a failed probe stores nothing";
+  EXPECT_FALSE(outcomes[2].reached);
+  EXPECT_NE(outcomes[2].error.find("no node \"ghost\""), std::string::npos) << outcomes[2].error;
+  qunsetenv("FLOTILLA_HOME");
 }
 
 }  // namespace

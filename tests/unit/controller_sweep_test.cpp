@@ -220,9 +220,9 @@ TEST(SweepHosting, RefusesMoreCudaRanksThanTheNodesProbeFoundGpus) {
   auto config = parse_experiment(
       "name: g\nmodel: small_cnn\ndataset: synthetic\ndevice: cuda\nstrategy: ddp\n"
       "ranks_per_node: 4\nnodes: [gpu1, gpu2]\n");
-  EXPECT_EQ(controller.hosting_problems(config),
-            (std::vector<std::string>{"ranks_per_node: 4 rank(s) with device \"cuda\" on node "
-                                      "\"gpu1\", whose last probe found 2 GPU(s)"}));
+  const auto too_few = controller.hosting_problems(config);
+  ASSERT_EQ(too_few.size(), 1u);
+  EXPECT_NE(too_few[0].find("node \"gpu1\" has 2 GPUs"), std::string::npos) << too_few[0];
   config.ranks_per_node = 2;
   EXPECT_TRUE(controller.hosting_problems(config).empty());
   config.device = DeviceKind::cpu;

@@ -79,12 +79,16 @@ void read_freeze(FieldReader& r, FreezeConfig& f) {
   r.finish();
 }
 
-ExperimentConfig from_json(const json& root, std::string_view source) {
-  if (!root.is_object())
-    throw ConfigError(
-        {std::string(source) + ": expected a mapping of keys, got " + detail::describe(root)});
+// Reads what it can into `c` and lists every problem, validation included
+// once every key could be read.
+ExperimentConfig read_config(const json& root, std::string_view source,
+                             std::vector<std::string>& problems) {
   ExperimentConfig c;
-  std::vector<std::string> problems;
+  if (!root.is_object()) {
+    problems.push_back(std::string(source) + ": expected a mapping of keys, got " +
+                       detail::describe(root));
+    return c;
+  }
   FieldReader r(root, "", problems);
   r.read("name", c.name);
   r.read_enum("model", c.model);
@@ -137,6 +141,12 @@ ExperimentConfig from_json(const json& root, std::string_view source) {
   }
   r.finish();
   if (problems.empty()) problems = validate(c);
+  return c;
+}
+
+ExperimentConfig from_json(const json& root, std::string_view source) {
+  std::vector<std::string> problems;
+  ExperimentConfig c = read_config(root, source, problems);
   if (!problems.empty()) throw ConfigError(std::move(problems));
   return c;
 }
@@ -154,6 +164,18 @@ ExperimentConfig parse_experiment(std::string_view text, std::string_view source
     throw ConfigError({e.what()});
   }
   return from_json(root, source);
+}
+
+ExperimentConfig read_experiment(std::string_view text, std::string_view source,
+                                 std::vector<std::string>& problems) {
+  json root;
+  try {
+    root = detail::parse_yaml_or_json(text, source);
+  } catch (const std::runtime_error& e) {
+    problems.push_back(e.what());
+    return {};
+  }
+  return read_config(root, source, problems);
 }
 
 ExperimentConfig load_experiment(const std::filesystem::path& file) {

@@ -51,7 +51,8 @@ Json to_json(const YAML::Node& node) {
   return nullptr;
 }
 
-void emit(YAML::Emitter& out, const nlohmann::json& v) {
+template <typename Json>
+void emit(YAML::Emitter& out, const Json& v) {
   if (v.is_object()) {
     out << YAML::BeginMap;
     for (const auto& [key, item] : v.items()) {
@@ -65,12 +66,12 @@ void emit(YAML::Emitter& out, const nlohmann::json& v) {
     for (const auto& item : v) emit(out, item);
     out << YAML::EndSeq;
   } else if (v.is_string()) {
-    const auto& s = v.get_ref<const std::string&>();
+    const auto& s = v.template get_ref<const std::string&>();
     // Quote text that would read back as another type.
     if (!plain_scalar(s).is_string()) out << YAML::DoubleQuoted;
     out << s;
   } else if (v.is_boolean()) {
-    out << (v.get<bool>() ? "true" : "false");
+    out << (v.template get<bool>() ? "true" : "false");
   } else if (v.is_null()) {
     out << YAML::Null;
   } else {
@@ -99,6 +100,12 @@ nlohmann::ordered_json parse_yaml_or_json_ordered(std::string_view text, std::st
 }
 
 std::string json_to_yaml(const nlohmann::json& value) {
+  YAML::Emitter out;
+  emit(out, value);
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string json_to_yaml(const nlohmann::ordered_json& value) {
   YAML::Emitter out;
   emit(out, value);
   return std::string(out.c_str()) + "\n";

@@ -14,5 +14,7 @@ nlohmann::json parse_yaml_or_json(std::string_view text, std::string_view source
 // (a sweep's axes are a product in file order).
 nlohmann::ordered_json parse_yaml_or_json_ordered(std::string_view text, std::string_view source);
 std::string json_to_yaml(const nlohmann::json& value);
+// Keeps the keys in the order they were inserted.
+std::string json_to_yaml(const nlohmann::ordered_json& value);
 
 }  // namespace flotilla::detail

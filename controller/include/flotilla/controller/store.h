@@ -201,6 +201,9 @@ class Store {
   void add_node(const NodeRow& node);
   // Throws StoreError when there is no such node, or a live run uses it.
   void remove_node(const std::string& name);
+  // Stores new connection fields (all but the name; the last probe is kept).
+  // Throws StoreError when there is no such node, or a live run uses it.
+  void update_node(const NodeRow& node);
   void save_probe(const std::string& name, const std::string& probe_json);
   // Moves a run to `to` if the state machine allows it from the stored state,
   // atomically; returns whether it moved (a second end of one run does not).

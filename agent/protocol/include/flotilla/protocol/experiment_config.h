@@ -152,6 +152,11 @@ class ConfigError : public std::runtime_error {
 // it. `source` names the text in messages (a file name, "request", ...).
 ExperimentConfig parse_experiment(std::string_view text, std::string_view source = "config");
 ExperimentConfig load_experiment(const std::filesystem::path& file);
+// parse_experiment that never throws: what could be read (defaults for keys
+// missing or unreadable) and, in `problems`, every line parse_experiment would
+// throw. For an editor that shows a config while it is still wrong.
+ExperimentConfig read_experiment(std::string_view text, std::string_view source,
+                                 std::vector<std::string>& problems);
 
 // The structural checks parse_experiment already ran; empty when valid.
 std::vector<std::string> validate(const ExperimentConfig& config);

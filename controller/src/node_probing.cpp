@@ -1,0 +1,127 @@
+// Probing nodes and checking a config against them: the public face of
+// node_access and node_connection, shared by `flotilla nodes probe`, the
+// window's nodes view and start_run.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <future>
+
+#include "flotilla/controller/nodes.h"
+#include "node_access.h"
+#include "node_connection.h"
+
+namespace flotilla::controller {
+namespace {
+
+ProbeOutcome probe_one(const NodeRow& node, const ConnectOptions& options) {
+  ProbeOutcome out;
+  out.node = node.name;
+  try {
+    auto connection = NodeConnection::open(node, options);
+    const auto deployed = connection->deploy();
+    const auto probe = probe_agent(node.name, connection->start_agent(), options.timeout);
+    out.probe_json = probe_to_json(probe);
+    out.reached = true;
+    if (!node.is_local())
+      out.deployed = "bundle " + deployed.bundle_dir + ": " +
+                     (deployed.files_uploaded == 0
+                          ? std::string("already there, nothing uploaded")
+                          : std::to_string(deployed.files_uploaded) + " files, " +
+                                std::to_string(deployed.bytes_uploaded) + " bytes uploaded");
+  } catch (const HostKeyError& e) {
+    out.error = e.what();
+    out.host_key = e.kind();
+    out.fingerprint = e.fingerprint();
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+std::string gpu_count(size_t n) {
+  return n == 0 ? "no GPU" : std::to_string(n) + (n == 1 ? " GPU" : " GPUs");
+}
+
+}  // namespace
+
+std::optional<protocol::ProbeReply> parse_probe(const std::string& probe_json) {
+  if (probe_json.empty()) return std::nullopt;
+  auto j = nlohmann::json::parse(probe_json, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  // Stored without the envelope (probe_to_json): put it back and decode as the wire does.
+  j["v"] = protocol::kVersion;
+  j["type"] = "probe_reply";
+  try {
+    const auto message = protocol::decode(j.dump());
+    if (const auto* reply = std::get_if<protocol::ProbeReply>(&message)) return *reply;
+  } catch (const protocol::DecodeError&) {
+  }
+  return std::nullopt;
+}
+
+std::vector<ProbeOutcome> probe_nodes(Store& store, const std::vector<std::string>& names,
+                                      const ConnectOptions& options,
+                                      const std::function<void(const ProbeOutcome&)>& on_each) {
+  // Every node at once: probing N nodes costs about one node's time.
+  std::vector<std::future<ProbeOutcome>> probing;
+  for (const auto& name : names) {
+    const auto node = store.node(name);
+    probing.push_back(std::async(std::launch::async, [&store, node, name, options, &on_each] {
+      ProbeOutcome out;
+      if (!node) {
+        out.node = name;
+        out.error = "no node \"" + name + "\" in " + store.path().toStdString();
+      } else {
+        out = probe_one(*node, options);
+        if (out.reached) store.save_probe(name, out.probe_json);
+      }
+      if (on_each) on_each(out);
+      return out;
+    }));
+  }
+  std::vector<ProbeOutcome> outcomes;
+  for (auto& p : probing) outcomes.push_back(p.get());
+  return outcomes;
+}
+
+std::vector<std::string> placement_problems(const ExperimentConfig& config,
+                                            const std::vector<NodeRow>& nodes) {
+  std::vector<std::string> problems;
+  std::vector<std::string> known;
+  for (const auto& n : nodes) known.push_back(n.name);
+  for (const auto& name : config.nodes) {
+    const auto node =
+        std::find_if(nodes.begin(), nodes.end(), [&](const NodeRow& n) { return n.name == name; });
+    if (node == nodes.end()) {
+      problems.push_back("nodes: \"" + name + "\" is not a known node (known: " + join_list(known) +
+                         ")");
+      continue;
+    }
+    if (config.device != DeviceKind::cuda) continue;
+    // dp is one process that drives every GPU of its node; otherwise one GPU a rank.
+    const int64_t needed = config.strategy == Strategy::dp ? 1 : config.ranks_per_node;
+    const auto probe = parse_probe(node->probe_json);
+    if (!probe) continue;  // never probed: nothing known to refuse with
+    if (static_cast<int64_t>(probe->gpus.size()) < needed)
+      problems.push_back("nodes: node \"" + name + "\" has " + gpu_count(probe->gpus.size()) +
+                         ", but device cuda needs " + gpu_count(static_cast<size_t>(needed)) +
+                         " there (" +
+                         (config.strategy == Strategy::dp
+                              ? std::string("dp drives its node's GPUs")
+                              : "ranks_per_node " + std::to_string(config.ranks_per_node)) +
+                         ")");
+  }
+  const bool has_local =
+      std::find(config.nodes.begin(), config.nodes.end(), "local") != config.nodes.end();
+  if (has_local && config.nodes.size() > 1)
+    problems.push_back(
+        "nodes: \"local\" cannot share a run with other nodes, which could not reach its "
+        "rendezvous on 127.0.0.1; add this machine as an SSH node (`flotilla nodes add`) instead");
+  if (has_local) {
+    // The local node's data can be checked before anything starts.
+    for (auto& missing : missing_data_files(config)) problems.push_back(missing);
+  }
+  return problems;
+}
+
+}  // namespace flotilla::controller

@@ -1,0 +1,84 @@
+#pragma once
+// The Nodes tab: every stored node with what its last probe found and the
+// runs live on it; Add, Edit, Remove, and Probe selected or all. Everything
+// goes to the controller worker as a request and comes back as a signal, so
+// that a probe waiting on SSH never holds the window. A probe that stops at
+// an unknown host key asks the person, with the key's fingerprint; a changed
+// key is shown as the refusal it is.
+
+#include <QMap>
+#include <QSet>
+#include <QStringList>
+#include <QVector>
+#include <QWidget>
+
+#include "controller_worker.h"
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QTableWidget;
+
+namespace flotilla::gui {
+
+class NodesView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit NodesView(QWidget* parent = nullptr);
+
+  enum Column {
+    kName,
+    kHost,
+    kUser,
+    kState,
+    kOs,
+    kCpus,
+    kMemory,
+    kGpus,
+    kDisk,
+    kProbed,
+    kLiveRuns,
+    kColumns
+  };
+  // The text of `node`'s cell, empty when the node is not listed.
+  QString cell(const QString& node, Column column) const;
+  QStringList selectedNodes() const;
+  bool probing() const { return !in_flight_.isEmpty(); }
+  QTableWidget* table() const { return table_; }
+
+  // From the worker.
+  void showNodes(const QVector<NodeItem>& nodes);
+  void nodeProbed(const NodeProbeResult& result);
+  void showRefusal(const QString& message);
+
+  // The Add and Edit buttons' dialog, for tests to drive; normally modal.
+  void addNode();
+  void editSelected();
+  void removeSelected();
+  void probe(const QStringList& names);
+
+ signals:
+  void requestAdd(const flotilla::gui::NodeItem& node);
+  void requestUpdate(const flotilla::gui::NodeItem& node);
+  void requestRemove(const QString& name);
+  void requestProbe(const QStringList& names);
+  void requestTrustAndProbe(const QString& name);
+
+ private:
+  void updateButtons();
+  void showProgress();
+  QString stateOf(const NodeItem& node) const;
+
+  QVector<NodeItem> nodes_;
+  // Why the last probe of this session did not reach a node; kept until a
+  // probe reaches it (the store keeps only answers).
+  QMap<QString, QString> unreachable_;
+  QSet<QString> in_flight_;
+  int batch_size_ = 0;
+  QTableWidget* table_;
+  QLabel* message_;
+  QProgressBar* progress_;
+  QPushButton *add_, *edit_, *remove_, *probe_selected_, *probe_all_;
+};
+
+}  // namespace flotilla::gui

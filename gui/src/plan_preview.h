@@ -1,0 +1,118 @@
+#pragma once
+// The plan preview beside the designer: what the engine will do with the
+// config, in the engine's own numbers. The window never links Torch, so it
+// runs the sibling `flotilla-train --plan --config FILE [--measure]` as a
+// process, never waiting for it: a change of the form restarts a short
+// timer, and when it fires the plan is computed ("computing…") and shown
+// when the process answers. A newer config replaces an older one still
+// being computed. Without flotilla-train (a gui-only build) it says so.
+
+#include <QElapsedTimer>
+#include <QProcess>
+#include <QString>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <QVector>
+#include <QWidget>
+
+#include <memory>
+
+#include "flotilla/protocol/experiment_config.h"
+
+class QCheckBox;
+class QLabel;
+class QTextBrowser;
+
+namespace flotilla::gui {
+
+// The numbers the preview shows, as the engine printed them (docs/plan.md
+// on the engine branch names every field).
+struct PlanNumbers {
+  struct Block {
+    int64_t index = 0;
+    QString name, kind;
+    int64_t parameters = 0;
+    int64_t trainable = 0;  // parameters that train at the first step
+  };
+  struct Stage {
+    int64_t stage = 0, first_block = 0, blocks = 0;
+    int64_t parameters = 0, trainable = 0;
+    int64_t allreduce_ranks = 0;  // 0: the stage averages nothing
+    int64_t allreduce_bytes = 0;  // per step: 4 x the stage's trainable parameters
+    int64_t allreduce_buckets = 0;
+  };
+  struct Rank {
+    int64_t rank = 0, node_index = 0, local_rank = 0, stage = 0, replica = 0;
+    QString node;
+  };
+  struct Transfer {
+    bool sent = false;
+    int64_t fp32_bytes = 0, wire_bytes = 0;  // one full micro-batch
+  };
+  struct Boundary {
+    int64_t boundary = 0;  // between this stage and the next
+    QVector<int64_t> shape;
+    Transfer activations, gradients;
+  };
+  QString model, strategy, schedule, codec;
+  int64_t world_size = 0, replicas = 1, stages = 1, chunks = 1;
+  int64_t batch_size = 0;
+  QVector<int64_t> micro_batch_sizes;
+  QVector<int64_t> balance;
+  QString balance_source;  // given, measured, estimated, whole model
+  double balance_ms = 0;   // how long measuring or estimating took
+  int64_t parameters = 0, trainable_parameters = 0;
+  QVector<Block> blocks;
+  QVector<Stage> stage_list;
+  QVector<Rank> ranks;
+  QVector<Boundary> boundaries;
+};
+
+// Reads flotilla-train --plan's JSON; throws std::runtime_error naming what is missing.
+PlanNumbers parse_plan(const QByteArray& json);
+
+class PlanPreview : public QWidget {
+  Q_OBJECT
+ public:
+  explicit PlanPreview(QWidget* parent = nullptr);
+  ~PlanPreview() override;
+
+  // flotilla-train's path (default: beside this program).
+  void setProgram(const QString& program);
+  // How long the form must stay still before a plan is computed.
+  void setDelay(int milliseconds) { debounce_.setInterval(milliseconds); }
+  // The config to plan; nothing: the config is invalid (shown as such).
+  void request(const std::optional<ExperimentConfig>& config);
+
+  enum class State { idle, waiting, computing, shown, failed, unavailable };
+  State state() const { return state_; }
+  // What the preview says now, in words ("computing…", the engine's error).
+  QString statusText() const;
+  const PlanNumbers& numbers() const { return numbers_; }
+  // The plan as shown (HTML), for tests and screenshots.
+  QString shownText() const;
+
+ signals:
+  void stateChanged(flotilla::gui::PlanPreview::State state);
+
+ private:
+  void start();
+  void finished(int exit_code, QProcess::ExitStatus status);
+  void setState(State state, const QString& text);
+  void render();
+
+  QString program_;
+  QTimer debounce_;
+  std::unique_ptr<QProcess> process_;
+  QTemporaryDir dir_;
+  std::optional<ExperimentConfig> pending_;
+  bool pending_measure_ = false;
+  QElapsedTimer clock_;
+  State state_ = State::idle;
+  PlanNumbers numbers_;
+  QLabel* status_;
+  QCheckBox* measure_;
+  QTextBrowser* view_;
+};
+
+}  // namespace flotilla::gui

@@ -1,0 +1,332 @@
+// The Nodes tab and remote runs driven through the window's own widgets:
+// the node form refuses what the CLI refuses, a node that does not answer is
+// marked unreachable with the reason, and on the test cluster three nodes are
+// added, trusted, probed, run on and killed with nothing left behind.
+#include <gtest/gtest.h>
+
+#include <QAbstractButton>
+#include <QApplication>
+#include <QDialogButtonBox>
+#include <QGuiApplication>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QScreen>
+#include <QScrollArea>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QTest>
+#include <QTimer>
+#include <functional>
+
+#include "dashboard.h"
+#include "designer_form.h"
+#include "experiment_designer.h"
+#include "main_window.h"
+#include "node_dialog.h"
+#include "nodes_view.h"
+#include "plan_preview.h"
+#include "temp_dir.h"
+#include "test_cluster.h"
+
+namespace flotilla::gui {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    QTest::qWait(20);
+  }
+  return true;
+}
+
+// FLOTILLA_SCREENSHOT_DIR=DIR under Xvfb keeps what a person sees as DIR/NAME.png.
+void save_screenshot(QWidget& window, const QString& name) {
+  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR");
+  if (dir.isEmpty()) return;
+  QTest::qWait(200);  // the last repaint
+  const QPixmap shot = QGuiApplication::platformName() == "xcb"
+                           ? window.screen()->grabWindow(window.winId())
+                           : window.grab();
+  EXPECT_TRUE(shot.save(dir + "/" + name + ".png")) << name.toStdString();
+}
+
+// Fills the node dialog the Add button opens, as a person types, and presses OK.
+class NodeDialogFiller : public QObject {
+ public:
+  explicit NodeDialogFiller(QMap<QString, QString> fields) : fields_(std::move(fields)) {
+    connect(&timer_, &QTimer::timeout, this, [this] {
+      auto* dialog = qobject_cast<NodeDialog*>(QApplication::activeModalWidget());
+      if (!dialog) return;
+      timer_.stop();
+      for (auto it = fields_.begin(); it != fields_.end(); ++it)
+        dialog->field(it.key())->setText(it.value());
+      problems_ = dialog->problems();
+      auto* ok = dialog->findChild<QPushButton*>("nodeOk");
+      if (ok->isEnabled())
+        ok->click();
+      else
+        dialog->reject();
+      done_ = true;
+    });
+    timer_.start(30);
+  }
+  bool done() const { return done_; }
+  QStringList problems() const { return problems_; }
+
+ private:
+  QMap<QString, QString> fields_;
+  QTimer timer_;
+  QStringList problems_;
+  bool done_ = false;
+};
+
+// Answers Yes to every question box while it lives, keeping what was asked.
+class QuestionAnswerer : public QObject {
+ public:
+  QuestionAnswerer() {
+    connect(&timer_, &QTimer::timeout, this, [this] {
+      if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+        asked_ << box->text();
+        box->button(QMessageBox::Yes)->click();
+      }
+    });
+    timer_.start(50);
+  }
+  const QStringList& asked() const { return asked_; }
+
+ private:
+  QTimer timer_;
+  QStringList asked_;
+};
+
+TEST(NodeDialog, RefusesAHostileNameWithTheValidatorsWordsAtTheField) {
+  NodeDialog dialog(std::nullopt);
+  dialog.field("name")->setText("gpu;rm -rf ~");
+  dialog.field("host")->setText("10.0.0.5");
+  EXPECT_FALSE(dialog.findChild<QPushButton*>("nodeOk")->isEnabled());
+  EXPECT_TRUE(dialog.messageAt("name").startsWith("name:"))
+      << dialog.messageAt("name").toStdString();
+  EXPECT_TRUE(dialog.messageAt("host").isEmpty());
+  dialog.field("port")->setText("22x");
+  EXPECT_TRUE(dialog.messageAt("port").startsWith("port:"))
+      << dialog.messageAt("port").toStdString();
+  dialog.field("name")->setText("gpu-01");
+  dialog.field("port")->setText("2222");
+  EXPECT_TRUE(dialog.problems().isEmpty()) << dialog.problems().join("; ").toStdString();
+  EXPECT_TRUE(dialog.findChild<QPushButton*>("nodeOk")->isEnabled());
+  EXPECT_EQ(dialog.node().port, 2222);
+}
+
+TEST(NodesView, ANodeThatDoesNotAnswerIsMarkedUnreachableWithTheReason) {
+  testing::TempDir dir;
+  MainWindow window(QString::fromStdString((dir.path() / "nodes.db").string()),
+                    FLOTILLA_AGENT_BINARY);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  NodesView* view = window.nodesView();
+  window.tabs()->setCurrentWidget(view);
+  // Nothing listens on port 1 of this machine: the connection is refused.
+  NodeDialogFiller filler({{"name", "nowhere"}, {"host", "127.0.0.1"}, {"port", "1"}});
+  QTest::mouseClick(window.findChild<QPushButton*>("addNodeButton"), Qt::LeftButton);
+  ASSERT_TRUE(wait_until([&] { return filler.done(); }, 10s));
+  ASSERT_TRUE(
+      wait_until([&] { return view->cell("nowhere", NodesView::kName) == "nowhere"; }, 10s));
+  EXPECT_EQ(view->cell("nowhere", NodesView::kState), "never probed");
+  EXPECT_EQ(view->cell("nowhere", NodesView::kHost), "127.0.0.1:1");
+
+  for (int row = 0; row < view->table()->rowCount(); ++row)
+    if (view->table()->item(row, NodesView::kName)->text() == "nowhere")
+      view->table()->selectRow(row);
+  ASSERT_EQ(view->selectedNodes(), QStringList{"nowhere"});
+  auto* probe = window.findChild<QPushButton*>("probeSelectedButton");
+  ASSERT_TRUE(probe->isEnabled());
+  QTest::mouseClick(probe, Qt::LeftButton);
+  EXPECT_EQ(view->cell("nowhere", NodesView::kState), "probing…");
+  ASSERT_TRUE(wait_until([&] { return !view->probing(); }, 60s));
+  const QString state = view->cell("nowhere", NodesView::kState);
+  EXPECT_TRUE(state.startsWith("unreachable: ")) << state.toStdString();
+  EXPECT_GT(state.size(), QString("unreachable: ").size() + 5) << "no reason given";
+  EXPECT_TRUE(view->cell("nowhere", NodesView::kProbed).isEmpty());
+}
+
+TEST(NodesView, AddsTrustsProbesThreeNodesThenRunsAndKillsA3NodeDdpRun) {
+  std::string why;
+  if (!testing::TestCluster::available(&why)) GTEST_SKIP() << why;
+  testing::TestCluster cluster(3);
+  testing::TempDir dir;
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(dir.path().string()));
+  {
+    MainWindow window(QString::fromStdString((dir.path() / "cluster.db").string()),
+                      FLOTILLA_AGENT_BINARY);
+    window.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+    NodesView* view = window.nodesView();
+    window.tabs()->setCurrentWidget(view);
+
+    QStringList names;
+    for (const auto& host : cluster.hosts()) {
+      NodeDialogFiller filler({{"name", QString::fromStdString(host.name)},
+                               {"host", QString::fromStdString(host.address)},
+                               {"user", QString::fromStdString(host.user)},
+                               {"key_file", QString::fromStdString(cluster.key_file().string())},
+                               {"remote_dir", QString::fromStdString(host.remote_dir)}});
+      QTest::mouseClick(window.findChild<QPushButton*>("addNodeButton"), Qt::LeftButton);
+      ASSERT_TRUE(wait_until([&] { return filler.done(); }, 10s));
+      ASSERT_TRUE(filler.problems().isEmpty()) << filler.problems().join("; ").toStdString();
+      names << QString::fromStdString(host.name);
+    }
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return std::all_of(names.begin(), names.end(), [&](const QString& n) {
+            return !view->cell(n, NodesView::kName).isEmpty();
+          });
+        },
+        10s));
+
+    {
+      QuestionAnswerer answerer;
+      QTest::mouseClick(window.findChild<QPushButton*>("probeAllButton"), Qt::LeftButton);
+      ASSERT_TRUE(wait_until(
+          [&] {
+            return std::all_of(names.begin(), names.end(), [&](const QString& n) {
+              return view->cell(n, NodesView::kState) == "reachable" &&
+                     !view->cell(n, NodesView::kCpus).isEmpty();
+            });
+          },
+          120s))
+          << view->cell(names[0], NodesView::kState).toStdString() << " / "
+          << view->cell(names[1], NodesView::kState).toStdString() << " / "
+          << view->cell(names[2], NodesView::kState).toStdString();
+      // One question per node, each with that node's fingerprint.
+      ASSERT_EQ(answerer.asked().size(), 3) << answerer.asked().join("\n").toStdString();
+      for (const auto& host : cluster.hosts()) {
+        const std::string fingerprint =
+            testing::shell("ssh-keygen -lf " + host.host_key_pub + " | awk '{print $2}'").second;
+        const QString expected = QString::fromStdString(fingerprint).trimmed();
+        EXPECT_TRUE(std::any_of(answerer.asked().begin(), answerer.asked().end(),
+                                [&](const QString& q) {
+                                  return q.contains(QString::fromStdString(host.name)) &&
+                                         q.contains(expected);
+                                }))
+            << host.name << " was not asked about with " << fingerprint;
+      }
+    }
+    EXPECT_EQ(view->cell(names[0], NodesView::kGpus), "none");
+    EXPECT_FALSE(view->cell(names[0], NodesView::kProbed).isEmpty());
+    view->table()->clearSelection();
+    save_screenshot(window, "nodes-view");
+
+    // A 3-node DDP run from the designer, long enough to be killed.
+    window.tabs()->setCurrentIndex(0);
+    ExperimentDesigner* designer = window.form();
+    ASSERT_TRUE(
+        designer->setConfigText("name: cluster-ddp\nmodel: small_cnn\ndataset: synthetic\n"
+                                "synthetic: {shape: [1, 28, 28], train_samples: 60000}\n"
+                                "strategy: ddp\nnodes: [" +
+                                names.join(", ") +
+                                "]\nranks_per_node: 1\nbatch_size: 16\nthreads: 1\n"
+                                "epochs: 50\n"));
+    ASSERT_TRUE(designer->problems().isEmpty()) << designer->problems().join("; ").toStdString();
+    auto* run_button = window.findChild<QPushButton*>("runButton");
+    ASSERT_TRUE(run_button->isEnabled());
+    QTest::mouseClick(run_button, Qt::LeftButton);
+    Dashboard* dashboard = window.dashboard();
+    ASSERT_TRUE(wait_until([&] { return !dashboard->runs().isEmpty(); }, 60s));
+    const QString run = dashboard->runs().front();
+    ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "running"; }, 120s))
+        << window.listedState(run).toStdString();
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const auto* frame = dashboard->frame();
+          return frame && frame->step_records > 0;
+        },
+        120s));
+    for (const auto& host : cluster.hosts()) {
+      bool training = false;
+      for (const auto& [pid, command] : cluster.processes_on(host.name))
+        training |= command.find("flotilla-train") != std::string::npos;
+      EXPECT_TRUE(training) << "no flotilla-train on " << host.name;
+    }
+
+    {
+      QuestionAnswerer answerer;
+      auto* kill = window.findChild<QPushButton*>("killButton");
+      ASSERT_TRUE(kill->isEnabled());
+      QTest::mouseClick(kill, Qt::LeftButton);
+      ASSERT_TRUE(wait_until([&] { return !answerer.asked().isEmpty(); }, 10s));
+      EXPECT_TRUE(answerer.asked().front().contains(run)) << answerer.asked().front().toStdString();
+      ASSERT_TRUE(wait_until([&] { return window.listedState(run) != "running"; }, 10s));
+      EXPECT_EQ(window.listedState(run), "killing…");
+      EXPECT_FALSE(kill->isEnabled());
+      ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "killed"; }, 120s))
+          << window.listedState(run).toStdString();
+    }
+    // Killed means no training process is left on any host.
+    for (const auto& host : cluster.hosts())
+      for (const auto& [pid, command] : cluster.processes_on(host.name))
+        EXPECT_EQ(command.find("flotilla-train"), std::string::npos)
+            << host.name << " still runs " << command;
+    save_screenshot(window, "killed-run");
+  }
+  // With the window closed its agents' SSH sessions end, and the agents with them.
+  const auto flotilla_processes = [&] {
+    std::string left;
+    for (const auto& host : cluster.hosts())
+      for (const auto& [pid, command] : cluster.processes_on(host.name))
+        if (command.find("flotilla-agent") != std::string::npos ||
+            command.find("flotilla-train") != std::string::npos)
+          left += host.name + ": " + command + "\n";
+    return left;
+  };
+  EXPECT_TRUE(wait_until([&] { return flotilla_processes().empty(); }, 30s))
+      << flotilla_processes();
+  qunsetenv("XDG_DATA_HOME");
+}
+
+TEST(Designer, PipelineDdpWithCompressionAndItsPlanPreview) {
+  testing::TempDir dir;
+  MainWindow window(QString::fromStdString((dir.path() / "designer.db").string()),
+                    FLOTILLA_AGENT_BINARY);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  ExperimentDesigner* designer = window.form();
+  ASSERT_TRUE(designer->setConfigText(
+      "name: resnet18-pipeline-ddp\nmodel: resnet18\ndataset: synthetic\n"
+      "strategy: pipeline_ddp\nnodes: [local]\nranks_per_node: 4\nreplicas: 2\n"
+      "chunks: 4\nbalance: [4, 6]\nschedule: 1f1b\nbatch_size: 32\n"
+      "compression: {method: sort_quant, bits: 6, split_bits: 2}\n"));
+  ASSERT_TRUE(designer->problems().isEmpty()) << designer->problems().join("; ").toStdString();
+  EXPECT_TRUE(designer->form()->rowShown("compression.split_bits"));
+  EXPECT_TRUE(designer->form()->rowShown("replicas"));
+  PlanPreview* plan = designer->planPreview();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return plan->state() == PlanPreview::State::shown ||
+               plan->state() == PlanPreview::State::unavailable ||
+               plan->state() == PlanPreview::State::failed;
+      },
+      60s));
+  // The preview shows the engine's numbers, or says plainly that this
+  // flotilla-train has no plan mode: never a number of its own.
+  if (plan->state() == PlanPreview::State::unavailable) {
+    EXPECT_TRUE(plan->statusText().contains("flotilla-train --plan"))
+        << plan->statusText().toStdString();
+    EXPECT_TRUE(plan->shownText().isEmpty());
+  } else {
+    EXPECT_EQ(plan->state(), PlanPreview::State::shown) << plan->statusText().toStdString();
+    EXPECT_EQ(plan->numbers().stages, 2);
+    EXPECT_EQ(plan->numbers().replicas, 2);
+  }
+  // The compression group in view, as a person scrolls to it.
+  auto* scroll = designer->findChild<QScrollArea*>("formScroll");
+  scroll->ensureWidgetVisible(designer->findChild<QWidget*>("key:compression.split_bits"), 0, 300);
+  save_screenshot(window, "designer");
+}
+
+}  // namespace
+}  // namespace flotilla::gui
