@@ -223,7 +223,7 @@ int run_cli(int argc, char** argv) {
   double grace_s = 5.0;
   kill->add_option("run", kill_run, "run id")->required();
   kill->add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL")
-      ->check(CLI::Range(0.0, 3600.0))
+      ->check(CLI::Range(0.0, protocol::kMaxGraceSeconds))
       ->capture_default_str();
 
   auto* experiments = app.add_subcommand("experiments", "stored experiments");

@@ -324,7 +324,7 @@ void add_sweep_commands(CLI::App& app, SweepCommands& c) {
   c.kill = c.sweep->add_subcommand("kill", "kill a sweep's live run and skip its queued points");
   c.kill->add_option("name", c.kill_name, "sweep name")->required();
   c.kill->add_option("--grace", c.grace_s, "seconds between SIGTERM and SIGKILL")
-      ->check(CLI::Range(0.0, 3600.0))
+      ->check(CLI::Range(0.0, protocol::kMaxGraceSeconds))
       ->capture_default_str();
   c.list = app.add_subcommand("sweeps", "list sweeps and how far each has got");
 }

@@ -111,6 +111,27 @@ TEST(Messages, DecodeNamesWhatIsWrong) {
   EXPECT_EQ(error_of(R"([1,2])"), "not a JSON object: [1,2]");
   EXPECT_EQ(error_of(R"({"v":1,"type":"record","run":"a","seq":1,"rank":0})"),
             "missing field \"record\"");
+  // Numbers of the wrong kind or range are refused, not cast: a float or a
+  // value beyond int64 where an integer belongs (a fuzzer's find: casting
+  // 2.7e41 to int64 is undefined behaviour), an int field beyond int.
+  EXPECT_EQ(error_of(R"({"v":1,"type":"resume","run":"a","after_seq":2.5})"),
+            "field \"after_seq\" has the wrong type: 2.5");
+  EXPECT_EQ(error_of(R"({"v":1,"type":"resume","run":"a","after_seq":2.7e41})"),
+            "field \"after_seq\" has the wrong type: 2.7e+41");
+  EXPECT_EQ(error_of(R"({"v":1,"type":"resume","run":"a","after_seq":18446744073709551615})"),
+            "field \"after_seq\" has the wrong type: 18446744073709551615");
+  EXPECT_EQ(error_of(R"({"v":1,"type":"started","run":"a","pids":[1,2.5]})"),
+            "field \"pids\" has the wrong type: [1,2.5]");
+  EXPECT_EQ(
+      std::get<Resume>(decode(R"({"v":1,"type":"resume","run":"a","after_seq":-1})")).after_seq,
+      -1);
+  // A stop's grace is bounded: SIGKILL must come within the hour.
+  EXPECT_EQ(error_of(R"({"v":1,"type":"stop","run":"a","grace_s":1e300})"),
+            "field \"grace_s\" must be 0 to 3600 seconds, got 1e+300");
+  EXPECT_EQ(error_of(R"({"v":1,"type":"stop","run":"a","grace_s":-1})"),
+            "field \"grace_s\" must be 0 to 3600 seconds, got -1");
+  EXPECT_EQ(std::get<StopRun>(decode(R"({"v":1,"type":"stop","run":"a","grace_s":0})")).grace_s,
+            0.0);
   // A hello of another version decodes, so that the answer can say why it is refused.
   EXPECT_EQ(std::get<Hello>(decode(R"({"v":7,"type":"hello","role":"agent"})")).version, 7);
 }

@@ -1,6 +1,9 @@
 #include "flotilla/protocol/messages.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <type_traits>
 
 namespace flotilla::protocol {
 namespace {
@@ -8,14 +11,51 @@ namespace {
 using nlohmann::json;
 
 template <typename T>
+struct IsVector : std::false_type {};
+template <typename E>
+struct IsVector<std::vector<E>> : std::true_type {};
+
+// `value` as a T, nullopt when it is not one. Integers must be JSON integers
+// within T's range: nlohmann's get<int64_t>() casts 2.5 or 1e300 (undefined
+// behaviour for the latter, found by fuzzing the decoder) and get<int>()
+// truncates 2^40 without a word.
+template <typename T>
+std::optional<T> value_as(const json& value) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (value.is_string()) return value.get<std::string>();
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (value.is_number()) return value.get<double>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (value.is_number_unsigned()) {
+      const auto u = value.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(std::numeric_limits<T>::max())) return static_cast<T>(u);
+    } else if (value.is_number_integer()) {
+      const auto i = value.get<int64_t>();
+      if (i >= std::numeric_limits<T>::min() && i <= std::numeric_limits<T>::max())
+        return static_cast<T>(i);
+    }
+  } else {
+    static_assert(IsVector<T>::value, "a field is text, a number, an integer or a list of those");
+    if (!value.is_array()) return std::nullopt;
+    T out;
+    for (const auto& element : value) {
+      auto e = value_as<typename T::value_type>(element);
+      if (!e) return std::nullopt;
+      out.push_back(std::move(*e));
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+template <typename T>
 T field(const json& j, const char* name) {
   auto it = j.find(name);
   if (it == j.end()) throw DecodeError(std::string("missing field \"") + name + "\"");
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
+  auto value = value_as<T>(*it);
+  if (!value)
     throw DecodeError(std::string("field \"") + name + "\" has the wrong type: " + it->dump());
-  }
+  return std::move(*value);
 }
 
 template <typename T>
@@ -185,9 +225,16 @@ Message decode(std::string_view line) {
     }
     return start;
   }
-  if (type == "stop")
-    return StopRun{field<std::string>(j, "run"), optional_field<double>(j, "grace_s", 5.0),
-                   optional_field<std::string>(j, "why", "")};
+  if (type == "stop") {
+    StopRun stop{field<std::string>(j, "run"), optional_field<double>(j, "grace_s", 5.0),
+                 optional_field<std::string>(j, "why", "")};
+    // NaN fails both comparisons: refused too.
+    if (!(stop.grace_s >= 0 && stop.grace_s <= kMaxGraceSeconds))
+      throw DecodeError("field \"grace_s\" must be 0 to " +
+                        std::to_string(static_cast<int>(kMaxGraceSeconds)) + " seconds, got " +
+                        j["grace_s"].dump());
+    return stop;
+  }
   if (type == "status") return StatusRequest{field<std::string>(j, "run")};
   if (type == "resume") return Resume{field<std::string>(j, "run"), field<int64_t>(j, "after_seq")};
   if (type == "started")

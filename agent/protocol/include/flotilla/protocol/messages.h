@@ -55,9 +55,12 @@ struct StartRun {
 // The words of a node's `killed` end when a person asked for the stop.
 inline constexpr const char* kStoppedOnRequest = "stopped on request";
 
+// The longest grace between SIGTERM and SIGKILL that a stop may ask for.
+inline constexpr double kMaxGraceSeconds = 3600;
+
 struct StopRun {
   std::string run;
-  double grace_s = 5.0;  // SIGTERM, then SIGKILL after this
+  double grace_s = 5.0;  // SIGTERM, then SIGKILL after this; 0..kMaxGraceSeconds
   // Why the controller stops it, when not on a person's request (another
   // node failed): the node's end says so instead of kStoppedOnRequest.
   std::string why;
