@@ -78,6 +78,31 @@ std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
 
 TrainResult train(const TrainOptions& options) {
   TrainResult result;
+  bool reported = false;
+  // The rank's outcome and its end record, stamped with when it decided.
+  auto report = [&](const std::exception_ptr& error) {
+    const double decided_at =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (error) {
+      result.outcome = is_out_of_memory(error) ? records::Outcome::oom : records::Outcome::failed;
+      result.message = error_message(error);
+      if (result.outcome == records::Outcome::oom)
+        result.message += " (batch_size " + std::to_string(options.config.batch_size) + ")";
+    }
+    if (options.sink) {
+      records::End end;
+      end.rank = options.env.rank;
+      end.outcome = result.outcome;
+      end.message = result.message;
+      end.batch_size = options.config.batch_size;
+      end.steps = result.steps;
+      end.epochs = result.epochs;
+      end.elapsed_s = result.elapsed_s;
+      end.wall_time = decided_at;
+      options.sink->write(records::to_line(end));
+    }
+    reported = true;
+  };
   std::exception_ptr error;
   try {
     if (auto problems = unsupported_features(options.config); !problems.empty())
@@ -90,30 +115,19 @@ TrainResult train(const TrainOptions& options) {
     // Both compute pools sized before the first tensor operation.
     set_compute_threads(threads_per_rank(options.config, usable_cores()));
     Trainer trainer(options);
-    result = trainer.run();
+    try {
+      result = trainer.run();
+    } catch (...) {
+      // Said while the trainer still lives: its destruction closes the
+      // process group's connections, the peers that see them close fail in
+      // turn, and their supervisor then stops this rank. This rank's failure,
+      // the cause, must be on record with its time before any of that.
+      report(std::current_exception());
+    }
   } catch (...) {
     error = std::current_exception();
   }
-  const double decided_at =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  if (error) {
-    result.outcome = is_out_of_memory(error) ? records::Outcome::oom : records::Outcome::failed;
-    result.message = error_message(error);
-    if (result.outcome == records::Outcome::oom)
-      result.message += " (batch_size " + std::to_string(options.config.batch_size) + ")";
-  }
-  if (options.sink) {
-    records::End end;
-    end.rank = options.env.rank;
-    end.outcome = result.outcome;
-    end.message = result.message;
-    end.batch_size = options.config.batch_size;
-    end.steps = result.steps;
-    end.epochs = result.epochs;
-    end.elapsed_s = result.elapsed_s;
-    end.wall_time = decided_at;
-    options.sink->write(records::to_line(end));
-  }
+  if (!reported) report(error);
   return result;
 }
 

@@ -208,8 +208,11 @@ TEST(SweepHosting, RefusesMoreCudaRanksThanTheNodesProbeFoundGpus) {
   node.name = "gpu1";
   node.host = "10.0.0.1";
   store.add_node(node);
+  // A probe as the agent answers it, stored as `flotilla nodes probe` stores it.
   store.save_probe("gpu1",
-                   R"({"v":1,"type":"probe_reply","gpus":[{"index":0,"name":"A","memory_bytes":1},)"
+                   R"({"os":"Debian GNU/Linux 12","kernel":"Linux 6.1","hostname":"g1","cpus":32,)"
+                   R"("memory_bytes":1,"disk_free_bytes":1,"free_port":0,)"
+                   R"("gpus":[{"index":0,"name":"A","memory_bytes":1},)"
                    R"({"index":1,"name":"A","memory_bytes":1}]})");
   NodeRow unprobed = node;
   unprobed.name = "gpu2";

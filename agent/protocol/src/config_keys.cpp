@@ -286,8 +286,12 @@ std::vector<ConfigKey> build_table() {
       {"device", G::device, T::choice, "cpu or cuda",
        "Where each rank computes: the CPU, or its own GPU (one per rank; dp drives them all).", "",
        nullptr, choices_of<DeviceKind>()},
-      {"threads", G::device, T::integer, "0 (LibTorch's default) or a positive integer",
-       "Compute threads of each rank."},
+      {"threads", G::device, T::integer, "0 or a positive integer",
+       "Compute threads of each rank (LibTorch's pool and the BLAS library's); 0 shares the "
+       "node's cores among its ranks_per_node ranks, at least 1 each."},
+      {"limits.memory_mb", G::device, T::integer, "0 (no limit) or a positive integer",
+       "Each rank's memory in MiB: the data segment of a CPU rank (RLIMIT_DATA), the CUDA "
+       "allocator's share of a GPU; a rank beyond it ends the run oom."},
   };
 
   const json defaults = default_document();
