@@ -155,8 +155,7 @@ void ControllerWorker::emitNodes() {
   emit nodesChanged(nodes);
 }
 
-namespace {
-controller::NodeRow row_of(const NodeItem& n) {
+controller::NodeRow node_row_of(const NodeItem& n) {
   controller::NodeRow row;
   row.name = n.name.toStdString();
   row.host = n.host.toStdString();
@@ -168,12 +167,11 @@ controller::NodeRow row_of(const NodeItem& n) {
   row.agent_path = n.agent_path.toStdString();
   return row;
 }
-}  // namespace
 
 void ControllerWorker::addNode(const NodeItem& node) {
   if (!store_) return;
   try {
-    const auto row = row_of(node);
+    const auto row = node_row_of(node);
     // The dialog checked already; the store is the last word (a name taken meanwhile).
     if (const auto problems = controller::validate_node(row); !problems.empty())
       throw std::runtime_error("node \"" + row.name + "\" not added: " + problems.front());
@@ -187,7 +185,7 @@ void ControllerWorker::addNode(const NodeItem& node) {
 void ControllerWorker::updateNode(const NodeItem& node) {
   if (!store_) return;
   try {
-    const auto row = row_of(node);
+    const auto row = node_row_of(node);
     if (const auto problems = controller::validate_node(row); !problems.empty())
       throw std::runtime_error("node \"" + row.name + "\" not changed: " + problems.front());
     store_->update_node(row);

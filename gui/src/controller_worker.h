@@ -55,6 +55,9 @@ struct NodeItem {
   }
 };
 
+// The row the store keeps for a node as the window edits it.
+controller::NodeRow node_row_of(const NodeItem& node);
+
 // How one node's probe went.
 struct NodeProbeResult {
   QString node;

@@ -114,16 +114,7 @@ QString NodeDialog::messageAt(const QString& name) const {
 }
 
 void NodeDialog::revalidate() {
-  const NodeItem n = node();
-  controller::NodeRow row;
-  row.name = n.name.toStdString();
-  row.host = n.host.toStdString();
-  row.port = n.port;
-  row.user = n.user.toStdString();
-  row.key_file = n.key_file.toStdString();
-  row.remote_dir = n.remote_dir.toStdString();
-  row.tags = n.tags.toStdString();
-  row.agent_path = n.agent_path.toStdString();
+  const controller::NodeRow row = node_row_of(node());
   problems_.clear();
   QMap<QString, QStringList> at;
   for (const auto& p : controller::validate_node(row)) {
@@ -132,7 +123,7 @@ void NodeDialog::revalidate() {
     at[line.section(':', 0, 0)] << line;
   }
   // A port that is not a number is the port field's problem, in the same words.
-  if (n.port < 0 && !fields_["port"]->text().trimmed().isEmpty() && !at.contains("port")) {
+  if (row.port < 0 && !fields_["port"]->text().trimmed().isEmpty() && !at.contains("port")) {
     const QString line = "port: must be in 1..65535, got \"" + fields_["port"]->text() + "\"";
     problems_ << line;
     at["port"] << line;

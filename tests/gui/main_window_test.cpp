@@ -29,21 +29,12 @@
 #include "processes.h"
 #include "temp_dir.h"
 #include "test_cluster.h"
+#include "wait_until.h"
 
 namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Keeps the event loop going (the window must stay live) until `done`.
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    QTest::qWait(20);
-  }
-  return true;
-}
 
 template <typename T>
 T* child(QWidget& parent, const char* name) {

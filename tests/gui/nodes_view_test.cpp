@@ -29,20 +29,12 @@
 #include "plan_preview.h"
 #include "temp_dir.h"
 #include "test_cluster.h"
+#include "wait_until.h"
 
 namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    QTest::qWait(20);
-  }
-  return true;
-}
 
 // FLOTILLA_SCREENSHOT_DIR=DIR under Xvfb keeps what a person sees as DIR/NAME.png.
 void save_screenshot(QWidget& window, const QString& name) {
