@@ -184,6 +184,10 @@ Message decode(std::string_view line) {
   if (line.size() > kMaxLineBytes)
     throw DecodeError("line of " + std::to_string(line.size()) + " bytes is longer than the " +
                       std::to_string(kMaxLineBytes) + " allowed");
+  // nlohmann's lexer ends its input at a NUL: "{...}\0junk" would decode as
+  // if the junk were not there. No JSON text holds a raw NUL.
+  if (const auto nul = line.find('\0'); nul != std::string_view::npos)
+    throw DecodeError("not JSON: a NUL byte at offset " + std::to_string(nul));
   json j = json::parse(line, nullptr, false);
   if (j.is_discarded()) throw DecodeError("not JSON: " + std::string(line.substr(0, 80)));
   if (!j.is_object()) throw DecodeError("not a JSON object: " + std::string(line.substr(0, 80)));
