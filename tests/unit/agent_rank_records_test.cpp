@@ -74,3 +74,14 @@ TEST(RankRecords, AnEndWhoseFieldsHaveTheWrongTypeIsMalformedNotThrown) {
     EXPECT_FALSE(end) << text;
   }
 }
+
+// A rank's failure message quotes its stderr, which may hold bytes that are
+// not UTF-8, or be cut at 200 bytes inside a character: the run_end still
+// encodes (bad bytes as U+FFFD) instead of nlohmann throwing from dump().
+TEST(RankRecords, ARunEndQuotingBytesThatAreNotUtf8StillEncodes) {
+  const protocol::RunEnd end{"r", 3, "failed", "rank 0: caf\xC3 \xFF"};
+  std::string line;
+  ASSERT_NO_THROW(line = protocol::encode(end));
+  const auto decoded = std::get<protocol::RunEnd>(protocol::decode(line));
+  EXPECT_EQ(decoded.message, "rank 0: caf\xEF\xBF\xBD \xEF\xBF\xBD");
+}
