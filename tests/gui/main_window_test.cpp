@@ -202,6 +202,67 @@ TEST(MainWindow, StaysResponsiveWhileAFastRunStreamsIntoTheDashboard) {
               static_cast<long long>(longest_gap), dashboard->framesDrawn() - frames_before);
 }
 
+// A 2-stage GPipe run with a codec between its stages, started from the
+// window: while it trains, every panel that applies to a pipeline fills
+// (per stage busy and idle share against the bubble, the codec's figures).
+TEST(MainWindow, ChartsALivePipelineRunPerStage) {
+  testing::TempDir dir;
+  qputenv("FLOTILLA_HOME", QByteArray::fromStdString((dir.path() / "agent-home").string()));
+  const QString db = QString::fromStdString((dir.path() / "gui.db").string());
+  MainWindow window(db, FLOTILLA_AGENT_BINARY);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  child<QLineEdit>(window, "key:name")->setText("gui-pipeline");
+  child<QComboBox>(window, "key:strategy")->setCurrentText("pipeline");
+  child<QLineEdit>(window, "key:ranks_per_node")->setText("2");
+  child<QLineEdit>(window, "key:batch_size")->setText("16");
+  child<QLineEdit>(window, "key:chunks")->setText("4");
+  child<QComboBox>(window, "key:compression.method")->setCurrentText("uniform");
+  child<QLineEdit>(window, "key:max_steps")->setText("200");
+  child<QLineEdit>(window, "key:threads")->setText("1");
+  auto* run_button = child<QPushButton>(window, "runButton");
+  ASSERT_TRUE(run_button && run_button->isEnabled())
+      << window.form()->problems().join("; ").toStdString();
+  QTest::mouseClick(run_button, Qt::LeftButton);
+  Dashboard* dashboard = window.dashboard();
+  ASSERT_TRUE(wait_until([&] { return dashboard->runs().size() == 1; }, 60s));
+  const QString run = dashboard->runs().front();
+  auto series_named = [&](charts::PanelKind kind, const std::string& part) {
+    const auto* panel = dashboard->panel(kind)->panel();
+    if (!panel) return false;
+    for (const auto& s : panel->description.series)
+      if (s.name.find(part) != std::string::npos && !s.y->empty()) return true;
+    return false;
+  };
+  bool seen_live = false;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto* frame = dashboard->frame();
+        if (!frame || !frame->live) return false;
+        seen_live = series_named(charts::PanelKind::step_time, "stage 0 busy") &&
+                    series_named(charts::PanelKind::step_time, "stage 0 idle") &&
+                    series_named(charts::PanelKind::step_time, "stage 1 busy") &&
+                    series_named(charts::PanelKind::step_time, "stage 1 idle") &&
+                    series_named(charts::PanelKind::communication, "compression ratio") &&
+                    series_named(charts::PanelKind::throughput, "job") &&
+                    series_named(charts::PanelKind::loss, "loss") &&
+                    series_named(charts::PanelKind::memory, "RSS");
+        return seen_live;
+      },
+      240s))
+      << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
+  EXPECT_TRUE(seen_live);
+  const auto& step_time = dashboard->panel(charts::PanelKind::step_time)->panel()->description;
+  ASSERT_EQ(step_time.references.size(), 1u);
+  // p = 2 stages, m = 4 micro-batches: (p-1)/(m+p-1) = 20 %.
+  EXPECT_DOUBLE_EQ(step_time.references[0].y, 20.0);
+  EXPECT_TRUE(
+      dashboard->panel(charts::PanelKind::bandwidth)->panel()->description.empty_reason.empty());
+  save_screenshot(window);
+  ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 300s))
+      << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
+}
+
 TEST(MainWindow, ContinuesOnStartASweepWhoseControllerHasGone) {
   testing::TempDir dir;
   qputenv("FLOTILLA_HOME", QByteArray::fromStdString((dir.path() / "agent-home").string()));

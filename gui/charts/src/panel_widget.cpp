@@ -153,6 +153,9 @@ PanelWidget::PanelWidget(PanelSync* sync, QWidget* parent)
   auto* chart = new QChart;
   chart->legend()->setAlignment(Qt::AlignBottom);
   chart->legend()->setShowToolTips(true);
+  // A square of the series' colour cannot tell a rank's busy (solid), exposed
+  // (dashed) and operations/s (dotted) apart: each entry shows a piece of its line.
+  chart->legend()->setMarkerShape(QLegend::MarkerShapeFromSeries);
   chart->layout()->setContentsMargins(0, 0, 0, 0);
   chart->setMargins(QMargins(6, 4, 6, 4));
   QFont title = chart->titleFont();
