@@ -418,7 +418,7 @@ void PanelWidget::rebuild() {
   for (const auto& r : d.references) letters += r.label.size();
   for (const auto& x : d.series)
     if (x.style != SeriesStyle::faint_raw) ++entries, letters += x.name.size();
-  c->legend()->setAlignment(entries > 5 || letters > 80 ? Qt::AlignRight : Qt::AlignBottom);
+  c->legend()->setAlignment(entries > 5 || letters > 60 ? Qt::AlignRight : Qt::AlignBottom);
 }
 
 void PanelWidget::relabelReferences() {
@@ -523,6 +523,10 @@ void PanelWidget::redraw() {
         linear->setTickType(QValueAxis::TicksDynamic);
         linear->setTickAnchor(0);
         linear->setTickInterval(interval);
+        // Four significant digits print 0.26791 and 0.26794 alike: below 1 the
+        // labels get as many decimals as the tick interval needs.
+        const int decimals = interval < 1 ? int(std::ceil(-std::log10(interval) - 1e-9)) : 0;
+        linear->setLabelFormat(interval < 1 ? QString("%.%1f").arg(decimals) : QString("%.4g"));
       }
     }
   }
