@@ -1,5 +1,6 @@
 #include "main_window.h"
 
+#include <QAction>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "compare_view.h"
 #include "dashboard.h"
 #include "experiment_designer.h"
 #include "flotilla/protocol/experiment_config.h"
@@ -34,6 +36,7 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
     : QMainWindow(parent), worker_(new ControllerWorker(database, agent_binary, view_only)) {
   setWindowTitle("Flotilla — " + database);
   dashboard_ = new Dashboard(database);
+  compare_view_ = new CompareView(database);
   buildWidgets();
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
@@ -58,7 +61,8 @@ void MainWindow::buildWidgets() {
   run_table_->setObjectName("runTable");
   run_table_->setHorizontalHeaderLabels({"Run", "State", "Experiment", "Ranks", "Reason"});
   run_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  run_table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  // Several runs selected: Compare lines them up.
+  run_table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   run_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   run_table_->verticalHeader()->hide();
   run_table_->horizontalHeader()->setStretchLastSection(true);
@@ -80,6 +84,13 @@ void MainWindow::buildWidgets() {
   left_layout->addWidget(experiment_list_, 1);
   left_layout->addLayout(experiment_buttons);
   left_layout->addWidget(run_table_, 2);
+  compare_button_ = new QPushButton("Compare");
+  compare_button_->setObjectName("compareButton");
+  compare_button_->setToolTip("Compare the selected runs (Ctrl+Shift+C)");
+  left_layout->addWidget(compare_button_);
+  auto* compare_action = new QAction("Compare selected runs", this);
+  compare_action->setShortcut(QKeySequence("Ctrl+Shift+C"));
+  addAction(compare_action);
 
   // Right: the designer with its buttons, the selected run's dashboard, the nodes.
   form_ = new ExperimentDesigner;
@@ -97,6 +108,7 @@ void MainWindow::buildWidgets() {
   tabs_->addTab(experiment, "Experiment");
   tabs_->addTab(dashboard_, "Dashboard");
   tabs_->addTab(nodes_view_, "Nodes");
+  tabs_->addTab(compare_view_, "Compare");
 
   auto* splitter = new QSplitter;
   splitter->addWidget(left);
@@ -115,9 +127,14 @@ void MainWindow::buildWidgets() {
     form_->setConfigJson(experiments_[row].config_json);
     tabs_->setCurrentIndex(0);
   });
+  const auto compare_selected = [this] {
+    if (selectedRuns().size() >= 2) compareRuns(selectedRuns());
+  };
+  connect(compare_button_, &QPushButton::clicked, this, compare_selected);
+  connect(compare_action, &QAction::triggered, this, compare_selected);
   connect(run_table_, &QTableWidget::itemSelectionChanged, this, [this] {
     const QString run = selectedRun();
-    if (!run.isEmpty()) {
+    if (!run.isEmpty() && selectedRuns().size() == 1) {
       dashboard_->showRun(run);
       tabs_->setCurrentWidget(dashboard_);
     }
@@ -167,6 +184,9 @@ void MainWindow::connectWorker() {
   connect(this, &MainWindow::requestProbe, worker_, &ControllerWorker::probeNodes);
   connect(this, &MainWindow::requestTrustAndProbe, worker_,
           &ControllerWorker::trustHostKeyAndProbe);
+  connect(compare_view_, &CompareView::requestCompare, worker_, &ControllerWorker::compareRuns);
+  connect(worker_, &ControllerWorker::compared, compare_view_, &CompareView::showTable);
+  connect(worker_, &ControllerWorker::compareFailed, compare_view_, &CompareView::showFailure);
   connect(nodes_view_, &NodesView::requestAdd, this, &MainWindow::requestAddNode);
   connect(nodes_view_, &NodesView::requestUpdate, this, &MainWindow::requestUpdateNode);
   connect(nodes_view_, &NodesView::requestRemove, this, &MainWindow::requestRemoveNode);
@@ -227,6 +247,7 @@ void MainWindow::showRuns(const QVector<RunItem>& runs) {
   runs_ = runs;
   const QString shown = dashboard_->runs().size() == 1 ? dashboard_->runs().front() : QString();
   const QString selected = selectedRun().isEmpty() ? shown : selectedRun();
+  const QStringList selected_runs = selectedRuns();
   QSignalBlocker block(run_table_);
   run_table_->setRowCount(int(runs.size()));
   for (int row = 0; row < runs.size(); ++row) {
@@ -242,7 +263,15 @@ void MainWindow::showRuns(const QVector<RunItem>& runs) {
   }
   for (const auto& run : killing_) showKilling(run);
   run_table_->resizeColumnsToContents();
-  if (!selected.isEmpty()) selectRun(selected);
+  if (selected_runs.size() > 1) {
+    for (int row = 0; row < run_table_->rowCount(); ++row)
+      if (selected_runs.contains(run_table_->item(row, kRunId)->text()))
+        run_table_->selectionModel()->select(
+            run_table_->model()->index(row, 0),
+            QItemSelectionModel::Select | QItemSelectionModel::Rows);
+  } else if (!selected.isEmpty()) {
+    selectRun(selected);
+  }
   updateButtons();
 }
 
@@ -283,6 +312,21 @@ QString MainWindow::selectedRun() const {
   return rows.isEmpty() ? QString() : run_table_->item(rows.front().row(), kRunId)->text();
 }
 
+QStringList MainWindow::selectedRuns() const {
+  QStringList selected;
+  for (const auto& index : run_table_->selectionModel()->selectedRows())
+    selected << run_table_->item(index.row(), kRunId)->text();
+  QStringList oldest_first;
+  for (const auto& r : runs_)
+    if (selected.contains(r.id)) oldest_first << r.id;
+  return oldest_first;
+}
+
+void MainWindow::compareRuns(QStringList runs) {
+  compare_view_->compare(runs);
+  tabs_->setCurrentWidget(compare_view_);
+}
+
 void MainWindow::showKilling(const QString& run) {
   for (int row = 0; row < run_table_->rowCount(); ++row)
     if (run_table_->item(row, kRunId)->text() == run)
@@ -301,7 +345,9 @@ void MainWindow::updateButtons() {
   run_button_->setToolTip(form_->problems().join("\n"));
   save_button_->setEnabled(!form_->name().isEmpty());
   const QString run = selectedRun();
-  kill_button_->setEnabled(!run.isEmpty() && live(listedState(run)) && !killing_.contains(run));
+  kill_button_->setEnabled(!run.isEmpty() && selectedRuns().size() == 1 && live(listedState(run)) &&
+                           !killing_.contains(run));
+  compare_button_->setEnabled(selectedRuns().size() >= 2);
 }
 
 void MainWindow::importExperiment() {

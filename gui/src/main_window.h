@@ -1,8 +1,9 @@
 #pragma once
 // Flotilla's main window: experiments on the left with the runs below them;
 // on the right, tabs: the experiment designer (Save, Run, Kill), the selected
-// run's dashboard and the nodes. Everything that touches the database or an agent goes to
-// the worker thread; the dashboard reads on a thread of its own.
+// run's dashboard, the nodes, and the runs selected together compared.
+// Everything that touches the database or an agent goes to the worker thread;
+// the dashboard reads on a thread of its own.
 
 #include <QMainWindow>
 #include <QSet>
@@ -20,6 +21,7 @@ class QTableWidget;
 
 namespace flotilla::gui {
 
+class CompareView;
 class Dashboard;
 class ExperimentDesigner;
 class NodesView;
@@ -41,6 +43,11 @@ class MainWindow : public QMainWindow {
   void showRun(const QString& run);
   // The state the run list shows for `run`, empty when it is not listed.
   QString listedState(const QString& run) const;
+  CompareView* compareView() const { return compare_view_; }
+  // Opens the Compare tab on `runs` (two or more), oldest first.
+  void compareRuns(QStringList runs);
+  // The runs selected in the run list, oldest first.
+  QStringList selectedRuns() const;
 
  signals:
   // To the worker thread.
@@ -79,7 +86,8 @@ class MainWindow : public QMainWindow {
   ExperimentDesigner* form_;
   Dashboard* dashboard_;
   NodesView* nodes_view_;
-  QPushButton *run_button_, *kill_button_, *save_button_;
+  CompareView* compare_view_;
+  QPushButton *run_button_, *kill_button_, *save_button_, *compare_button_;
 };
 
 }  // namespace flotilla::gui
