@@ -57,6 +57,8 @@ CompareView::CompareView(const QString& database, QWidget* parent)
   summary_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   summary_->setSelectionBehavior(QAbstractItemView::SelectRows);
   summary_->verticalHeader()->hide();
+  // In the order compared (baseline first) until a header is clicked.
+  summary_->horizontalHeader()->setSortIndicator(-1, Qt::AscendingOrder);
   summary_->setSortingEnabled(true);
   diff_ = new QTableWidget;
   diff_->setObjectName("configDiffTable");
@@ -73,6 +75,7 @@ CompareView::CompareView(const QString& database, QWidget* parent)
   splitter->addWidget(charts_);
   splitter->setStretchFactor(0, 2);
   splitter->setStretchFactor(1, 3);
+  splitter->setSizes({300, 600});
 
   auto* comparing = new QWidget;
   auto* comparing_layout = new QVBoxLayout(comparing);
@@ -247,9 +250,9 @@ void CompareView::fillSummary(const controller::CompareTable& table) {
     }
   }
   summary_->resizeColumnsToContents();
-  summary_->setSortingEnabled(true);
-  if (sorted_by >= 0 && sorted_by < summary_->columnCount())
-    summary_->sortByColumn(sorted_by, order);
+  summary_->horizontalHeader()->setSortIndicator(
+      sorted_by < summary_->columnCount() ? sorted_by : -1, order);
+  summary_->setSortingEnabled(true);  // sorts by the indicator's column, if any
 }
 
 void CompareView::fillDiff(const controller::CompareTable& table) {

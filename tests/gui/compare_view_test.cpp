@@ -199,6 +199,26 @@ TEST(CompareView, LinesUpThreeRealRunsAsTheCliDoes) {
   EXPECT_GT(view->tablesShown(), first_tables);
   EXPECT_EQ(view->table()->rows[2].run.state, controller::RunState::finished);
 
+  // In the order compared until a header is clicked; then by the number behind the text.
+  auto* summary = view->summaryTable();
+  for (int row = 0; row < 3; ++row) EXPECT_EQ(summary->item(row, 0)->text(), runs[row]) << row;
+  int throughput_column = -1;
+  for (int c = 0; c < summary->columnCount(); ++c)
+    if (summary->horizontalHeaderItem(c)->data(Qt::UserRole) == "throughput") throughput_column = c;
+  ASSERT_GE(throughput_column, 0);
+  const QRect header_rect(summary->horizontalHeader()->sectionViewportPosition(throughput_column),
+                          0, summary->horizontalHeader()->sectionSize(throughput_column),
+                          summary->horizontalHeader()->height());
+  QTest::mouseClick(summary->horizontalHeader()->viewport(), Qt::LeftButton, Qt::NoModifier,
+                    header_rect.center());
+  std::vector<double> sorted;
+  for (int row = 0; row < 3; ++row)
+    sorted.push_back(summary->item(row, throughput_column)->data(Qt::UserRole).toDouble());
+  EXPECT_TRUE(std::is_sorted(sorted.begin(), sorted.end()) ||
+              std::is_sorted(sorted.rbegin(), sorted.rend()))
+      << sorted[0] << " " << sorted[1] << " " << sorted[2];
+  EXPECT_EQ(summary->horizontalHeader()->sortIndicatorSection(), throughput_column);
+
   // The same numbers as the CLI's JSON, cell by cell, and the same config diff.
   const auto cli_json = json::parse(cli.run({"compare", one, two, three, "--format", "json"}));
   expect_table_equals(*view->summaryTable(), cli_json);
