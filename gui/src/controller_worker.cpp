@@ -16,6 +16,7 @@ ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent
   qRegisterMetaType<QVector<NodeItem>>();
   qRegisterMetaType<NodeItem>();
   qRegisterMetaType<NodeProbeResult>();
+  qRegisterMetaType<std::shared_ptr<const controller::CompareTable>>();
   connect_.agent_binary = agent_binary_;
 }
 
@@ -131,6 +132,29 @@ void ControllerWorker::killRun(const QString& run) {
     controller_->kill_run(run.toStdString());
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::compareRuns(const QStringList& runs, const QString& baseline,
+                                   quint64 request) {
+  if (!store_) {
+    emit compareFailed("the database " + database_ + " is not open", request);
+    return;
+  }
+  try {
+    std::vector<std::string> ids;
+    for (const auto& run : runs) ids.push_back(run.toStdString());
+    controller::CompareOptions options;
+    if (!baseline.isEmpty()) options.baseline = baseline.toStdString();
+    emit compared(std::make_shared<const controller::CompareTable>(
+                      controller::compare_runs(*store_, ids, options)),
+                  request);
+  } catch (const controller::CompareError& e) {
+    QStringList problems;
+    for (const auto& p : e.problems()) problems << QString::fromStdString(p);
+    emit compareFailed(problems.join("\n"), request);
+  } catch (const std::exception& e) {
+    emit compareFailed(QString::fromStdString(e.what()), request);
   }
 }
 

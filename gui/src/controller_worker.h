@@ -15,8 +15,12 @@
 #include <tuple>
 #include <vector>
 
+#include "flotilla/controller/compare.h"
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/sweep_runner.h"
+
+// Before any signal or slot that carries it (the moc files instantiate it).
+Q_DECLARE_METATYPE(std::shared_ptr<const flotilla::controller::CompareTable>)
 
 namespace flotilla::gui {
 
@@ -99,6 +103,10 @@ class ControllerWorker : public QObject,
   void trustHostKeyAndProbe(const QString& name);
   // How long connecting to a node and its agent's answers may take.
   void setConnectTimeout(int milliseconds);
+  // The compare table of `runs` against `baseline` (empty: the first run),
+  // read here so the window never waits on SQL; answered by compared() or
+  // compareFailed() with the same `request`.
+  void compareRuns(const QStringList& runs, const QString& baseline, quint64 request);
 
  signals:
   void opened(const QString& database);
@@ -116,6 +124,9 @@ class ControllerWorker : public QObject,
   void nodeProbed(const flotilla::gui::NodeProbeResult& result);
   // Every node of one probeNodes() call is done.
   void probesFinished(const QStringList& names);
+  void compared(std::shared_ptr<const flotilla::controller::CompareTable> table, quint64 request);
+  // Every problem of the request, one a line (unknown run, baseline not among the runs).
+  void compareFailed(const QString& message, quint64 request);
 
  private:
   // ControllerObserver: called on the agent links' threads. Records are not

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "compare_view.h"
 #include "config_diff.h"
 #include "dashboard.h"
 #include "experiment_designer.h"
@@ -55,6 +56,7 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
       view_only_(view_only) {
   setWindowTitle("Flotilla — " + database);
   dashboard_ = new Dashboard(database);
+  compare_view_ = new CompareView(database);
   buildWidgets();
   buildActions();
   updateButtons();
@@ -100,6 +102,9 @@ void MainWindow::buildWidgets() {
   left_layout->addWidget(experiment_list_, 1);
   left_layout->addLayout(experiment_buttons);
   left_layout->addWidget(run_list_, 2);
+  compare_button_ = new QPushButton("Compare");
+  compare_button_->setObjectName("compareButton");
+  left_layout->addWidget(compare_button_);
 
   // Right: the designer with its buttons, the selected run's dashboard, the nodes.
   form_ = new ExperimentDesigner;
@@ -117,6 +122,7 @@ void MainWindow::buildWidgets() {
   tabs_->addTab(experiment, "Experiment");
   tabs_->addTab(dashboard_, "Dashboard");
   tabs_->addTab(nodes_view_, "Nodes");
+  tabs_->addTab(compare_view_, "Compare");
 
   splitter_ = new QSplitter;
   splitter_->setObjectName("mainSplitter");
@@ -133,8 +139,9 @@ void MainWindow::buildWidgets() {
     tabs_->setCurrentIndex(0);
   });
   connect(run_list_, &RunList::selectionChanged, this, [this] {
-    const QString run = run_list_->selected();
-    if (!run.isEmpty()) {
+    const QStringList runs = run_list_->selectedRuns();
+    if (runs.size() == 1) {
+      const QString run = runs.front();
       dashboard_->showRun(run);
       tabs_->setCurrentWidget(dashboard_);
     }
@@ -162,6 +169,8 @@ void MainWindow::buildActions() {
   clone_action_ =
       action("&Duplicate run into the designer", "actionClone", QKeySequence(Qt::CTRL | Qt::Key_D));
   refresh_action_ = action("Re&fresh", "actionRefresh", QKeySequence(Qt::Key_F5));
+  compare_action_ = action("Co&mpare selected runs", "actionCompare",
+                           QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
 
   auto* experiment_menu = menuBar()->addMenu("&Experiment");
   experiment_menu->addAction(new_action_);
@@ -182,7 +191,8 @@ void MainWindow::buildActions() {
   experiment_menu->addSeparator();
   experiment_menu->addAction(diff_action_);
   auto* run_menu = menuBar()->addMenu("&Run");
-  for (auto* a : {run_action_, kill_action_, clone_action_}) run_menu->addAction(a);
+  for (auto* a : {run_action_, kill_action_, clone_action_, compare_action_})
+    run_menu->addAction(a);
   run_menu->addSeparator();
   run_menu->addAction(refresh_action_);
 
@@ -190,6 +200,7 @@ void MainWindow::buildActions() {
   run_list_->table()->setContextMenuPolicy(Qt::ActionsContextMenu);
   run_list_->table()->addAction(clone_action_);
   run_list_->table()->addAction(kill_action_);
+  run_list_->table()->addAction(compare_action_);
 
   connect(new_action_, &QAction::triggered, this,
           [this] { form_->setConfigJson(QString::fromStdString(to_json(ExperimentConfig()))); });
@@ -209,12 +220,16 @@ void MainWindow::buildActions() {
   connect(kill_action_, &QAction::triggered, this, &MainWindow::killSelected);
   connect(clone_action_, &QAction::triggered, this, [this] { cloneRun(run_list_->selected()); });
   connect(refresh_action_, &QAction::triggered, this, &MainWindow::requestRefresh);
+  connect(compare_action_, &QAction::triggered, this, [this] {
+    if (run_list_->selectedRuns().size() >= 2) compareRuns(run_list_->selectedRuns());
+  });
 
   // Each button is its action: the same command, the same shortcut in its tool tip.
   const std::pair<QPushButton*, QAction*> pairs[] = {
-      {new_button_, new_action_},       {import_button_, import_action_},
-      {export_button_, export_action_}, {save_button_, save_action_},
-      {run_button_, run_action_},       {kill_button_, kill_action_}};
+      {new_button_, new_action_},        {import_button_, import_action_},
+      {export_button_, export_action_},  {save_button_, save_action_},
+      {run_button_, run_action_},        {kill_button_, kill_action_},
+      {compare_button_, compare_action_}};
   for (const auto& [button, a] : pairs) {
     connect(button, &QPushButton::clicked, a, &QAction::trigger);
     button->setToolTip(with_shortcut(a, QString(a->text()).remove('&').remove(QChar(0x2026))));
@@ -336,6 +351,9 @@ void MainWindow::connectWorker() {
   connect(this, &MainWindow::requestProbe, worker_, &ControllerWorker::probeNodes);
   connect(this, &MainWindow::requestTrustAndProbe, worker_,
           &ControllerWorker::trustHostKeyAndProbe);
+  connect(compare_view_, &CompareView::requestCompare, worker_, &ControllerWorker::compareRuns);
+  connect(worker_, &ControllerWorker::compared, compare_view_, &CompareView::showTable);
+  connect(worker_, &ControllerWorker::compareFailed, compare_view_, &CompareView::showFailure);
   connect(nodes_view_, &NodesView::requestAdd, this, &MainWindow::requestAddNode);
   connect(nodes_view_, &NodesView::requestUpdate, this, &MainWindow::requestUpdateNode);
   connect(nodes_view_, &NodesView::requestRemove, this, &MainWindow::requestRemoveNode);
@@ -417,6 +435,15 @@ void MainWindow::showRun(const QString& run) {
   tabs_->setCurrentWidget(dashboard_);
 }
 
+QStringList MainWindow::selectedRuns() const {
+  return run_list_->selectedRuns();
+}
+
+void MainWindow::compareRuns(QStringList runs) {
+  compare_view_->compare(runs);
+  tabs_->setCurrentWidget(compare_view_);
+}
+
 QString MainWindow::listedState(const QString& run) const {
   return run_list_->listedState(run);
 }
@@ -431,12 +458,17 @@ void MainWindow::updateButtons() {
   const bool named = !form_->name().isEmpty();
   save_action_->setEnabled(named);
   save_button_->setEnabled(named);
-  const QString run = run_list_->selected();
+  // Kill and clone act on one run; several selected are for comparing.
+  const QStringList selected = run_list_->selectedRuns();
+  const QString run = selected.size() == 1 ? selected.front() : QString();
   const bool killable =
       !run.isEmpty() && live(run_list_->listedState(run)) && !killing_.contains(run);
   kill_action_->setEnabled(killable);
   kill_button_->setEnabled(killable);
   clone_action_->setEnabled(!run.isEmpty());
+  const bool comparable = selected.size() >= 2;
+  compare_action_->setEnabled(comparable);
+  compare_button_->setEnabled(comparable);
 }
 
 void MainWindow::importExperiment() {

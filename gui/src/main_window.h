@@ -1,10 +1,11 @@
 #pragma once
 // Flotilla's main window: experiments on the left with the runs below them;
 // on the right, tabs: the experiment designer (Save, Run, Kill), the selected
-// run's dashboard and the nodes. Everything that touches the database or an agent goes to
-// the worker thread; the dashboard reads on a thread of its own. The menus
-// hold every command with its shortcut (New from preset, Clone run, Compare
-// configs); geometry, splitters, the last tab and column widths are kept
+// run's dashboard, the nodes, and the runs selected together compared.
+// Everything that touches the database or an agent goes to the worker thread;
+// the dashboard reads on a thread of its own. The menus hold every command
+// with its shortcut (New from preset, Clone run, Compare configs, Compare
+// runs); geometry, splitters, the last tab and column widths are kept
 // between launches (QSettings).
 
 #include <QMainWindow>
@@ -25,6 +26,7 @@ class QTabWidget;
 
 namespace flotilla::gui {
 
+class CompareView;
 class Dashboard;
 class ExperimentDesigner;
 class NodesView;
@@ -57,6 +59,11 @@ class MainWindow : public QMainWindow {
   void showRun(const QString& run);
   // The state the run list shows for `run`, empty when it is not listed.
   QString listedState(const QString& run) const;
+  CompareView* compareView() const { return compare_view_; }
+  // Opens the Compare tab on `runs` (two or more), oldest first.
+  void compareRuns(QStringList runs);
+  // The runs selected in the run list, oldest first.
+  QStringList selectedRuns() const;
 
  signals:
   // To the worker thread.
@@ -98,10 +105,11 @@ class MainWindow : public QMainWindow {
   ExperimentDesigner* form_;
   Dashboard* dashboard_;
   NodesView* nodes_view_;
+  CompareView* compare_view_;
   QPushButton *new_button_, *import_button_, *export_button_;
-  QPushButton *run_button_, *kill_button_, *save_button_;
+  QPushButton *run_button_, *kill_button_, *save_button_, *compare_button_;
   QAction *new_action_, *save_action_, *import_action_, *export_action_, *diff_action_;
-  QAction *run_action_, *kill_action_, *clone_action_, *refresh_action_;
+  QAction *run_action_, *kill_action_, *clone_action_, *refresh_action_, *compare_action_;
   QMenu* presets_menu_;
 };
 

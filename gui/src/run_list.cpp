@@ -52,7 +52,8 @@ RunList::RunList(QWidget* parent) : QWidget(parent) {
   table_->setObjectName("runTable");
   table_->setHorizontalHeaderLabels({"Run", "State", "Experiment", "Started", "Ranks", "Reason"});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  // Several runs selected (Ctrl/Shift+click): the window compares them.
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
   // The Reason gets the rest of the width, elided at its end, with its whole
@@ -81,7 +82,7 @@ RunList::RunList(QWidget* parent) : QWidget(parent) {
 
 void RunList::showRuns(const QVector<RunItem>& runs, const QSet<QString>& killing) {
   runs_ = runs;
-  const QString selected_run = selected();
+  const QStringList selected_runs = selectedRuns();
   {
     const QSignalBlocker block(table_);
     // Rows are filled unsorted, then sorted once by the header's choice.
@@ -113,7 +114,7 @@ void RunList::showRuns(const QVector<RunItem>& runs, const QSet<QString>& killin
   }
   updateExperimentChoices();
   applyFilters();
-  if (!selected_run.isEmpty()) select(selected_run);
+  if (!selected_runs.isEmpty()) selectRuns(selected_runs);
 }
 
 bool RunList::showState(const QString& run, const QString& state, const QString& reason,
@@ -155,6 +156,24 @@ void RunList::select(const QString& run) {
 QString RunList::selected() const {
   const auto rows = table_->selectionModel()->selectedRows();
   return rows.isEmpty() ? QString() : table_->item(rows.front().row(), kId)->text();
+}
+
+QStringList RunList::selectedRuns() const {
+  QStringList selected;
+  for (const auto& index : table_->selectionModel()->selectedRows())
+    selected << table_->item(index.row(), kId)->text();
+  QStringList oldest_first;
+  for (const auto& r : runs_)
+    if (selected.contains(r.id)) oldest_first << r.id;
+  return oldest_first;
+}
+
+void RunList::selectRuns(const QStringList& runs) {
+  table_->clearSelection();
+  for (const auto& run : runs)
+    if (const int row = rowOf(run); row >= 0)
+      table_->selectionModel()->select(table_->model()->index(row, 0),
+                                       QItemSelectionModel::Select | QItemSelectionModel::Rows);
 }
 
 QString RunList::listedState(const QString& run) const {

@@ -39,7 +39,11 @@ class RunList : public QWidget {
   const RunItem* run(const QString& id) const;
 
   void select(const QString& run);
+  // The first selected run (empty when none); several can be selected at once.
   QString selected() const;
+  // Every selected run, oldest first (the order a comparison lists them).
+  QStringList selectedRuns() const;
+  void selectRuns(const QStringList& runs);
   // The state the list shows for `run`, empty when it is not listed.
   QString listedState(const QString& run) const;
   // The runs the filters let through, top to bottom.

@@ -267,8 +267,9 @@ TEST(WindowCommands, ShortcutsRunKillRefreshAreInTheMenusAndToolTipsAndKillAsksF
   MainWindow window(history.db(), FLOTILLA_AGENT_BINARY, nullptr, true);
   open_window(window, 1, 0, /*for_keys=*/true);
   const std::pair<const char*, const char*> shortcuts[] = {
-      {"actionRun", "Ctrl+R"}, {"actionKill", "Ctrl+K"}, {"actionClone", "Ctrl+D"},
-      {"actionRefresh", "F5"}, {"actionNew", "Ctrl+N"},  {"actionSave", "Ctrl+S"}};
+      {"actionRun", "Ctrl+R"},          {"actionKill", "Ctrl+K"}, {"actionClone", "Ctrl+D"},
+      {"actionRefresh", "F5"},          {"actionNew", "Ctrl+N"},  {"actionSave", "Ctrl+S"},
+      {"actionCompare", "Ctrl+Shift+C"}};
   QList<QAction*> in_menus;
   for (auto* menu : window.menuBar()->findChildren<QMenu*>()) in_menus << menu->actions();
   for (const auto& [name, keys] : shortcuts) {
