@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "flotilla/protocol/experiment_config.h"
 #include "flotilla/protocol/line_buffer.h"
 #include "flotilla/protocol/numbers.h"
 #include "processes.h"
@@ -128,6 +129,19 @@ void Session::start(const protocol::StartRun& start) {
   if (dir.exists())
     throw std::runtime_error("run \"" + start.run + "\" already exists on this node");
   if (start.ranks.empty()) throw std::runtime_error("no ranks to start");
+  if (start.mode == protocol::RunMode::train) {
+    // The data is checked here, where the ranks read it, before any starts:
+    // a node without it (or with a damaged copy) ends the run at once with
+    // the files named, rather than after its peers have begun.
+    std::vector<std::string> unread;  // the ranks report a config they cannot read
+    const auto config = read_experiment(start.config_json, "start", unread);
+    if (auto problems = data_file_problems(config); !problems.empty()) {
+      std::string text;
+      for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;
+      throw std::runtime_error("the data set cannot be read on this node, no rank was started: " +
+                               text);
+    }
+  }
   dir.write_start(start);
   spawn_detached({own_executable().string(), "supervise", "--home", options_.home.string(), "--run",
                   start.run, "--train-binary", options_.train_binary.string()},

@@ -118,8 +118,9 @@ std::vector<std::string> placement_problems(const ExperimentConfig& config,
         "nodes: \"local\" cannot share a run with other nodes, which could not reach its "
         "rendezvous on 127.0.0.1; add this machine as an SSH node (`flotilla nodes add`) instead");
   if (has_local) {
-    // The local node's data can be checked before anything starts.
-    for (auto& missing : missing_data_files(config)) problems.push_back(missing);
+    // The local node's data can be checked before anything starts; a remote
+    // node's agent checks its own before it starts a rank.
+    for (auto& problem : data_file_problems(config)) problems.push_back(problem);
   }
   return problems;
 }

@@ -47,6 +47,22 @@ std::vector<std::string> training_processes(const TestCluster& cluster, const st
   return left;
 }
 
+// Fails the test unless no process of a run is left on any host within `limit`.
+void expect_no_process_left_within(const TestCluster& cluster, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::map<std::string, std::vector<std::string>> left;
+  do {
+    left.clear();
+    for (const auto& h : cluster.hosts())
+      if (auto procs = training_processes(cluster, h.name); !procs.empty()) left[h.name] = procs;
+    if (left.empty()) break;
+    std::this_thread::sleep_for(200ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  for (const auto& [h, procs] : left)
+    ADD_FAILURE() << h << " still runs " << procs.size() << " process(es) of the run, first "
+                  << procs.front();
+}
+
 TEST(Cluster, ProbeRefusesUnknownHostKeysThenDeploysOnceAndDescribesEveryNode) {
   SKIP_WITHOUT_CLUSTER();
   TestCluster cluster(3);
@@ -225,19 +241,54 @@ TEST(Cluster, ARunWhoseThirdNodeCannotTrainFailsWithItsReasonAndLeavesNoRankAnyw
   EXPECT_NE(row->reason.find("node broken"), std::string::npos) << row->reason;
   EXPECT_NE(row->reason.find("broken on purpose"), std::string::npos) << row->reason;
   std::cout << "stored reason: " << row->reason << std::endl;
-  // Within 10 s of the run's end, no process of it is left on any host.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  std::map<std::string, std::vector<std::string>> left;
-  do {
-    left.clear();
-    for (const auto& h : cluster.hosts())
-      if (auto procs = training_processes(cluster, h.name); !procs.empty()) left[h.name] = procs;
-    if (left.empty()) break;
-    std::this_thread::sleep_for(200ms);
-  } while (std::chrono::steady_clock::now() < deadline);
-  for (const auto& [h, procs] : left)
-    ADD_FAILURE() << h << " still runs " << procs.size() << " process(es) of the run, first "
-                  << procs.front();
+  expect_no_process_left_within(cluster, 10s);
+}
+
+// The data is checked on each node, where its ranks read it, before any
+// rank starts there: a node whose copy is missing or damaged fails the run
+// with the node and the file named, no step is trained, and the ranks the
+// other nodes had started are stopped.
+TEST(Cluster, DataMissingOrDamagedOnOneNodeFailsTheRunNamingTheNodeAndTheFile) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(3);
+  ClusterControl control(cluster);
+  const std::string installed = "/usr/share/datasets/fashion-mnist";
+  TempDir empty, damaged;
+  for (const auto* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+    std::filesystem::copy_file(installed + "/" + name, damaged.path() / name);
+  const auto cut = damaged.path() / "t10k-images-idx3-ubyte.gz";  // an interrupted copy
+  std::filesystem::resize_file(cut, std::filesystem::file_size(cut) / 2);
+  const auto file = control.write("ddp.yaml", ddp_experiment("data", 40));
+  const auto fails_on = [&](const std::string& host, const std::string& words) {
+    const auto [status, output] =
+        control.flotilla({"--trust-new-host-key", "run", file.string()}, 120s);
+    EXPECT_EQ(status, 1) << output;  // failed
+    const auto run = run_id_in(output);
+    ASSERT_FALSE(run.empty()) << output;
+    const auto store = control.store();
+    const auto row = store.run(run);
+    std::cout << "stored reason: " << row->reason << std::endl;
+    EXPECT_EQ(row->state, RunState::failed);
+    EXPECT_NE(row->reason.find("node " + host + ": "), std::string::npos) << row->reason;
+    EXPECT_NE(row->reason.find(words), std::string::npos) << row->reason;
+    EXPECT_NE(output.find(words), std::string::npos) << output;
+    for (const auto& r : store.records(run)) EXPECT_NE(r.type, "step") << r.node << " trained";
+    // Refused by the node's agent before it started a rank: no run there at all.
+    EXPECT_NE(row->reason.find("no rank was started"), std::string::npos) << row->reason;
+    EXPECT_FALSE(std::filesystem::exists(cluster.host(host).remote_dir + "/home/runs/" + run));
+    expect_no_process_left_within(cluster, 10s);
+  };
+  // Each host has its own mount namespace (cluster.sh starts its sshd with
+  // `ip netns exec`): a bind mount made there over SSH changes what that
+  // host alone sees in the data set's folder.
+  cluster.ssh("flh3", "mount --bind " + empty.path().string() + " " + installed);
+  fails_on("flh3", "data_dir: missing \"" + installed +
+                       "/train-images-idx3-ubyte.gz\" for dataset \"fashion_mnist\"");
+  cluster.ssh("flh3", "umount " + installed);
+  cluster.ssh("flh2", "mount --bind " + damaged.path().string() + " " + installed);
+  fails_on("flh2", "data_dir: \"" + installed + "/t10k-images-idx3-ubyte.gz\" holds ");
+  cluster.ssh("flh2", "umount " + installed);
 }
 
 // Deploying to several nodes at once, again and again: each deploy sends the

@@ -384,6 +384,46 @@ TEST(Agent, FailingRankFailsTheRunWithItsMessageAndStopsTheOther) {
   EXPECT_TRUE(alive_in(pgids_of(messages)).empty());
 }
 
+// The agent checks the data where its ranks would read it, before it starts
+// any: a missing file or a damaged one refuses the start with the file named,
+// and nothing of the run is left behind on the node.
+TEST(Agent, DataMissingOrDamagedOnTheNodeRefusesTheStartNamingTheFile) {
+  TempDir home;
+  const auto data = home.path() / "cifar";
+  std::filesystem::create_directories(data);
+  for (int i = 1; i <= 5; ++i)
+    home.write("cifar/data_batch_" + std::to_string(i) + ".bin", std::string(2 * 3073, '\x01'));
+  AgentProcess agent(home.path());
+  agent.hello();
+  auto start = start_message("run-nodata", 10, free_tcp_port());
+  start["config"]["dataset"] = "cifar10";
+  start["config"]["data_dir"] = data.string();
+  agent.send(start);
+  auto reply = agent.next(std::chrono::seconds(20));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ((*reply)["type"], "error") << *reply;
+  EXPECT_EQ((*reply)["run"], "run-nodata");
+  EXPECT_EQ((*reply)["message"],
+            "start: the data set cannot be read on this node, no rank was started: data_dir: "
+            "missing \"" +
+                (data / "test_batch.bin").string() + "\" for dataset \"cifar10\"");
+  EXPECT_FALSE(std::filesystem::exists(home.path() / "runs" / "run-nodata"));
+
+  home.write("cifar/test_batch.bin", std::string(3073 + 100, '\x01'));  // cut mid-record
+  start["run"] = "run-damaged";
+  agent.send(start);
+  reply = agent.next(std::chrono::seconds(20));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ((*reply)["type"], "error") << *reply;
+  EXPECT_EQ((*reply)["run"], "run-damaged");
+  EXPECT_EQ((*reply)["message"],
+            "start: the data set cannot be read on this node, no rank was started: data_dir: \"" +
+                (data / "test_batch.bin").string() +
+                "\" holds 3173 bytes, not a whole number of 3073-byte CIFAR records (dataset "
+                "\"cifar10\")");
+  EXPECT_FALSE(std::filesystem::exists(home.path() / "runs" / "run-damaged"));
+}
+
 TEST(Agent, MalformedRankOutputIsCountedAndReportedNotFatal) {
   TempDir home;
   // A stand-in rank that writes one record, one line of garbage, and exits cleanly.

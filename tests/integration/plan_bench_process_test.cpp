@@ -30,6 +30,10 @@ struct PlanCase {
   std::string config;  // every step a full batch: train_samples = batch x replicas x steps
 };
 
+void PrintTo(const PlanCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 class PlanAgainstARun : public ::testing::TestWithParam<PlanCase> {};
 
 TEST_P(PlanAgainstARun, BlocksAllReducesAndBoundaryBytesAreWhatTheRanksRecord) {

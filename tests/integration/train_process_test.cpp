@@ -123,6 +123,9 @@ struct ModelCase {
   const char* model;
   int64_t parameters;
 };
+void PrintTo(const ModelCase& c, std::ostream* os) {
+  *os << c.model;
+}
 
 class ImageModels : public ::testing::TestWithParam<ModelCase> {};
 
@@ -210,8 +213,10 @@ TEST(TrainProcess, BadDataFileFailsWithItsName) {
   EXPECT_EQ(result.exit_code, 1);
   const auto end = result.records.back();
   EXPECT_EQ(end["outcome"], "failed");
-  EXPECT_EQ(end["message"], (dir.path() / "c100" / "test.bin").string() +
-                                ": 9 bytes is not a whole number of 3074-byte CIFAR records");
+  // Refused by the data check before the model is built, with the file named.
+  EXPECT_EQ(end["message"], "data_dir: \"" + (dir.path() / "c100" / "test.bin").string() +
+                                "\" holds 9 bytes, not a whole number of 3074-byte CIFAR "
+                                "records (dataset \"cifar100\")");
 }
 
 TEST(TrainProcess, MissingDataDirIsRefusedBeforeTraining) {

@@ -30,7 +30,7 @@ std::vector<std::string> problems_of(const std::string& yaml) {
   return {};
 }
 
-std::string merged(const char* override_yaml) {
+std::string merged(const std::string& override_yaml) {
   // Later duplicate keys are not allowed in YAML, so drop the valid config's
   // lines that the override replaces.
   std::string out;
@@ -371,6 +371,90 @@ TEST(DataFiles, NamesEveryMissingFile) {
 
 TEST(DataFiles, SyntheticNeedsNone) {
   EXPECT_TRUE(missing_data_files(parse_experiment(kValid)).empty());
+}
+
+// An IDX file of unsigned bytes: its header promises `shape`, `data_bytes` follow.
+std::string idx_bytes(const std::vector<uint32_t>& shape, size_t data_bytes) {
+  std::string bytes{'\0', '\0', '\x08', static_cast<char>(shape.size())};
+  for (uint32_t d : shape)
+    for (int shift = 24; shift >= 0; shift -= 8) bytes += static_cast<char>((d >> shift) & 0xff);
+  return bytes + std::string(data_bytes, '\x01');
+}
+
+void write_bytes(const std::filesystem::path& file, const std::string& bytes) {
+  std::ofstream(file, std::ios::binary) << bytes;
+}
+
+TEST(DataFiles, TheInstalledFashionMnistIsUsable) {
+  // Real gzipped IDX files (dataset-fashion-mnist, installed by setup.sh):
+  // their lengths come from the gzip trailers and agree with their headers.
+  auto config = parse_experiment(merged("dataset: fashion_mnist"));
+  EXPECT_EQ(data_file_problems(config), std::vector<std::string>{});
+}
+
+TEST(DataFiles, NamesIdxFilesWhoseHeaderLengthOrLabelsDisagree) {
+  testing::TempDir temp;
+  const auto& dir = temp.path();
+  write_bytes(dir / "train-images-idx3-ubyte", idx_bytes({3, 28, 28}, 3 * 28 * 28));
+  write_bytes(dir / "train-labels-idx1-ubyte", idx_bytes({3}, 3));
+  write_bytes(dir / "t10k-images-idx3-ubyte", idx_bytes({2, 28, 28}, 2 * 28 * 28));
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx_bytes({2}, 2));
+  auto config = parse_experiment(merged("dataset: mnist\ndata_dir: " + dir.string()));
+  EXPECT_EQ(data_file_problems(config), std::vector<std::string>{});
+
+  write_bytes(dir / "train-images-idx3-ubyte", idx_bytes({3, 28, 28}, 2 * 28 * 28));  // cut short
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx_bytes({5}, 5));
+  EXPECT_EQ(data_file_problems(config),
+            (std::vector<std::string>{
+                "data_dir: \"" + (dir / "train-images-idx3-ubyte").string() +
+                    "\" holds 1584 bytes, its IDX header promises 2368 (dataset \"mnist\")",
+                "data_dir: \"" + (dir / "t10k-labels-idx1-ubyte").string() +
+                    "\" has 5 labels for the 2 images of \"" +
+                    (dir / "t10k-images-idx3-ubyte").string() + "\" (dataset \"mnist\")"}));
+
+  write_bytes(dir / "train-images-idx3-ubyte", "<html>not found</html>");
+  write_bytes(dir / "t10k-labels-idx1-ubyte", idx_bytes({2}, 2));
+  EXPECT_EQ(
+      data_file_problems(config),
+      std::vector<std::string>{"data_dir: \"" + (dir / "train-images-idx3-ubyte").string() +
+                               "\" is not an IDX file of unsigned bytes (dataset \"mnist\")"});
+}
+
+TEST(DataFiles, NamesAGzippedIdxFileCutShort) {
+  testing::TempDir temp;
+  const auto& dir = temp.path();
+  const std::filesystem::path installed = "/usr/share/datasets/fashion-mnist";
+  for (const auto* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+    std::filesystem::copy_file(installed / name, dir / name);
+  auto config = parse_experiment(merged("dataset: fashion_mnist\ndata_dir: " + dir.string()));
+  EXPECT_EQ(data_file_problems(config), std::vector<std::string>{});
+  // An interrupted copy: the first half of the file, its gzip trailer gone.
+  const auto cut = dir / "t10k-images-idx3-ubyte.gz";
+  std::filesystem::resize_file(cut, std::filesystem::file_size(cut) / 2);
+  const auto problems = data_file_problems(config);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].rfind("data_dir: \"" + cut.string() + "\" holds ", 0), 0u) << problems[0];
+  EXPECT_NE(problems[0].find(" uncompressed, its IDX header promises 7840016 (dataset "
+                             "\"fashion_mnist\")"),
+            std::string::npos)
+      << problems[0];
+}
+
+TEST(DataFiles, NamesCifarFilesOfNoWholeNumberOfRecords) {
+  testing::TempDir temp;
+  const auto& dir = temp.path();
+  write_bytes(dir / "train.bin", std::string(2 * 3074, '\x02'));
+  write_bytes(dir / "test.bin", std::string(3074, '\x02'));
+  auto config = parse_experiment(merged("dataset: cifar100\ndata_dir: " + dir.string()));
+  EXPECT_EQ(data_file_problems(config), std::vector<std::string>{});
+  write_bytes(dir / "test.bin", std::string(3073, '\x02'));  // a CIFAR-10 record
+  EXPECT_EQ(data_file_problems(config),
+            std::vector<std::string>{"data_dir: \"" + (dir / "test.bin").string() +
+                                     "\" holds 3073 bytes, not a whole number of 3074-byte CIFAR "
+                                     "records (dataset \"cifar100\")"});
+  std::filesystem::remove(dir / "test.bin");
+  EXPECT_EQ(data_file_problems(config), missing_data_files(config));
 }
 
 }  // namespace

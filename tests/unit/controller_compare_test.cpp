@@ -11,6 +11,7 @@
 #include "flotilla/protocol/experiment_config.h"
 #include "flotilla/protocol/metric_records.h"
 #include "flotilla/protocol/numbers.h"
+#include "step_records.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
@@ -44,22 +45,13 @@ class ScratchDb {
     store.append_record(run, {++seq_[run], "local", rank, type, body});
   }
   // `steps` steps of `rank`, samples/s 100 + offset + step, 20 ms each
-  // (data 2, forward 6, backward 8, comm 3, optimizer 1).
+  // (testing::twenty_ms_step).
   void add_steps(const std::string& run, int64_t rank, int64_t steps, double offset,
                  bool loss = true, double busbw = 0, int64_t bytes = 0) {
     for (int64_t i = 1; i <= steps; ++i) {
-      records::Step s;
-      s.rank = rank;
-      s.step = i;
+      auto s = testing::twenty_ms_step(rank, i);
       s.loss = loss ? std::optional<double>(1.0) : std::nullopt;
       s.samples_per_s = 100.0 + offset + static_cast<double>(i);
-      s.data_ms = 2;
-      s.forward_ms = 6;
-      s.backward_ms = 8;
-      s.comm_ms = 3;
-      s.optimizer_ms = 1;
-      s.step_ms = 20;
-      s.comm_busy_ms = 12;
       s.busbw_gbps = busbw;
       s.bytes_sent = bytes;
       s.comm_per_s = bytes > 0 ? 1 / 0.020 : 0;  // one all-reduce a step

@@ -21,10 +21,17 @@ struct Setting {
   int64_t bits, split_bits;
 };
 
-std::string setting_name(const ::testing::TestParamInfo<Setting>& info) {
-  const auto& s = info.param;
+// e.g. sort_quant_b3_s1: the test's name, and what ctest shows as its parameter.
+std::string describe(const Setting& s) {
   if (s.method == CompressionMethod::uniform) return "uniform_b" + std::to_string(s.bits);
   return "sort_quant_b" + std::to_string(s.bits) + "_s" + std::to_string(s.split_bits);
+}
+void PrintTo(const Setting& s, std::ostream* os) {
+  *os << describe(s);
+}
+
+std::string setting_name(const ::testing::TestParamInfo<Setting>& info) {
+  return describe(info.param);
 }
 
 std::unique_ptr<ActivationCodec> codec_for(const Setting& s) {
@@ -286,7 +293,10 @@ TEST_P(CodecSortQuantGroups, TableHoldsEachGroupsMinimum) {
   EXPECT_EQ(parsed.mins, lowest);
 }
 
-INSTANTIATE_TEST_SUITE_P(Codec, CodecSortQuantGroups, ::testing::Values(1, 2, 3, 4, 7));
+INSTANTIATE_TEST_SUITE_P(Codec, CodecSortQuantGroups, ::testing::Values(1, 2, 3, 4, 7),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "split_bits_" + std::to_string(info.param);
+                         });
 
 // A million values take the selection's finest buckets, and ReLU's zeros fill
 // one bucket with ties that several boundaries fall into.

@@ -107,7 +107,10 @@ TEST_P(Ddp, BucketedAllReduceMatchesOneProcessOnTheConcatenatedBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Ddp, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(Ranks, Ddp, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
 
 TEST(GradientBucketLayout, FillsBucketsInReverseOrderUpToTheCapAndSkipsNothing) {
   // Four parameters of 4, 4, 8 and 2 KiB; a 8 KiB cap.

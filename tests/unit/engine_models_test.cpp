@@ -146,6 +146,20 @@ struct ShapeCase {
   int64_t vocab = 0;
 };
 
+// e.g. resnet18_3x32x32_100classes, transformer_encoder_16_2classes_vocab64:
+// the test's name, and what ctest shows as its parameter.
+std::string describe(const ShapeCase& p) {
+  std::string name(name_of(p.model));
+  for (size_t i = 0; i < p.sample.size(); ++i)
+    name += (i == 0 ? "_" : "x") + std::to_string(p.sample[i]);
+  name += "_" + std::to_string(p.classes) + "classes";
+  if (p.vocab > 0) name += "_vocab" + std::to_string(p.vocab);
+  return name;
+}
+void PrintTo(const ShapeCase& p, std::ostream* os) {
+  *os << describe(p);
+}
+
 class ModelShapes : public ::testing::TestWithParam<ShapeCase> {};
 
 TEST_P(ModelShapes, MapBatchesToLogitsThroughEveryBlock) {
@@ -174,7 +188,10 @@ INSTANTIATE_TEST_SUITE_P(All, ModelShapes,
                                            ShapeCase{ModelKind::vit, {3, 32, 32}, 100},
                                            ShapeCase{ModelKind::vit, {3, 16, 8}, 5},
                                            ShapeCase{ModelKind::transformer_encoder, {16}, 2, 64},
-                                           ShapeCase{ModelKind::transformer_encoder, {5}, 7, 10}));
+                                           ShapeCase{ModelKind::transformer_encoder, {5}, 7, 10}),
+                         [](const ::testing::TestParamInfo<ShapeCase>& info) {
+                           return describe(info.param);
+                         });
 
 TEST(Models, VitTokensAreTheClassTokenAndOnePerPatch) {
   auto config = tiny_config(ModelKind::vit);

@@ -16,6 +16,13 @@
 #include "ports.h"
 
 namespace flotilla {
+
+// What ctest shows for a schedule parameter: gtest finds it by argument-
+// dependent lookup, so it is in Schedule's own namespace.
+inline void PrintTo(Schedule schedule, std::ostream* os) {
+  *os << name_of(schedule);
+}
+
 namespace {
 
 using Kind = PipelineOp::Kind;

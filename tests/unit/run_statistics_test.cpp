@@ -7,6 +7,7 @@
 
 #include "flotilla/protocol/record_reading.h"
 #include "flotilla/protocol/run_statistics.h"
+#include "step_records.h"
 
 namespace flotilla::metrics {
 namespace {
@@ -23,18 +24,10 @@ Step read_back(const Step& s) {
 // optimizer 1, 12 ms of communication in all (9 of them hidden), 4
 // operations a step. Warm-up steps take 100 ms and send nothing.
 Step ddp_step(int64_t rank, int64_t step, bool measured) {
-  Step s;
-  s.rank = rank;
-  s.step = step;
+  Step s = testing::twenty_ms_step(rank, step);
   s.samples = 64;
   s.loss = 1.0;
-  s.data_ms = 2;
-  s.forward_ms = 6;
-  s.backward_ms = 8;
-  s.comm_ms = 3;
-  s.optimizer_ms = 1;
   s.step_ms = measured ? 20 : 100;
-  s.comm_busy_ms = 12;
   s.comm_per_s = measured ? 4 / 0.020 : 0;
   s.samples_per_s = measured ? 100.0 + step : 1.0;
   s.bytes_sent = measured ? (rank == 0 ? 1000 : 3000) : 0;

@@ -226,6 +226,9 @@ struct BadSweep {
   const char* yaml;  // appended to kBase
   const char* message;
 };
+void PrintTo(const BadSweep& b, std::ostream* os) {
+  *os << b.name;
+}
 
 class BadSweepTest : public ::testing::TestWithParam<BadSweep> {};
 

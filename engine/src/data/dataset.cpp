@@ -84,7 +84,7 @@ DataShape expected_shape(const ExperimentConfig& c) {
 }
 
 Dataset load_dataset(const ExperimentConfig& c) {
-  if (auto missing = missing_data_files(c); !missing.empty()) throw ConfigError(missing);
+  if (auto problems = data_file_problems(c); !problems.empty()) throw ConfigError(problems);
   const auto files = data_files(c);
   Dataset d;
   switch (c.dataset) {

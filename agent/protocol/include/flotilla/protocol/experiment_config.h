@@ -171,6 +171,12 @@ std::vector<std::string> validate(const ExperimentConfig& config);
 // Files the data set needs that are not there, named in full ("data_dir: ...").
 // Separate from validate() because data lives on the node that trains.
 std::vector<std::string> missing_data_files(const ExperimentConfig& config);
+// missing_data_files, and each file that is there but cannot be read as its
+// data set's format (unreadable, an IDX header that its length or its labels
+// disagree with, CIFAR files of no whole number of records). From headers and
+// sizes only (a gzip file's length is in its trailer): cheap enough for an
+// editor, and what a node's agent checks before it starts any rank.
+std::vector<std::string> data_file_problems(const ExperimentConfig& config);
 std::filesystem::path resolved_data_dir(const ExperimentConfig& config);
 
 // The files a data set reads, in its data_dir: for IDX data sets [images,
