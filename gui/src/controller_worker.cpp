@@ -1,5 +1,7 @@
 #include "controller_worker.h"
 
+#include "flotilla/controller/sweep_store.h"
+
 #include <nlohmann/json.hpp>
 
 #include "flotilla/controller/nodes.h"
@@ -129,6 +131,21 @@ void ControllerWorker::killRun(const QString& run) {
   if (!controller_) return;
   try {
     controller_->kill_run(run.toStdString());
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
+  }
+}
+
+void ControllerWorker::killSweep(const QString& name) {
+  if (!controller_) return emit failed("Cannot kill sweep " + name + ": the window only views");
+  try {
+    controller::SweepStore sweeps(*store_);
+    const auto sweep = sweeps.sweep(name.toStdString());
+    if (!sweep || !sweeps.kill(sweep->id, "killed from the window")) return;
+    for (const auto& point : sweeps.points(sweep->id))
+      if (point.state == controller::PointState::running && !point.run_id.empty() &&
+          store_->run(point.run_id))
+        controller_->kill_run(point.run_id);
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
   }

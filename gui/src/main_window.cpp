@@ -20,6 +20,7 @@
 #include "experiment_designer.h"
 #include "flotilla/protocol/experiment_config.h"
 #include "nodes_view.h"
+#include "sweep_view.h"
 
 namespace flotilla::gui {
 namespace {
@@ -34,6 +35,8 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
     : QMainWindow(parent), worker_(new ControllerWorker(database, agent_binary, view_only)) {
   setWindowTitle("Flotilla — " + database);
   dashboard_ = new Dashboard(database);
+  sweep_view_ = new SweepView(database);
+  sweep_view_->setObjectName("sweepView");
   buildWidgets();
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
@@ -97,6 +100,7 @@ void MainWindow::buildWidgets() {
   tabs_->addTab(experiment, "Experiment");
   tabs_->addTab(dashboard_, "Dashboard");
   tabs_->addTab(nodes_view_, "Nodes");
+  tabs_->addTab(sweep_view_, "Sweeps");
 
   auto* splitter = new QSplitter;
   splitter->addWidget(left);
@@ -161,6 +165,7 @@ void MainWindow::connectWorker() {
   connect(this, &MainWindow::requestSave, worker_, &ControllerWorker::saveExperiment);
   connect(this, &MainWindow::requestStart, worker_, &ControllerWorker::startRun);
   connect(this, &MainWindow::requestKill, worker_, &ControllerWorker::killRun);
+  connect(sweep_view_, &SweepView::killRequested, worker_, &ControllerWorker::killSweep);
   connect(this, &MainWindow::requestAddNode, worker_, &ControllerWorker::addNode);
   connect(this, &MainWindow::requestUpdateNode, worker_, &ControllerWorker::updateNode);
   connect(this, &MainWindow::requestRemoveNode, worker_, &ControllerWorker::removeNode);

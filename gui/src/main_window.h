@@ -23,6 +23,7 @@ namespace flotilla::gui {
 class Dashboard;
 class ExperimentDesigner;
 class NodesView;
+class SweepView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -36,6 +37,7 @@ class MainWindow : public QMainWindow {
   ExperimentDesigner* form() const { return form_; }
   Dashboard* dashboard() const { return dashboard_; }
   NodesView* nodesView() const { return nodes_view_; }
+  SweepView* sweepView() const { return sweep_view_; }
   QTabWidget* tabs() const { return tabs_; }
   // Selects `run` in the run list (when listed) and shows its dashboard.
   void showRun(const QString& run);
@@ -79,6 +81,7 @@ class MainWindow : public QMainWindow {
   ExperimentDesigner* form_;
   Dashboard* dashboard_;
   NodesView* nodes_view_;
+  SweepView* sweep_view_;
   QPushButton *run_button_, *kill_button_, *save_button_;
 };
 
