@@ -151,7 +151,10 @@ void Session::stop(const protocol::StopRun& stop) {
     write_file_atomically(dir.path() / "stop_why", stop.why);  // empty: on request
     ::kill(*pid, SIGTERM);
   } else if (!dir.final_state()) {
-    end_orphaned_run(stop.run);
+    // A stop sent because another node failed can reach this node before
+    // its follower notices the dead supervisor: that death is this node's
+    // failure (often the cause of the other's), not a stop on request.
+    end_orphaned_run(stop.run, stop.why.empty() ? "killed" : "failed");
   }
   if (!followers_.count(stop.run)) follow(stop.run, kOnlyTheEnd);  // the run_end still comes
 }

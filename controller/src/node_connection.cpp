@@ -3,6 +3,7 @@
 #include <QStandardPaths>
 
 #include <cstdlib>
+#include <set>
 
 #include "agent_bundle.h"
 #include "flotilla/controller/paths.h"
@@ -58,14 +59,15 @@ class SshConnection final : public NodeConnection {
     for (const auto& program : bundle.programs()) send(program.path, program.name, 0755);
     // Libraries the node cannot resolve go beside the programs (their RUNPATH
     // is $ORIGIN); what those need in turn shows in the next listing.
+    // One `ldd` lists every program: each remote command pays for the
+    // login shell and its rc files, which can take seconds on a real node.
+    std::vector<std::string> ldd{"env", "LD_LIBRARY_PATH=" + report.bundle_dir, "ldd"};
+    for (const auto& program : bundle.programs())
+      ldd.push_back(report.bundle_dir + "/" + program.name);
     for (int round = 0; round < 8; ++round) {
-      std::vector<std::string> missing;
-      for (const auto& program : bundle.programs()) {
-        const auto listing = session_->run({"env", "LD_LIBRARY_PATH=" + report.bundle_dir, "ldd",
-                                            report.bundle_dir + "/" + program.name},
-                                           std::chrono::seconds(30));
-        for (auto& soname : missing_libraries(listing.out)) missing.push_back(soname);
-      }
+      std::set<std::string> missing;
+      for (auto& soname : missing_libraries(session_->run(ldd, std::chrono::seconds(30)).out))
+        missing.insert(soname);
       if (missing.empty()) break;
       for (const auto& soname : missing) {
         const auto path = bundle.library(soname);

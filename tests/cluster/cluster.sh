@@ -232,6 +232,10 @@ MaxStartups 200:30:400
 MaxSessions 200
 LogLevel VERBOSE
 Subsystem sftp internal-sftp
+# Each host has a home of its own, as separate machines do; the machine's
+# /root/.bashrc (which bash reads for every command sshd runs) stays out of
+# the nodes' logins: one such rc ran pyenv for seconds per remote command.
+SetEnv HOME=$dir/$host/home
 CONFIG
 }
 
@@ -262,7 +266,7 @@ up() {
   for ((i = 1; i <= count; i++)); do
     host=flh$i
     address=$NET.$((10 + i))
-    mkdir -p "$dir/$host/remote"
+    mkdir -p "$dir/$host/remote" "$dir/$host/home"
     ip netns add "$host"
     ip link add "flv$i" type veth peer name eth0 netns "$host"
     ip link set "flv$i" master "$BRIDGE" up

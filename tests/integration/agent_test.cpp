@@ -427,7 +427,9 @@ TEST(Agent, ASecondStreamOfARunReplacesTheFirstWithoutBlocking) {
   EXPECT_TRUE(alive_in(pgids).empty());
 }
 
-TEST(Agent, StopOfARunWhoseSupervisorDiedEndsItAnyway) {
+// Kills the supervisor of a fresh run, then sends a stop with `why` (empty:
+// on request); returns the run_end and whether any rank survived.
+std::pair<json, bool> stop_after_killing_the_supervisor(const std::string& why) {
   TempDir home;
   AgentProcess agent(home.path());
   agent.hello();
@@ -435,12 +437,11 @@ TEST(Agent, StopOfARunWhoseSupervisorDiedEndsItAnyway) {
   auto first =
       agent.until([](const json& m) { return m["type"] == "record"; }, std::chrono::seconds(60));
   const auto pgids = pgids_of(first);
-  ASSERT_EQ(pgids.size(), 2u);
+  EXPECT_EQ(pgids.size(), 2u);
   std::ifstream pid_file(home.path() / "runs" / "run-orphan" / "supervisor.pid");
   int supervisor = 0;
   pid_file >> supervisor;
-  ASSERT_GT(supervisor, 1);
-  ASSERT_EQ(kill(supervisor, SIGKILL), 0);
+  if (supervisor <= 1 || kill(supervisor, SIGKILL) != 0) return {json{}, true};
   // Gone once /proc says so: PID 1 here may be slow to reap it, or never do.
   auto running = [](int pid) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -448,12 +449,34 @@ TEST(Agent, StopOfARunWhoseSupervisorDiedEndsItAnyway) {
     return std::getline(stat, line) && line[line.rfind(')') + 2] != 'Z';
   };
   while (running(supervisor)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  agent.send({{"v", 1}, {"type", "stop"}, {"run", "run-orphan"}});
+  json stop{{"v", 1}, {"type", "stop"}, {"run", "run-orphan"}};
+  if (!why.empty()) stop["why"] = why;
+  agent.send(stop);
   auto rest = agent.until(is_end, std::chrono::seconds(40));
-  ASSERT_EQ(rest.back()["type"], "run_end");
-  EXPECT_EQ(rest.back()["outcome"], "killed");
-  EXPECT_EQ(rest.back()["message"], "the run's supervisor had died; no process of the run is left");
-  EXPECT_TRUE(alive_in(pgids).empty());
+  return {rest.back(), !alive_in(pgids).empty()};
+}
+
+TEST(Agent, StopOfARunWhoseSupervisorDiedEndsItAnyway) {
+  const auto [end, survivors] = stop_after_killing_the_supervisor("");
+  ASSERT_EQ(end["type"], "run_end");
+  // Within the follower's one-second check the death may be seen first.
+  if (end["outcome"] == "killed")
+    EXPECT_EQ(end["message"], "the run's supervisor had died; no process of the run is left");
+  else
+    EXPECT_EQ(end["message"],
+              "the run's supervisor died without ending it; its ranks were stopped");
+  EXPECT_FALSE(survivors);
+}
+
+// The stop a controller sends after another node failed can come before this
+// node's follower sees its dead supervisor: the death is still this node's
+// failure, and its words reach the run's reason.
+TEST(Agent, StopAfterAFailureElsewhereReportsADeadSupervisorAsAFailure) {
+  const auto [end, survivors] = stop_after_killing_the_supervisor("node flh1");
+  ASSERT_EQ(end["type"], "run_end");
+  EXPECT_EQ(end["outcome"], "failed");
+  EXPECT_EQ(end["message"], "the run's supervisor died without ending it; its ranks were stopped");
+  EXPECT_FALSE(survivors);
 }
 
 TEST(Agent, RunOutlivesItsSessionAndResumesFromAnySeq) {
