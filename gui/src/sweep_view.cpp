@@ -96,7 +96,13 @@ SweepView::SweepView(const QString& database, QWidget* parent)
     table->verticalHeader()->hide();
     table->horizontalHeader()->setStretchLastSection(true);
   }
-  sweeps_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+  // The name takes the room; the counts and a point's values, state and run
+  // are as wide as their text; a point's reason takes the rest.
+  sweeps_->horizontalHeader()->setStretchLastSection(false);
+  sweeps_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  sweeps_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  points_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  points_->horizontalHeader()->setSectionResizeMode(4, QHeaderView::Stretch);
   kill_ = new QPushButton("Kill sweep");
   kill_->setObjectName("killSweepButton");
   kill_->setEnabled(false);
@@ -208,8 +214,6 @@ void SweepView::showPoints() {
       item->setText(cells[c]);
     }
   }
-  points_->resizeColumnsToContents();
-  points_->horizontalHeader()->setStretchLastSection(true);
 }
 
 }  // namespace flotilla::gui
