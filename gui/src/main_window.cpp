@@ -64,7 +64,13 @@ void MainWindow::buildWidgets() {
   run_table_->setSelectionMode(QAbstractItemView::SingleSelection);
   run_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   run_table_->verticalHeader()->hide();
+  // Run ids, states and rank counts are short: sized to their contents, the
+  // Reason gets the rest, elided at its end, with its whole text in the tooltip.
   run_table_->horizontalHeader()->setStretchLastSection(true);
+  for (const int column : {kRunId, kRunState, kRunRanks})
+    run_table_->horizontalHeader()->setSectionResizeMode(column, QHeaderView::ResizeToContents);
+  run_table_->setTextElideMode(Qt::ElideRight);
+  run_table_->setWordWrap(false);
 
   auto* new_button = new QPushButton("New");
   auto* import_button = new QPushButton("Import…");
