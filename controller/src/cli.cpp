@@ -4,6 +4,7 @@
 #include "cli_console.h"
 #include "cli_nodes.h"
 #include "cli_plot.h"
+#include "cli_study.h"
 #include "cli_sweeps.h"
 
 #include <unistd.h>
@@ -247,6 +248,10 @@ int run_cli(int argc, char** argv) {
   add_sweep_commands(app, sweep_commands);
   CompareCommands compare_commands;
   add_compare_commands(app, compare_commands);
+  StudyCommands study_commands;
+  add_study_commands(app, study_commands);
+  for (int i = 0; i < argc; ++i)
+    study_commands.command_line += (i ? " " : "") + std::string(i ? argv[i] : "flotilla");
 
   try {
     app.parse(argc, argv);
@@ -266,6 +271,7 @@ int run_cli(int argc, char** argv) {
     if (auto status = run_plot_command(store, plot)) return *status;
     if (auto status = run_sweep_commands(store, sweep_commands, options)) return *status;
     if (auto status = run_compare_commands(store, compare_commands)) return *status;
+    if (auto status = run_study_commands(store, study_commands, options)) return *status;
     if (*list) return command_experiments_list(store);
     if (*import) return command_experiments_import(store, import_files, import_name);
     if (*export_) return command_experiments_export(store, export_name, export_output);

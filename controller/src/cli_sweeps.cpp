@@ -88,28 +88,24 @@ int status_of_sweep(SweepState state, const std::vector<SweepPointRow>& points) 
   return progress_of(points).failed > 0 ? kExitFailed : kExitDone;
 }
 
-int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions& options) {
-  SweepSpec spec;
+}  // namespace
+
+int launch_sweep(Store& store, SweepSpec spec, const SweepLaunch& launch,
+                 const ControllerOptions& options) {
   std::vector<SweepPoint> points;
   ConsoleController console(store, options);
   try {
-    spec = load_sweep(c.file);
-    if (!c.name.empty()) {
-      if (auto problem = sweep_name_problem(c.name); !problem.empty())
-        throw ConfigError({"--name: " + problem});
-      spec.name = c.name;
-    }
     resolve_base(store, spec);
     std::vector<std::string> nodes;
-    if (!c.nodes.empty()) {
+    if (!launch.nodes.empty()) {
       for (const auto& axis : spec.axes)
         if (axis.key == "nodes")
           throw ConfigError(
               {"--nodes: the sweep varies nodes (axis nodes); give one or the other"});
-      nodes = split_list(c.nodes);
+      nodes = split_list(launch.nodes);
     }
     const int64_t runs = sweep_size(spec);
-    if (runs > kSweepRunsWithoutYes && !c.yes)
+    if (runs > kSweepRunsWithoutYes && !launch.yes)
       throw ConfigError({"axes: the grid is " + std::to_string(runs) + " runs (" +
                          grid_shape(spec) + "), more than " + std::to_string(kSweepRunsWithoutYes) +
                          "; pass --yes to queue them all"});
@@ -123,7 +119,7 @@ int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions&
       if (point.refused()) point.config_json.clear();
     }
   } catch (const ConfigError& e) {
-    print_config_error(c.file, e);
+    print_config_error(launch.source, e);
     return kExitBadInput;
   }
 
@@ -146,12 +142,12 @@ int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions&
     std::cerr << "flotilla: sweep " << spec.name << ": every point is refused; nothing to run\n";
     return kExitBadInput;
   }
-  if (c.dry_run) return kExitDone;
+  if (launch.dry_run) return kExitDone;
 
   SweepPrinter printer(console.observer, progress.total);
   SweepRunner runner(store, console.controller, spec.name, &printer);
   try {
-    SweepStore(store).create(spec, points, c.file, runner.identity());
+    SweepStore(store).create(spec, points, launch.source, runner.identity());
   } catch (const StoreError& e) {
     std::cerr << "flotilla: " << e.what() << "\n";
     return kExitBadInput;
@@ -166,6 +162,24 @@ int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions&
   std::cout << "\nsweep " << spec.name << " " << name_of(state) << "\n"
             << render_table(sweep_table(spec, stored, &store), "table");
   return status_of_sweep(state, stored);
+}
+
+namespace {
+
+int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions& options) {
+  SweepSpec spec;
+  try {
+    spec = load_sweep(c.file);
+    if (!c.name.empty()) {
+      if (auto problem = sweep_name_problem(c.name); !problem.empty())
+        throw ConfigError({"--name: " + problem});
+      spec.name = c.name;
+    }
+  } catch (const ConfigError& e) {
+    print_config_error(c.file, e);
+    return kExitBadInput;
+  }
+  return launch_sweep(store, std::move(spec), {c.file, c.nodes, c.dry_run, c.yes}, options);
 }
 
 // The stored sweep named `name`, and its definition; throws naming what is wrong.

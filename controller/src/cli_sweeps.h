@@ -12,6 +12,7 @@
 #include "cli_console.h"
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/store.h"
+#include "flotilla/protocol/sweep.h"
 
 namespace flotilla::controller {
 
@@ -29,6 +30,20 @@ struct SweepCommands {
 
 // Registers the sweep commands on `app`, filling `commands` when parsed.
 void add_sweep_commands(CLI::App& app, SweepCommands& commands);
+
+// How a sweep is started: `source` names it in errors and in the database
+// (its file), `nodes` replaces the base's nodes (comma-separated).
+struct SweepLaunch {
+  std::string source;
+  std::string nodes;
+  bool dry_run = false;
+  bool yes = false;
+};
+// Resolves its base, checks the grid and the nodes, prints the grid and the
+// refusals, then (unless a dry run) stores the sweep and runs it to its end,
+// printing its table. The exit status (docs/sweeps.md).
+int launch_sweep(Store& store, SweepSpec spec, const SweepLaunch& launch,
+                 const ControllerOptions& options);
 
 // The exit status of the sweep command that was given, or nothing if none was.
 std::optional<int> run_sweep_commands(Store& store, const SweepCommands& commands,

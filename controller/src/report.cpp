@@ -122,6 +122,8 @@ ReportResult write_report(const CompareTable& table, const ReportOptions& option
      << QDateTime::fromMSecsSinceEpoch(table.as_of_ms).toString(Qt::ISODate).toStdString()
      << ". Baseline: `" << table.rows[table.baseline].run.id
      << "`. The same table is in `summary.csv`.\n\n";
+  if (!options.command.empty()) md << "Made by `" << options.command << "`.\n\n";
+  md << options.lead_markdown;
   md << "## Summary\n\n" << format_compare(table, CompareFormat::markdown) << "\n";
   md << "## Columns\n\n";
   for (const auto& key : table.columns)

@@ -1,5 +1,7 @@
 #include "controller_worker.h"
 
+#include "flotilla/controller/sweep_store.h"
+
 #include <nlohmann/json.hpp>
 
 #include "flotilla/controller/nodes.h"
@@ -155,6 +157,21 @@ void ControllerWorker::compareRuns(const QStringList& runs, const QString& basel
     emit compareFailed(problems.join("\n"), request);
   } catch (const std::exception& e) {
     emit compareFailed(QString::fromStdString(e.what()), request);
+  }
+}
+
+void ControllerWorker::killSweep(const QString& name) {
+  if (!controller_) return emit failed("Cannot kill sweep " + name + ": the window only views");
+  try {
+    controller::SweepStore sweeps(*store_);
+    const auto sweep = sweeps.sweep(name.toStdString());
+    if (!sweep || !sweeps.kill(sweep->id, "killed from the window")) return;
+    for (const auto& point : sweeps.points(sweep->id))
+      if (point.state == controller::PointState::running && !point.run_id.empty() &&
+          store_->run(point.run_id))
+        controller_->kill_run(point.run_id);
+  } catch (const std::exception& e) {
+    emit failed(QString::fromStdString(e.what()));
   }
 }
 

@@ -92,6 +92,9 @@ class ControllerWorker : public QObject,
   // Records the node's host key as the person confirmed it, then starts the run.
   void trustHostKeyAndRun(const QString& node, const QString& config_json);
   void killRun(const QString& run);
+  // Marks the sweep killed (its queued points skipped) and kills its live run;
+  // the controller running the sweep stores the point's end.
+  void killSweep(const QString& sweep);
   // Nodes: what the store refuses comes back through failed().
   void addNode(const flotilla::gui::NodeItem& node);
   void updateNode(const flotilla::gui::NodeItem& node);

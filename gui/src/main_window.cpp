@@ -31,6 +31,7 @@
 #include "nodes_view.h"
 #include "presets.h"
 #include "run_list.h"
+#include "sweep_view.h"
 
 namespace flotilla::gui {
 namespace {
@@ -57,6 +58,8 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
   setWindowTitle("Flotilla — " + database);
   dashboard_ = new Dashboard(database);
   compare_view_ = new CompareView(database);
+  sweep_view_ = new SweepView(database);
+  sweep_view_->setObjectName("sweepView");
   buildWidgets();
   buildActions();
   updateButtons();
@@ -123,6 +126,7 @@ void MainWindow::buildWidgets() {
   tabs_->addTab(dashboard_, "Dashboard");
   tabs_->addTab(nodes_view_, "Nodes");
   tabs_->addTab(compare_view_, "Compare");
+  tabs_->addTab(sweep_view_, "Sweeps");
 
   splitter_ = new QSplitter;
   splitter_->setObjectName("mainSplitter");
@@ -345,6 +349,7 @@ void MainWindow::connectWorker() {
   connect(this, &MainWindow::requestSave, worker_, &ControllerWorker::saveExperiment);
   connect(this, &MainWindow::requestStart, worker_, &ControllerWorker::startRun);
   connect(this, &MainWindow::requestKill, worker_, &ControllerWorker::killRun);
+  connect(sweep_view_, &SweepView::killRequested, worker_, &ControllerWorker::killSweep);
   connect(this, &MainWindow::requestAddNode, worker_, &ControllerWorker::addNode);
   connect(this, &MainWindow::requestUpdateNode, worker_, &ControllerWorker::updateNode);
   connect(this, &MainWindow::requestRemoveNode, worker_, &ControllerWorker::removeNode);

@@ -32,6 +32,7 @@ class ExperimentDesigner;
 class NodesView;
 class RunList;
 struct ConfigSource;
+class SweepView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -45,6 +46,7 @@ class MainWindow : public QMainWindow {
   ExperimentDesigner* form() const { return form_; }
   Dashboard* dashboard() const { return dashboard_; }
   NodesView* nodesView() const { return nodes_view_; }
+  SweepView* sweepView() const { return sweep_view_; }
   QTabWidget* tabs() const { return tabs_; }
   RunList* runList() const { return run_list_; }
   // Loads `run`'s stored config into the designer under a name no
@@ -105,6 +107,7 @@ class MainWindow : public QMainWindow {
   ExperimentDesigner* form_;
   Dashboard* dashboard_;
   NodesView* nodes_view_;
+  SweepView* sweep_view_;
   CompareView* compare_view_;
   QPushButton *new_button_, *import_button_, *export_button_;
   QPushButton *run_button_, *kill_button_, *save_button_, *compare_button_;

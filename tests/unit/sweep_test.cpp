@@ -221,6 +221,39 @@ repeat: 2
   ASSERT_EQ(expand_sweep(again).size(), expand_sweep(spec).size());
 }
 
+TEST(Sweep, AReportSectionReadsBackAndNamesPointValues) {
+  const auto spec = parse_sweep(std::string(kBase) + R"(
+axes:
+  ranks_per_node: [1, 2]
+  batch_size: [8, 16]
+report:
+  columns: [ranks_per_node, batch_size, {epoch_s: time}, speedup]
+  group_by: [batch_size]
+  baseline: {ranks_per_node: 1}
+)");
+  EXPECT_EQ(spec.report.columns,
+            (std::vector<std::string>{"ranks_per_node", "batch_size", "epoch_s", "speedup"}));
+  EXPECT_EQ(spec.report.headers, (std::vector<std::string>{"", "", "time", ""}));
+  EXPECT_EQ(spec.report.group_by, (std::vector<std::string>{"batch_size"}));
+  EXPECT_EQ(json::parse(spec.report.baseline_json), json::parse(R"({"ranks_per_node": 1})"));
+  const auto again = parse_sweep(sweep_to_json(spec), "stored");
+  EXPECT_EQ(sweep_to_json(again), sweep_to_json(spec));
+  const auto points = expand_sweep(spec);
+  ASSERT_EQ(points.size(), 4u);
+  // An axis's value from the point's values, anything else from its config
+  // (point 1: one rank, batch 16; the two-rank points need a strategy).
+  ASSERT_FALSE(points[1].refused()) << points[1].problems.front();
+  EXPECT_EQ(point_value_json(spec, points[1].values_json, points[1].config_json, "batch_size"),
+            "16");
+  EXPECT_EQ(point_value_json(spec, points[1].values_json, points[1].config_json, "model"),
+            "\"small_cnn\"");
+  EXPECT_EQ(
+      point_value_json(spec, points[1].values_json, points[1].config_json, "synthetic.classes"),
+      "10");
+  EXPECT_EQ(point_value_json(spec, points[1].values_json, points[1].config_json, "optimizer.nope"),
+            "null");
+}
+
 struct BadSweep {
   const char* name;
   const char* yaml;  // appended to kBase
@@ -282,9 +315,24 @@ const BadSweep kBadSweeps[] = {
     {"RepeatZero", "axes: {batch_size: [8]}\nrepeat: 0",
      "repeat: must be an integer from 1 to 1000 (runs of each point), got 0"},
     {"UnknownTopKey", "axes: {batch_size: [8]}\nrepeats: 3",
-     "repeats: unknown key; allowed: axes, base, base_file, description, name, repeat"},
+     "repeats: unknown key; allowed: axes, base, base_file, description, name, repeat, report"},
     {"BaseAndBaseFile", "base_file: x.yaml\naxes: {batch_size: [8]}",
      "base_file: give base or base_file, not both"},
+    {"ReportNotAMapping", "axes: {batch_size: [8]}\nreport: [speedup]",
+     "report: expected a mapping with columns, group_by and baseline, got [\"speedup\"]"},
+    {"ReportUnknownKey", "axes: {batch_size: [8]}\nreport: {colums: [speedup]}",
+     "report.colums: unknown key; allowed: baseline, columns, group_by"},
+    {"ReportEmptyColumns", "axes: {batch_size: [8]}\nreport: {columns: []}",
+     "report.columns: expected a non-empty list of names, got []"},
+    {"ReportColumnTwice", "axes: {batch_size: [8]}\nreport: {columns: [speedup, speedup]}",
+     "report.columns: lists speedup twice"},
+    {"ReportGroupByUnknown", "axes: {batch_size: [8]}\nreport: {group_by: [batchsize]}",
+     "report.group_by: \"batchsize\" is neither an axis of this sweep nor a config key"},
+    {"ReportBaselineUnknownKey", "axes: {batch_size: [8]}\nreport: {baseline: {gpus: 1}}",
+     "report.baseline.gpus: \"gpus\" is neither an axis of this sweep nor a config key"},
+    {"ReportBaselineNotAMapping", "axes: {batch_size: [8]}\nreport: {baseline: 1}",
+     "report.baseline: expected a mapping of axes or config keys to values, e.g. "
+     "{ranks_per_node: 1}, got 1"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Refusals, BadSweepTest, ::testing::ValuesIn(kBadSweeps),

@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 using Ordered = nlohmann::ordered_json;
 
-const char* kTopKeys = "axes, base, base_file, description, name, repeat";
+const char* kTopKeys = "axes, base, base_file, description, name, repeat, report";
 
 // Every dotted key an experiment has, mapped to whether it is a section (a
 // mapping whose keys an axis value may set together).
@@ -123,14 +123,15 @@ class SweepReader {
       else
         for (const auto& [key, value] : axes->items()) read_axis(key, value, spec);
     }
+    if (const auto* report = find(root, "report")) read_report(*report, spec);
     if (!problems_.empty()) throw ConfigError(problems_);
     return spec;
   }
 
  private:
   static bool is_top_key(const std::string& key) {
-    static const std::set<std::string> keys{"axes",        "base", "base_file",
-                                            "description", "name", "repeat"};
+    static const std::set<std::string> keys{"axes", "base",   "base_file", "description",
+                                            "name", "repeat", "report"};
     return keys.count(key) > 0;
   }
 
@@ -271,6 +272,69 @@ class SweepReader {
     }
   }
 
+  // report: {columns: [...], group_by: [...], baseline: {...}}. The names of
+  // group_by and baseline must be axes or config keys; columns are checked by
+  // the controller, which knows the compare columns.
+  void read_report(const Ordered& report, SweepSpec& spec) {
+    if (!report.is_object())
+      return fail("report", "expected a mapping with columns, group_by and baseline, got " +
+                                describe(report));
+    for (const auto& [k, item] : report.items())
+      if (k != "columns" && k != "group_by" && k != "baseline")
+        fail("report." + k, "unknown key; allowed: baseline, columns, group_by");
+    // A list of names; with `headers`, an entry may be {name: Header}.
+    auto names = [&](const char* key, std::vector<std::string>& out,
+                     std::vector<std::string>* headers) {
+      const auto* list = find(report, key);
+      if (!list) return;
+      const std::string where = std::string("report.") + key;
+      if (!list->is_array() || list->empty())
+        return fail(where, "expected a non-empty list of names, got " + describe(*list));
+      for (const auto& entry : *list) {
+        std::string name, header;
+        if (headers && entry.is_object() && entry.size() == 1 &&
+            entry.begin().value().is_string()) {
+          name = entry.begin().key();
+          header = entry.begin().value().get<std::string>();
+        } else if (entry.is_string()) {
+          name = entry.get<std::string>();
+        }
+        if (name.empty())
+          return fail(where, std::string("expected names (text)") +
+                                 (headers ? " or {name: Header}" : "") + ", got " +
+                                 describe(entry));
+        if (std::find(out.begin(), out.end(), name) != out.end())
+          return fail(where, "lists " + name + " twice");
+        out.push_back(name);
+        if (headers) headers->push_back(header);
+      }
+    };
+    names("columns", spec.report.columns, &spec.report.headers);
+    names("group_by", spec.report.group_by, nullptr);
+    for (const auto& key : spec.report.group_by)
+      if (!names_point_value(spec, key))
+        fail("report.group_by",
+             "\"" + key + "\" is neither an axis of this sweep nor a config key");
+    if (const auto* baseline = find(report, "baseline")) {
+      if (!baseline->is_object() || baseline->empty())
+        return fail("report.baseline",
+                    "expected a mapping of axes or config keys to values, e.g. {ranks_per_node: "
+                    "1}, got " +
+                        describe(*baseline));
+      for (const auto& [key, value] : baseline->items())
+        if (!names_point_value(spec, key))
+          fail("report.baseline." + key,
+               "\"" + key + "\" is neither an axis of this sweep nor a config key");
+      spec.report.baseline_json = baseline->dump();
+    }
+  }
+
+  static bool names_point_value(const SweepSpec& spec, const std::string& key) {
+    for (const auto& axis : spec.axes)
+      if (axis.key == key) return true;
+    return config_keys().count(key) > 0;
+  }
+
   void check_ascending(const std::string& where, const Ordered& values) {
     bool ascending = true;
     for (size_t i = 0; i < values.size() && ascending; ++i)
@@ -342,7 +406,47 @@ std::string sweep_to_json(const SweepSpec& spec) {
   }
   out["axes"] = axes;
   out["repeat"] = spec.repeat;
+  if (!spec.report.empty()) {
+    Ordered report = Ordered::object();
+    if (!spec.report.columns.empty()) {
+      report["columns"] = Ordered::array();
+      for (size_t i = 0; i < spec.report.columns.size(); ++i) {
+        const auto& header = spec.report.headers[i];
+        if (header.empty())
+          report["columns"].push_back(spec.report.columns[i]);
+        else {
+          Ordered entry = Ordered::object();
+          entry[spec.report.columns[i]] = header;
+          report["columns"].push_back(entry);
+        }
+      }
+    }
+    if (!spec.report.group_by.empty()) report["group_by"] = spec.report.group_by;
+    if (!spec.report.baseline_json.empty())
+      report["baseline"] = Ordered::parse(spec.report.baseline_json);
+    out["report"] = report;
+  }
   return out.dump();
+}
+
+std::string point_value_json(const SweepSpec& spec, const std::string& values_json,
+                             const std::string& config_json, const std::string& key) {
+  for (const auto& axis : spec.axes)
+    if (axis.key == key) {
+      const auto values = Ordered::parse(values_json, nullptr, false);
+      return values.is_object() && values.contains(key) ? values[key].dump() : "null";
+    }
+  const auto config = Ordered::parse(config_json, nullptr, false);
+  const Ordered* at = &config;
+  for (size_t start = 0;;) {
+    const size_t dot = key.find('.', start);
+    if (!at->is_object()) return "null";
+    const auto it = at->find(key.substr(start, dot - start));
+    if (it == at->end()) return "null";
+    at = &*it;
+    if (dot == std::string::npos) return at->dump();
+    start = dot + 1;
+  }
 }
 
 int64_t sweep_size(const SweepSpec& spec) {

@@ -24,6 +24,10 @@ struct ReportOptions {
   std::vector<std::string> panels{"throughput", "step_time", "memory", "bandwidth"};
   std::string size = "1000x500";  // each chart's pixels, WxH
   std::chrono::seconds render_timeout{180};
+  // Markdown placed before the summary (a study's own table), and a line
+  // after the first paragraph (the command that made the report); optional.
+  std::string lead_markdown;
+  std::string command;
 };
 
 struct ReportResult {

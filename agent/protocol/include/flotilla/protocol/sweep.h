@@ -16,6 +16,10 @@
 //         DDP: {strategy: ddp}
 //         Pipe+DDP: {strategy: pipeline_ddp, chunks: 4, replicas: 2}
 //   repeat: 3                           # seeds seed, seed+1, seed+2
+//   report:                             # optional: a study's table (`flotilla study run`)
+//     columns: [ranks_per_node, batch_size, {epoch_s: time}, speedup]
+//     group_by: [batch_size]            # each group has a baseline of its own,
+//     baseline: {ranks_per_node: 1}     # the first point of the group matching this
 //
 // docs/sweeps.md is the reference.
 
@@ -44,6 +48,25 @@ struct SweepAxis {
   bool has_variants() const { return !variants.empty(); }
 };
 
+// How a study's report lays out its table: the seed's columns in the seed's
+// order, and which run each row's speed-up is relative to. The names are
+// checked here as far as the protocol knows them (axes, config keys); the
+// controller checks the columns against its compare columns.
+struct SweepReportSpec {
+  // Axis names (the point's value or variant label) and compare column keys;
+  // each given as `key` or `{key: Header}` (the seed's heading).
+  std::vector<std::string> columns;
+  std::vector<std::string> headers;  // per column; empty: the column's own
+  // Axis names or dotted config keys: the rows with equal values of these
+  // form one group, with one baseline. Empty: one group.
+  std::vector<std::string> group_by;
+  // {key: value, ...} over axis names or config keys: a group's baseline is
+  // its first point whose values match. Empty: the group's first point.
+  std::string baseline_json;
+
+  bool empty() const { return columns.empty() && group_by.empty() && baseline_json.empty(); }
+};
+
 struct SweepSpec {
   std::string name;
   std::string description;
@@ -55,6 +78,7 @@ struct SweepSpec {
   std::string base_experiment;
   std::vector<SweepAxis> axes;  // in file order: the last one varies fastest
   int64_t repeat = 1;           // runs of each point, with seeds seed, seed+1, ...
+  SweepReportSpec report;       // a study's table; empty for a plain sweep
 };
 
 struct SweepPoint {
@@ -102,6 +126,12 @@ struct DroppedPoint {
 std::vector<DroppedPoint> dropped_after_oom(const std::vector<SweepAxis>& axes,
                                             const std::vector<std::vector<int64_t>>& coords,
                                             int64_t oom_point);
+
+// The value of `key` at a point: the axis of that name's value (a variant's
+// label) from `values_json`, else the dotted config key from `config_json`;
+// null when neither has it. What report.group_by and report.baseline read.
+std::string point_value_json(const SweepSpec& spec, const std::string& values_json,
+                             const std::string& config_json, const std::string& key);
 
 // A value as a person reads it in a table: 32, ddp, {method: none}, [a, b].
 std::string value_text(std::string_view value_json);

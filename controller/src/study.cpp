@@ -1,0 +1,348 @@
+#include "flotilla/controller/study.h"
+
+#include <QDir>
+#include <QFile>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "flotilla/protocol/config_keys.h"
+#include "flotilla/protocol/numbers.h"
+#include "sweep_report.h"
+
+namespace flotilla::controller {
+namespace {
+
+using nlohmann::json;
+
+const char* kStudyPrefix = ":/studies/";
+const std::vector<std::string> kScales{"cpu", "gpu"};
+
+bool is_file_name(const std::string& name) {
+  for (const char* ext : {".yaml", ".yml", ".json"}) {
+    const std::string e(ext);
+    if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0)
+      return true;
+  }
+  return false;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+bool is_axis(const SweepSpec& spec, const std::string& key) {
+  return std::any_of(spec.axes.begin(), spec.axes.end(),
+                     [&](const SweepAxis& axis) { return axis.key == key; });
+}
+
+// The report's columns, or every axis and the default compare columns.
+std::vector<std::string> columns_of(const SweepSpec& spec) {
+  if (!spec.report.columns.empty()) return spec.report.columns;
+  std::vector<std::string> columns;
+  for (const auto& axis : spec.axes) columns.push_back(axis.key);
+  for (const auto& key : default_compare_columns()) columns.push_back(key);
+  return columns;
+}
+
+std::string header_of(const SweepSpec& spec, size_t i, const std::string& key) {
+  if (i < spec.report.headers.size() && !spec.report.headers[i].empty())
+    return spec.report.headers[i];
+  if (key == kSentRatioColumn) return "sent ratio";
+  if (const auto* column = find_compare_column(key); column && !is_axis(spec, key))
+    return column->header;
+  return key;
+}
+
+// The compare columns the study needs beyond the default ones, appended.
+std::vector<std::string> compare_columns_for(const SweepSpec& spec) {
+  auto columns = default_compare_columns();
+  for (const auto& key : columns_of(spec))
+    if (!is_axis(spec, key) && find_compare_column(key) &&
+        std::find(columns.begin(), columns.end(), key) == columns.end())
+      columns.push_back(key);
+  if (std::find(columns.begin(), columns.end(), "sent_mb") == columns.end())
+    columns.push_back("sent_mb");  // what sent_ratio divides
+  return columns;
+}
+
+bool values_match(const SweepSpec& spec, const SweepPointRow& point,
+                  const json& wanted /* an object */) {
+  for (const auto& [key, value] : wanted.items()) {
+    const auto have = json::parse(point_value_json(spec, point.values_json, point.config_json, key),
+                                  nullptr, false);
+    if (have != value) return false;
+  }
+  return true;
+}
+
+std::string group_key(const SweepSpec& spec, const SweepPointRow& point) {
+  std::string key;
+  for (const auto& name : spec.report.group_by)
+    key += point_value_json(spec, point.values_json, point.config_json, name) + "\n";
+  return key;
+}
+
+std::string rule_of(const SweepSpec& spec) {
+  std::string rule = "Speed-up and the other derived columns are relative to ";
+  const std::string which =
+      spec.report.baseline_json.empty()
+          ? "the first run"
+          : "the first run with " + point_values_text(spec.report.baseline_json);
+  if (spec.report.group_by.empty()) return rule + which + " of the sweep.";
+  return rule + which + " among the runs of equal " + joined(spec.report.group_by) +
+         " (each group its own baseline, marked `baseline` in the notes).";
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : c == '\n' ? " " : std::string(1, c);
+  return out;
+}
+
+std::string csv_cell(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+std::vector<std::string> study_names() {
+  std::set<std::string> names;
+  for (const auto& file : QDir(kStudyPrefix).entryList(QDir::Files)) {
+    const auto name = file.toStdString();
+    const auto dot = name.find('.');
+    if (dot != std::string::npos) names.insert(name.substr(0, dot));
+  }
+  return {names.begin(), names.end()};
+}
+
+std::vector<std::string> study_scales(const std::string& study) {
+  std::vector<std::string> scales;
+  for (const auto& scale : kScales)
+    if (QFile::exists(QString::fromStdString(kStudyPrefix + study + "." + scale + ".yaml")))
+      scales.push_back(scale);
+  return scales;
+}
+
+std::vector<std::string> study_report_problems(const SweepSpec& spec) {
+  std::vector<std::string> problems;
+  for (const auto& key : spec.report.columns) {
+    if (is_axis(spec, key) || key == kSentRatioColumn || find_compare_column(key) ||
+        find_config_key(key))
+      continue;
+    std::vector<std::string> axes;
+    for (const auto& axis : spec.axes) axes.push_back(axis.key);
+    problems.push_back("report.columns: unknown column \"" + key + "\"; give an axis (" +
+                       joined(axes) + "), " + kSentRatioColumn +
+                       ", a compare column (docs/compare.md: run, ranks, batch, throughput, "
+                       "speedup, epoch_s, ...) or a config key (optimizer.lr, ...)");
+  }
+  return problems;
+}
+
+SweepSpec load_study(const std::string& name, const std::string& scale) {
+  SweepSpec spec;
+  if (is_file_name(name)) {
+    spec = load_sweep(name);
+  } else {
+    if (std::find(kScales.begin(), kScales.end(), scale) == kScales.end())
+      throw ConfigError({"--scale: expected cpu or gpu, got \"" + scale + "\""});
+    const auto names = study_names();
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw ConfigError({"study: no study \"" + name + "\" (known: " + joined(names) +
+                         "; or give a sweep file ending in .yaml)"});
+    const std::string path = kStudyPrefix + name + "." + scale + ".yaml";
+    QFile file(QString::fromStdString(path));
+    if (!file.open(QIODevice::ReadOnly))
+      throw ConfigError({"--scale: study \"" + name + "\" has no " + scale + " scale (it has " +
+                         joined(study_scales(name)) + ")"});
+    const auto text = file.readAll().toStdString();
+    spec = parse_sweep(text, "study " + name + " (" + scale + ")", {}, name + "-" + scale);
+  }
+  if (auto problems = study_report_problems(spec); !problems.empty()) throw ConfigError(problems);
+  return spec;
+}
+
+StudyTable study_table(const Store& store, const SweepSpec& spec,
+                       const std::vector<SweepPointRow>& points) {
+  StudyTable out;
+  out.baseline_rule = rule_of(spec);
+  const json wanted =
+      spec.report.baseline_json.empty() ? json::object() : json::parse(spec.report.baseline_json);
+  // The points with a run, in point order, grouped; the rest listed.
+  std::vector<const SweepPointRow*> ran;
+  std::vector<std::string> groups;  // in order of first appearance
+  std::map<std::string, std::vector<const SweepPointRow*>> members;
+  for (const auto& point : points) {
+    if (point.run_id.empty() || !store.run(point.run_id)) {
+      out.not_run.push_back(
+          "point " + std::to_string(point.index + 1) + " (" + point_values_text(point.values_json) +
+          "): " + std::string(name_of(point.state)) +
+          (point.reason.empty() ? "" : ": " + point.reason.substr(0, point.reason.find('\n'))));
+      continue;
+    }
+    ran.push_back(&point);
+    const auto key = group_key(spec, point);
+    if (!members.count(key)) groups.push_back(key);
+    members[key].push_back(&point);
+  }
+  if (ran.empty()) throw CompareError({"the sweep has no run yet: nothing to report"});
+
+  // One compare table per group, its baseline the group's first matching run.
+  const auto columns = compare_columns_for(spec);
+  std::map<std::string, CompareRow> rows;                      // by run
+  std::map<std::string, std::optional<double>> baseline_sent;  // by run: its group's
+  std::vector<std::string> warnings;
+  CompareTable merged;
+  merged.columns = columns;
+  for (const auto& key : groups) {
+    const auto& group = members[key];
+    const SweepPointRow* base = group.front();
+    bool matched = wanted.empty();
+    for (const auto* point : group)
+      if (!matched && values_match(spec, *point, wanted)) {
+        base = point;
+        matched = true;
+      }
+    if (!matched)
+      warnings.push_back("no run with " + point_values_text(spec.report.baseline_json) +
+                         " among the runs of point " + std::to_string(group.front()->index + 1) +
+                         "'s group: its first run is their baseline");
+    std::vector<std::string> runs;
+    for (const auto* point : group) runs.push_back(point->run_id);
+    CompareOptions options;
+    options.baseline = base->run_id;
+    options.columns = columns;
+    auto table = compare_runs(store, runs, options);
+    merged.as_of_ms = std::max(merged.as_of_ms, table.as_of_ms);
+    for (auto& w : table.warnings)
+      if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(w);
+    const auto base_sent = table.rows[table.baseline].cells["sent_mb"].number;
+    for (auto& row : table.rows) {
+      const auto id = row.run.id;
+      baseline_sent[id] = base_sent;
+      rows.emplace(id, std::move(row));
+    }
+  }
+
+  const auto keys = columns_of(spec);
+  out.columns = keys;
+  for (size_t i = 0; i < keys.size(); ++i) out.headers.push_back(header_of(spec, i, keys[i]));
+  std::vector<std::string> configs;
+  bool have_baseline = false;
+  for (const auto* point : ran) {
+    auto& row = rows.at(point->run_id);
+    std::vector<std::string> cells;
+    for (const auto& key : keys) {
+      if (is_axis(spec, key)) {
+        cells.push_back(
+            value_text(point_value_json(spec, point->values_json, point->config_json, key)));
+      } else if (key == kSentRatioColumn) {
+        const auto sent = row.cells["sent_mb"].number;
+        const auto base = baseline_sent[point->run_id];
+        cells.push_back(sent && base && *base > 0 && row.run.state != RunState::oom
+                            ? format_fixed(*sent / *base, 3)
+                            : "—");
+      } else if (find_compare_column(key)) {
+        cells.push_back(cell_text(merged, row, key));
+      } else {  // a config key
+        const auto value = point_value_json(spec, point->values_json, point->config_json, key);
+        cells.push_back(value == "null" ? "—" : value_text(value));
+      }
+    }
+    out.rows.push_back(std::move(cells));
+    out.runs.push_back(point->run_id);
+    configs.push_back(row.run.config_json);
+    if (row.baseline && !have_baseline) {
+      merged.baseline = merged.rows.size();
+      have_baseline = true;
+    }
+    merged.rows.push_back(std::move(row));
+  }
+  merged.config_diff = config_diff(configs);
+  merged.warnings = std::move(warnings);
+  if (!spec.report.group_by.empty())
+    merged.warnings.insert(merged.warnings.begin(),
+                           "each group of equal " + joined(spec.report.group_by) +
+                               " has its own baseline (note `baseline`); the line below names "
+                               "the first");
+  out.compare = std::move(merged);
+  return out;
+}
+
+std::string study_table_markdown(const StudyTable& table) {
+  std::ostringstream md;
+  md << "|";
+  for (const auto& h : table.headers) md << " " << markdown_cell(h) << " |";
+  md << "\n|";
+  for (size_t i = 0; i < table.headers.size(); ++i) md << " --- |";
+  md << "\n";
+  for (const auto& row : table.rows) {
+    md << "|";
+    for (const auto& cell : row) md << " " << markdown_cell(cell) << " |";
+    md << "\n";
+  }
+  return md.str();
+}
+
+std::string study_table_csv(const StudyTable& table) {
+  std::ostringstream csv;
+  for (size_t i = 0; i < table.headers.size(); ++i)
+    csv << (i ? "," : "") << csv_cell(table.headers[i]);
+  csv << "\n";
+  for (const auto& row : table.rows) {
+    for (size_t i = 0; i < row.size(); ++i)
+      csv << (i ? "," : "") << csv_cell(row[i] == "—" ? "" : row[i]);
+    csv << "\n";
+  }
+  return csv.str();
+}
+
+ReportResult write_study_report(Store& store, const SweepRow& sweep,
+                                const StudyReportOptions& options) {
+  const auto spec = parse_sweep(sweep.spec_json, "sweep " + sweep.name);
+  const auto points = SweepStore(store).points(sweep.id);
+  const auto table = study_table(store, spec, points);
+  const auto progress = progress_of(points);
+
+  std::ostringstream lead;
+  lead << "## Study table\n\n";
+  if (!spec.description.empty()) lead << spec.description << ".\n\n";
+  lead << "Sweep `" << sweep.name << "`: " << name_of(sweep.state) << "; " << progress.total
+       << " point(s): " << progress.finished << " finished, " << progress.oom << " oom, "
+       << progress.failed << " failed, " << progress.killed << " killed, " << progress.skipped
+       << " skipped, " << progress.refused << " refused, " << progress.queued + progress.running
+       << " not ended. One row per run, in the sweep's order; " << table.baseline_rule
+       << " The same table is in `study.csv`.\n\n";
+  lead << study_table_markdown(table);
+  if (!table.not_run.empty()) {
+    lead << "\nPoints without a run:\n\n";
+    for (const auto& line : table.not_run) lead << "- " << line << "\n";
+  }
+  lead << "\n";
+
+  ReportOptions report;
+  report.directory = options.directory;
+  report.database = options.database;
+  report.renderer = options.renderer;
+  report.title = "Study " + sweep.name;
+  report.command = options.command;
+  report.lead_markdown = lead.str();
+  auto result = write_report(table.compare, report);
+  const auto csv = options.directory / "study.csv";
+  std::ofstream out(csv, std::ios::binary | std::ios::trunc);
+  if (!(out << study_table_csv(table)) || !out.flush())
+    throw std::runtime_error("cannot write " + csv.string());
+  return result;
+}
+
+}  // namespace flotilla::controller

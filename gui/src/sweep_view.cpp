@@ -1,0 +1,219 @@
+#include "sweep_view.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <nlohmann/json.hpp>
+
+#include "flotilla/controller/store.h"
+#include "flotilla/controller/sweep_store.h"
+#include "flotilla/protocol/sweep.h"
+
+namespace flotilla::gui {
+namespace {
+
+QString q(const std::string& text) {
+  return QString::fromStdString(text);
+}
+
+QString first_line(const std::string& text) {
+  return q(text.substr(0, text.find('\n')));
+}
+
+// "batch_size 128, ranks_per_node 2"
+QString values_text(const std::string& values_json) {
+  const auto values = nlohmann::ordered_json::parse(values_json, nullptr, false);
+  if (!values.is_object()) return q(values_json);
+  QString out;
+  for (const auto& [key, value] : values.items())
+    out += (out.isEmpty() ? "" : ", ") + q(key) + " " + q(value_text(value.dump()));
+  return out;
+}
+
+const QStringList kSweepColumns{"Sweep",  "State", "Points", "Done",    "Running",
+                                "Queued", "OOM",   "Failed", "Skipped", "Refused"};
+
+}  // namespace
+
+SweepLoader::SweepLoader(QString database) : database_(std::move(database)) {}
+SweepLoader::~SweepLoader() = default;
+
+void SweepLoader::load() {
+  try {
+    if (!store_)
+      store_ = std::make_unique<controller::Store>(database_, controller::StoreAccess::read_only);
+    controller::SweepStore sweeps(*store_);
+    QVector<SweepItem> items;
+    for (const auto& sweep : sweeps.sweeps()) {
+      SweepItem item;
+      item.name = q(sweep.name);
+      item.state = q(std::string(name_of(sweep.state)));
+      item.reason = first_line(sweep.reason);
+      const auto points = sweeps.points(sweep.id);
+      const auto p = controller::progress_of(points);
+      item.total = p.total;
+      item.finished = p.finished;
+      item.running = p.running;
+      item.queued = p.queued;
+      item.oom = p.oom;
+      item.failed = p.failed;
+      item.killed = p.killed;
+      item.skipped = p.skipped;
+      item.refused = p.refused;
+      for (const auto& point : points)
+        item.points.push_back({point.index + 1, values_text(point.values_json),
+                               q(std::string(name_of(point.state))), q(point.run_id),
+                               first_line(point.reason)});
+      items.push_back(std::move(item));
+    }
+    emit loaded(items);
+  } catch (const std::exception& e) {
+    // A database without sweeps yet (or not there yet) is no failure to show twice.
+    store_.reset();
+    emit failed(q(e.what()));
+  }
+}
+
+SweepView::SweepView(const QString& database, QWidget* parent)
+    : QWidget(parent), loader_(new SweepLoader(database)), timer_(new QTimer(this)) {
+  qRegisterMetaType<QVector<SweepItem>>();
+  sweeps_ = new QTableWidget(0, kSweepColumns.size());
+  sweeps_->setObjectName("sweepTable");
+  sweeps_->setHorizontalHeaderLabels(kSweepColumns);
+  points_ = new QTableWidget(0, 5);
+  points_->setObjectName("sweepPointTable");
+  points_->setHorizontalHeaderLabels({"#", "Values", "State", "Run", "Reason"});
+  for (auto* table : {sweeps_, points_}) {
+    table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table->setSelectionMode(QAbstractItemView::SingleSelection);
+    table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table->verticalHeader()->hide();
+    table->horizontalHeader()->setStretchLastSection(true);
+  }
+  // The name takes the room; the counts and a point's values, state and run
+  // are as wide as their text; a point's reason takes the rest.
+  sweeps_->horizontalHeader()->setStretchLastSection(false);
+  sweeps_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  sweeps_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  points_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  points_->horizontalHeader()->setSectionResizeMode(4, QHeaderView::Stretch);
+  kill_ = new QPushButton("Kill sweep");
+  kill_->setObjectName("killSweepButton");
+  kill_->setEnabled(false);
+  status_ = new QLabel("Reading the sweeps…");
+  status_->setObjectName("sweepStatus");
+  status_->setWordWrap(true);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(sweeps_, 1);
+  auto* row = new QHBoxLayout;
+  row->addWidget(status_, 1);
+  row->addWidget(kill_);
+  layout->addLayout(row);
+  layout->addWidget(points_, 2);
+
+  loader_->moveToThread(&thread_);
+  connect(&thread_, &QThread::finished, loader_, &QObject::deleteLater);
+  connect(this, &SweepView::loadRequested, loader_, &SweepLoader::load);
+  connect(loader_, &SweepLoader::loaded, this, &SweepView::showSweeps);
+  connect(loader_, &SweepLoader::failed, this, [this](const QString& message) {
+    status_->setText("Cannot read the sweeps: " + message);
+  });
+  connect(sweeps_, &QTableWidget::itemSelectionChanged, this, &SweepView::showPoints);
+  connect(kill_, &QPushButton::clicked, this, [this] {
+    const auto sweep = selectedSweep();
+    if (sweep.isEmpty()) return;
+    const auto answer =
+        QMessageBox::question(this, "Kill sweep",
+                              "Kill sweep " + sweep +
+                                  "? Its live run is killed and its queued points are skipped; "
+                                  "what ran stays.",
+                              QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+    if (answer == QMessageBox::Yes) emit killRequested(sweep);
+  });
+  connect(timer_, &QTimer::timeout, this, &SweepView::refresh);
+  thread_.start();
+  timer_->start(2000);
+  refresh();
+}
+
+SweepView::~SweepView() {
+  thread_.quit();
+  thread_.wait();
+}
+
+void SweepView::refresh() {
+  emit loadRequested();
+}
+
+QString SweepView::selectedSweep() const {
+  const auto rows = sweeps_->selectionModel()->selectedRows();
+  if (rows.isEmpty()) return {};
+  return sweeps_->item(rows.front().row(), 0)->text();
+}
+
+void SweepView::showSweeps(const QVector<SweepItem>& sweeps) {
+  const auto selected = selectedSweep();
+  shown_ = sweeps;
+  sweeps_->setRowCount(sweeps.size());
+  for (int r = 0; r < sweeps.size(); ++r) {
+    const auto& s = sweeps[r];
+    const QStringList cells{s.name,
+                            s.state + (s.reason.isEmpty() ? "" : " (" + s.reason + ")"),
+                            QString::number(s.total),
+                            QString::number(s.finished + s.oom + s.failed + s.killed),
+                            QString::number(s.running),
+                            QString::number(s.queued),
+                            QString::number(s.oom),
+                            QString::number(s.failed),
+                            QString::number(s.skipped),
+                            QString::number(s.refused)};
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = sweeps_->item(r, c);
+      if (!item) sweeps_->setItem(r, c, item = new QTableWidgetItem);
+      item->setText(cells[c]);
+      item->setTextAlignment(c >= 2 ? (Qt::AlignRight | Qt::AlignVCenter)
+                                    : (Qt::AlignLeft | Qt::AlignVCenter));
+    }
+  }
+  for (int r = 0; r < sweeps.size(); ++r)
+    if (sweeps[r].name == selected) sweeps_->selectRow(r);
+  if (sweeps.isEmpty())
+    status_->setText("No sweep yet: `flotilla sweep FILE` or `flotilla study run` starts one.");
+  else if (selectedSweep().isEmpty())
+    status_->setText("Select a sweep to see its points.");
+  showPoints();
+}
+
+void SweepView::showPoints() {
+  const auto name = selectedSweep();
+  const SweepItem* sweep = nullptr;
+  for (const auto& s : shown_)
+    if (s.name == name) sweep = &s;
+  kill_->setEnabled(sweep && sweep->state == "running");
+  points_->setRowCount(sweep ? sweep->points.size() : 0);
+  if (!sweep) return;
+  status_->setText(QString("%1: %2 of %3 point(s) done, %4 running, %5 queued")
+                       .arg(sweep->name)
+                       .arg(sweep->finished + sweep->oom + sweep->failed + sweep->killed)
+                       .arg(sweep->total)
+                       .arg(sweep->running)
+                       .arg(sweep->queued));
+  for (int r = 0; r < sweep->points.size(); ++r) {
+    const auto& p = sweep->points[r];
+    const QStringList cells{QString::number(p.index), p.values, p.state, p.run, p.reason};
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = points_->item(r, c);
+      if (!item) points_->setItem(r, c, item = new QTableWidgetItem);
+      item->setText(cells[c]);
+    }
+  }
+}
+
+}  // namespace flotilla::gui

@@ -1,0 +1,193 @@
+// `flotilla study run` as real processes: the dp-scaling study at cpu scale
+// (seed 004's table) trained on this machine, its report read back and its
+// speed-ups checked against the medians of the stored step records.
+#include <algorithm>
+#include <map>
+
+#include "cli_fixture.h"
+#include "flotilla/controller/sweep_store.h"
+#include "flotilla/protocol/run_metrics.h"
+
+namespace flotilla::testing {
+namespace {
+
+using controller::PointState;
+using controller::SweepStore;
+using nlohmann::json;
+
+std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string field;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted) {
+      fields.push_back(field);
+      field.clear();
+    } else
+      field += c;
+  }
+  fields.push_back(field);
+  return fields;
+}
+
+// The CSV as rows of {header: field}.
+std::vector<std::map<std::string, std::string>> csv_rows(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line;
+  std::getline(lines, line);
+  const auto header = csv_fields(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    const auto fields = csv_fields(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size() && i < fields.size(); ++i) row[header[i]] = fields[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The median of rank 0's samples/s after warm-up, from the stored step records.
+double stored_median(const controller::Store& store, const std::string& run) {
+  std::vector<double> per_step;
+  for (const auto& record : store.records(run))
+    if (record.type == "step" && record.rank == 0)
+      per_step.push_back(json::parse(record.body)["samples_per_s"].get<double>());
+  auto kept = metrics::after_warmup(per_step);
+  EXPECT_FALSE(kept.empty()) << run;
+  if (kept.empty()) return 0;
+  std::sort(kept.begin(), kept.end());
+  const size_t n = kept.size();
+  return n % 2 ? kept[n / 2] : (kept[n / 2 - 1] + kept[n / 2]) / 2;
+}
+
+TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStoredMedians) {
+  Flotilla f;
+  const auto dir = f.dir().path() / "report";
+  const auto [status, output] = f.run(
+      {"study", "run", "dp-scaling", "--scale", "cpu", "--name", "dp", "-o", dir.string()}, 540s);
+  ASSERT_EQ(status, 0) << output;
+
+  // Seed 004's columns, in its order, with its names.
+  const std::string seed_header =
+      "| gpu_nums | batch_size | time (s) | speedup | calculation time (s) | communication time "
+      "(s) | bandwidth utilisation (GB/s) |";
+  const auto report = read_text(dir / "report.md");
+  EXPECT_NE(report.find("\n" + seed_header), std::string::npos) << report;
+  const auto study = read_text(dir / "study.csv");
+  EXPECT_EQ(study.rfind("gpu_nums,batch_size,time (s),speedup,calculation time (s),communication "
+                        "time (s),bandwidth utilisation (GB/s),",
+                        0),
+            0u)
+      << study;
+  EXPECT_TRUE(std::filesystem::exists(dir / "throughput.png"));
+
+  // Every point of the grid ran, once.
+  auto store = f.store();
+  SweepStore sweeps(store);
+  const auto sweep = sweeps.sweep("dp");
+  ASSERT_TRUE(sweep);
+  const auto points = sweeps.points(sweep->id);
+  ASSERT_EQ(points.size(), 12u);  // 3 rank counts x 4 batches
+  std::map<std::string, json> values_of_run;
+  for (const auto& point : points) {
+    EXPECT_EQ(point.state, PointState::finished) << point.values_json << " " << point.reason;
+    values_of_run[point.run_id] = json::parse(point.values_json);
+  }
+  ASSERT_EQ(values_of_run.size(), 12u);
+
+  // Speed-up (summary.csv: numbers in full) is each run's stored median over
+  // that of the one-rank run of the same batch.
+  std::map<int, double> one_rank;  // batch -> median
+  for (const auto& [run, values] : values_of_run)
+    if (values["ranks_per_node"] == 1) one_rank[values["batch_size"]] = stored_median(store, run);
+  ASSERT_EQ(one_rank.size(), 4u);
+  size_t checked = 0;
+  for (const auto& row : csv_rows(read_text(dir / "summary.csv"))) {
+    const auto found = values_of_run.find(row.at("run"));
+    ASSERT_NE(found, values_of_run.end()) << row.at("run");
+    const double expected =
+        stored_median(store, found->first) / one_rank.at(found->second["batch_size"]);
+    const double shown = std::stod(row.at("speedup"));
+    EXPECT_NEAR(shown, expected, 1e-9 * expected) << found->first << " " << found->second;
+    if (found->second["ranks_per_node"] == 1) {
+      EXPECT_DOUBLE_EQ(shown, 1.0);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 12u);
+}
+
+TEST(FlotillaStudy, BadStudiesAreRefusedNamingTheField) {
+  Flotilla f;
+  const auto out = (f.dir().path() / "r").string();
+  const auto [unknown, unknown_out] = f.run({"study", "run", "dp-scalin", "-o", out});
+  EXPECT_EQ(unknown, 2);
+  EXPECT_NE(unknown_out.find("study: no study \"dp-scalin\" (known: dp-scaling, "),
+            std::string::npos)
+      << unknown_out;
+  const auto [scale, scale_out] =
+      f.run({"study", "run", "dp-scaling", "--scale", "tpu", "-o", out});
+  EXPECT_EQ(scale, 2);
+  EXPECT_NE(scale_out.find("--scale: expected cpu or gpu, got \"tpu\""), std::string::npos)
+      << scale_out;
+  const auto [no_dir, no_dir_out] = f.run({"study", "run", "dp-scaling"});
+  EXPECT_EQ(no_dir, 2);
+  EXPECT_NE(no_dir_out.find("-o DIR: the report's directory is required"), std::string::npos)
+      << no_dir_out;
+  const auto file = f.dir().write("bad.yaml", R"(
+name: bad
+base: {model: small_cnn, dataset: synthetic, max_steps: 2}
+axes: {batch_size: [8, 16]}
+report:
+  columns: [batch_size, {speedp: speed-up}]
+  baseline: {batchsize: 8}
+)");
+  const auto [bad, bad_out] = f.run({"study", "run", file.string(), "-o", out});
+  EXPECT_EQ(bad, 2);
+  EXPECT_NE(bad_out.find("report.baseline.batchsize: \"batchsize\" is neither an axis of this "
+                         "sweep nor a config key"),
+            std::string::npos)
+      << bad_out;
+  const auto fixed = f.dir().write("bad2.yaml", R"(
+name: bad2
+base: {model: small_cnn, dataset: synthetic, max_steps: 2}
+axes: {batch_size: [8, 16]}
+report: {columns: [batch_size, speedp]}
+)");
+  const auto [column, column_out] = f.run({"study", "run", fixed.string(), "-o", out});
+  EXPECT_EQ(column, 2);
+  EXPECT_NE(column_out.find("report.columns: unknown column \"speedp\"; give an axis (batch_size)"),
+            std::string::npos)
+      << column_out;
+  EXPECT_FALSE(std::filesystem::exists(out));  // nothing ran, nothing written
+  EXPECT_TRUE(f.store().runs().empty());
+}
+
+TEST(FlotillaStudy, EveryCarriedStudyDryRunsAtBothScales) {
+  Flotilla f;
+  const auto [listed, list] = f.run({"study", "list"});
+  EXPECT_EQ(listed, 0) << list;
+  for (const char* study : {"dp-scaling", "pipe-vs-ddp-memory", "pipeline-vs-dp",
+                            "sort-quantization", "vgg-freeze-traffic"}) {
+    EXPECT_NE(list.find(study), std::string::npos) << list;
+    for (const char* scale : {"cpu", "gpu"}) {
+      const auto [status, output] = f.run({"study", "run", study, "--scale", scale, "--dry-run"});
+      // gpu points are refused on this node without CUDA, never for their report section.
+      EXPECT_TRUE(status == 0 || (std::string(scale) == "gpu" && status == 2))
+          << study << " " << scale << ":\n"
+          << output;
+      EXPECT_EQ(output.find("report."), std::string::npos) << output;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flotilla::testing
