@@ -91,7 +91,9 @@ std::vector<int> RunDirectory::process_groups() const {
 void RunDirectory::write_final(const FinalState& s) const {
   write_file_atomically(
       dir_ / "final.json",
-      json{{"outcome", s.outcome}, {"message", s.message}, {"last_seq", s.last_seq}}.dump());
+      // A message quoting a rank's stderr may hold bytes that are not UTF-8.
+      json{{"outcome", s.outcome}, {"message", s.message}, {"last_seq", s.last_seq}}.dump(
+          -1, ' ', false, json::error_handler_t::replace));
 }
 
 std::optional<FinalState> RunDirectory::final_state() const {

@@ -12,14 +12,15 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
+#include "flotilla/protocol/experiment_config.h"
 #include "flotilla/protocol/numbers.h"
 #include "processes.h"
+#include "rank_records.h"
 #include "run_directory.h"
 #include "spool.h"
 #include "system_metrics.h"
@@ -74,7 +75,9 @@ struct Rank {
   protocol::LineBuffer out, err;
   std::ofstream log;
   std::deque<std::string> last_err;  // the last lines of stderr, for the failure message
-  std::optional<nlohmann::json> end_record;
+  std::optional<RankEnd> end;        // what its end record said, when it wrote a well-formed one
+  Clock::time_point last_record;     // when it last wrote a record (or started)
+  std::optional<int64_t> last_step;
   bool exited = false;
   int status = 0;
 };
@@ -85,7 +88,8 @@ class Supervisor {
       : options_(options),
         dir_(options.home, options.run),
         start_(dir_.read_start()),
-        spool_(dir_.spool()) {}
+        spool_(dir_.spool()),
+        stall_timeout_s_(stall_timeout_s(start_.config_json)) {}
 
   int run() {
     block_signals();
@@ -99,6 +103,7 @@ class Supervisor {
             Clock::now() + std::chrono::milliseconds(int(options_.sample_interval_s * 1000));
       }
       wait_for_events(next_sample);
+      check_stalls();
       if (stopping_ && Clock::now() >= kill_deadline_) signal_groups(pgids_, SIGKILL);
     }
     drain_outputs();
@@ -131,6 +136,7 @@ class Supervisor {
            {"MASTER_PORT", std::to_string(start_.master_port)},
            {"FLOTILLA_RUN", start_.run}},
           data_limit);
+      r->last_record = Clock::now();
       pgids_.push_back(r->process.pid);
       ranks_.push_back(std::move(r));
       // Known before the next spawn: if that one fails, whoever ends the run
@@ -149,6 +155,35 @@ class Supervisor {
     const auto memory_mb = limits->find("memory_mb");
     if (memory_mb == limits->end() || !memory_mb->is_number_integer()) return 0;
     return std::max<int64_t>(0, memory_mb->get<int64_t>()) << 20;
+  }
+
+  // `stall_timeout_s` of the config (0: never). A config of an older
+  // controller lacks it and gets the parser's default.
+  static int64_t stall_timeout_s(const std::string& config_json) {
+    const auto config = nlohmann::json::parse(config_json, nullptr, false);
+    const auto timeout = config.is_object() ? config.find("stall_timeout_s") : config.end();
+    if (!config.is_object() || timeout == config.end() || !timeout->is_number_integer())
+      return kDefaultStallTimeoutSeconds;
+    return std::max<int64_t>(0, timeout->get<int64_t>());
+  }
+
+  // Ranks that wrote no record for stall_timeout_s: a collective whose peer is
+  // gone, a frozen process, an allocator retrying forever. The run ends
+  // failed, naming each such rank and its last step, and its ranks are stopped.
+  void check_stalls() {
+    if (stall_timeout_s_ <= 0 || stopping_) return;
+    const auto now = Clock::now();
+    std::string stalled;
+    for (const auto& r : ranks_) {
+      if (r->exited || now - r->last_record < std::chrono::seconds(stall_timeout_s_)) continue;
+      stalled += (stalled.empty() ? "rank " : ", rank ") + std::to_string(r->rank) +
+                 " (last step " + (r->last_step ? std::to_string(*r->last_step) : "none") + ")";
+    }
+    if (stalled.empty()) return;
+    const std::string message =
+        "stalled: no record for " + std::to_string(stall_timeout_s_) + " s from " + stalled;
+    failures_.push_back({"failed", message, wall_seconds()});
+    request_stop("failed", message);
   }
 
   bool all_exited() const {
@@ -191,6 +226,8 @@ class Supervisor {
     if (stopping_) return;
     stopping_ = true;
     signal_groups(pgids_, SIGTERM);
+    // A stopped (frozen) rank acts on the SIGTERM only once it runs again.
+    signal_groups(pgids_, SIGCONT);
     kill_deadline_ = Clock::now() + std::chrono::milliseconds(int(start_grace_s() * 1000));
   }
 
@@ -237,21 +274,30 @@ class Supervisor {
   }
 
   void on_record(Rank& r, std::string_view line) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
+    auto record = read_rank_line(line, wall_seconds());
+    if (!record) {
       ++malformed_;
-      on_stderr(r, "(not a record) " + std::string(line.substr(0, 200)));
+      on_stderr(r, "(not a record) " + printable(line.substr(0, 200)));
       return;
     }
-    if (j.value("type", "") == "end") r.end_record = j;
-    // Every record carries the node's clock at its arrival, so that views can
-    // place it in wall-clock time; a rank's own "time" is kept.
-    if (!j.contains("time")) {
-      j["time"] = wall_seconds();
-      append_record(r.rank, j.dump());
-      return;
+    r.last_record = Clock::now();
+    if (record->step) r.last_step = record->step;
+    if (record->is_end) {
+      r.end = read_rank_end(record->record_json);
+      if (!r.end) {
+        ++malformed_;
+        on_stderr(r, "(a malformed end record) " + printable(line.substr(0, 200)));
+      }
     }
-    append_record(r.rank, std::string(line));
+    append_record(r.rank, std::move(record->record_json));
+  }
+
+  // A malformed line as the rank's log shows it: control bytes (a NUL) as '?'.
+  static std::string printable(std::string_view text) {
+    std::string out(text);
+    for (char& c : out)
+      if (static_cast<unsigned char>(c) < 0x20) c = '?';
+    return out;
   }
 
   void on_stderr(Rank& r, std::string_view line) {
@@ -294,9 +340,9 @@ class Supervisor {
     read_pipe(r, r.process.stdout_fd, true);
     read_pipe(r, r.process.stderr_fd, false);
     std::string outcome = "failed", message;
-    if (r.end_record) {
-      outcome = r.end_record->value("outcome", "failed");
-      message = r.end_record->value("message", "");
+    if (r.end) {
+      outcome = r.end->outcome;
+      message = r.end->message;
     }
     if (message.empty()) {
       for (const auto& line : r.last_err) message += (message.empty() ? "" : "\n") + line;
@@ -305,7 +351,7 @@ class Supervisor {
                    std::to_string(WTERMSIG(r.status));
     }
     if (outcome_ == "killed") return;  // stopping on request: these exits are ours
-    const double at = r.end_record ? r.end_record->value("wall_time", kNever) : kNever;
+    const double at = r.end ? r.end->wall_time : kNoWallTime;
     failures_.push_back({outcome == "finished" ? "failed" : outcome,
                          "rank " + std::to_string(r.rank) + ": " + message, at});
     request_stop(failures_.back().outcome, failures_.back().message);
@@ -359,6 +405,7 @@ class Supervisor {
   RunDirectory dir_;
   protocol::StartRun start_;
   SpoolWriter spool_;
+  int64_t stall_timeout_s_;
   SystemSampler sampler_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<int> pgids_;
@@ -368,9 +415,8 @@ class Supervisor {
   std::optional<std::string> outcome_;
   struct Failure {
     std::string outcome, message;
-    double at;  // the rank's own wall time of failing, kNever when it could not say
+    double at;  // the rank's own wall time of failing, kNoWallTime when it could not say
   };
-  static constexpr double kNever = std::numeric_limits<double>::infinity();
   std::vector<Failure> failures_;
   std::string message_;
   int64_t malformed_ = 0;

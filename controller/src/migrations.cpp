@@ -3,11 +3,14 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <QSqlDatabase>
 #include <QSqlError>
 #include <QSqlQuery>
 
 #include <map>
+#include <set>
+#include <vector>
 
 #include "flotilla/controller/store.h"
 
@@ -25,9 +28,38 @@ std::map<int, QString> migration_files() {
   for (const QString& name : QDir(":/migrations").entryList({"*.sql"}, QDir::Files)) {
     bool ok = false;
     const int version = name.section('_', 0, 0).toInt(&ok);
-    if (ok) files[version] = ":/migrations/" + name;
+    if (!ok) continue;
+    // Two branches that each took the next number would otherwise lose one.
+    if (const auto other = files.find(version); other != files.end())
+      throw StoreError("two migrations are numbered " + std::to_string(version) + ": " +
+                       QFileInfo(other->second).fileName().toStdString() + " and " +
+                       name.toStdString());
+    files[version] = ":/migrations/" + name;
   }
   return files;
+}
+
+QString script_of(const QString& file_name) {
+  QFile file(file_name);
+  if (!file.open(QIODevice::ReadOnly))
+    throw StoreError("cannot read migration " + file_name.toStdString());
+  return QString::fromUtf8(file.readAll());
+}
+
+bool has_table(QSqlDatabase& db, const QString& table) {
+  QSqlQuery query(db);
+  query.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  query.addBindValue(table);
+  return query.exec() && query.next();
+}
+
+// The tables a migration creates (no migration drops a table).
+QStringList tables_created_by(const QString& script) {
+  static const QRegularExpression create(R"(CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+))",
+                                         QRegularExpression::CaseInsensitiveOption);
+  QStringList tables;
+  for (auto it = create.globalMatch(script); it.hasNext();) tables << it.next().captured(1);
+  return tables;
 }
 
 void exec(QSqlDatabase& db, const QString& sql, const QString& what) {
@@ -65,6 +97,38 @@ int schema_version(QSqlDatabase& db) {
   return query.value(0).toInt();
 }
 
+std::set<int> applied_migrations(QSqlDatabase& db) {
+  std::set<int> applied;
+  if (has_table(db, "applied_migrations")) {
+    QSqlQuery query(db);
+    if (!query.exec("SELECT version FROM applied_migrations"))
+      throw StoreError("reading applied_migrations: " + query.lastError().text().toStdString());
+    while (query.next()) applied.insert(query.value(0).toInt());
+    return applied;
+  }
+  // A database from before applied_migrations kept only the highest version
+  // it reached. Migration 0004 was numbered after 0005 and 0006 existed, so a
+  // database at 6 may lack it: a migration up to that version counts as
+  // applied only when every table it creates is there.
+  const int reached = schema_version(db);
+  for (const auto& [version, file_name] : migration_files()) {
+    if (version > reached) continue;
+    bool present = true;
+    for (const QString& table : tables_created_by(script_of(file_name)))
+      present = present && has_table(db, table);
+    if (present) applied.insert(version);
+  }
+  return applied;
+}
+
+std::vector<QString> missing_migrations(QSqlDatabase& db) {
+  const auto applied = applied_migrations(db);
+  std::vector<QString> missing;
+  for (const auto& [version, file_name] : migration_files())
+    if (!applied.count(version)) missing.push_back(QFileInfo(file_name).fileName());
+  return missing;
+}
+
 void migrate(QSqlDatabase& db) {
   exec(db, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
        "creating schema_version");
@@ -74,18 +138,37 @@ void migrate(QSqlDatabase& db) {
     throw StoreError("the database has schema version " + std::to_string(current) +
                      ", newer than this Flotilla's " + std::to_string(latest) +
                      "; use a newer Flotilla or another --db");
-  for (const auto& [version, file_name] : migration_files()) {
-    if (version <= current) continue;
-    QFile file(file_name);
-    if (!file.open(QIODevice::ReadOnly))
-      throw StoreError("cannot read migration " + file_name.toStdString());
-    const QString what = "migration " + QFileInfo(file_name).fileName();
+  auto applied = applied_migrations(db);
+  if (!has_table(db, "applied_migrations")) {
+    const QString what = "recording the applied migrations";
     exec(db, "BEGIN IMMEDIATE", what);
     try {
-      for (const QString& statement : statements_of(QString::fromUtf8(file.readAll())))
-        exec(db, statement, what);
+      exec(db, "CREATE TABLE applied_migrations (version INTEGER PRIMARY KEY)", what);
+      for (const int version : applied)
+        exec(db,
+             "INSERT INTO applied_migrations (version) VALUES (" + QString::number(version) + ")",
+             what);
+      exec(db, "COMMIT", what);
+    } catch (...) {
+      QSqlQuery(db).exec("ROLLBACK");
+      throw;
+    }
+  }
+  // Every migration not applied yet, in number order, whatever the version reached.
+  for (const auto& [version, file_name] : migration_files()) {
+    if (applied.count(version)) continue;
+    const QString what = "migration " + QFileInfo(file_name).fileName();
+    const QString script = script_of(file_name);
+    exec(db, "BEGIN IMMEDIATE", what);
+    try {
+      for (const QString& statement : statements_of(script)) exec(db, statement, what);
+      exec(db, "INSERT INTO applied_migrations (version) VALUES (" + QString::number(version) + ")",
+           what);
+      applied.insert(version);
       exec(db, "DELETE FROM schema_version", what);
-      exec(db, "INSERT INTO schema_version (version) VALUES (" + QString::number(version) + ")",
+      exec(db,
+           "INSERT INTO schema_version (version) VALUES (" + QString::number(*applied.rbegin()) +
+               ")",
            what);
       exec(db, "COMMIT", what);
     } catch (...) {

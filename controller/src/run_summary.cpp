@@ -132,7 +132,8 @@ std::string summary_table(const RunSummary& s) {
                                  " + optimizer " + fixed(s.optimizer_ms, 2)
                            : none);
   row("bytes sent / step", stepped ? fixed(s.bytes_sent_per_step, 0) : none);
-  row("peak rank RSS", s.peak_rank_rss > 0 ? fixed(s.peak_rank_rss / 1048576.0, 1) + " MiB" : none);
+  row("sampled rank RSS max",
+      s.peak_rank_rss > 0 ? fixed(s.peak_rank_rss / 1048576.0, 1) + " MiB" : none);
   row("wall time", fixed(s.elapsed_s, 1) + " s");
   if (!s.epoch_rows.empty()) {
     out << "\n  epoch  steps   loss     train acc  test acc   epoch s   samples/s\n";

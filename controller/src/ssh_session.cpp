@@ -31,9 +31,7 @@ struct SshSession::Impl {
 
 namespace {
 
-std::string fingerprint_of(ssh_session session) {
-  ssh_key key = nullptr;
-  if (ssh_get_server_publickey(session, &key) != SSH_OK) return "(no host key)";
+std::string fingerprint_of(ssh_key key) {
   unsigned char* hash = nullptr;
   size_t length = 0;
   std::string text = "(unreadable host key)";
@@ -44,8 +42,33 @@ std::string fingerprint_of(ssh_session session) {
     }
     ssh_clean_pubkey_hash(&hash);
   }
+  return text;
+}
+
+std::string fingerprint_of(ssh_session session) {
+  ssh_key key = nullptr;
+  if (ssh_get_server_publickey(session, &key) != SSH_OK) return "(no host key)";
+  std::string text = fingerprint_of(key);
   ssh_key_free(key);
   return text;
+}
+
+// The fingerprints of the keys `known_hosts` records for the host (named as
+// libssh names it there: "[host]:port" off port 22), so that a person told
+// of a changed key can compare the recorded one with the new one.
+std::string recorded_fingerprints(const std::string& known_hosts, const SshTarget& target) {
+  const std::string host =
+      target.port == 22 ? target.host : "[" + target.host + "]:" + std::to_string(target.port);
+  std::ifstream in(known_hosts);
+  std::string found;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    ssh_knownhosts_entry* entry = nullptr;
+    if (ssh_known_hosts_parse_line(host.c_str(), line.c_str(), &entry) == SSH_OK && entry)
+      found += (found.empty() ? "" : ", ") + fingerprint_of(entry->publickey);
+    SSH_KNOWNHOSTS_ENTRY_FREE(entry);
+  }
+  return found.empty() ? "unreadable" : found;
 }
 
 // A channel's end of a remote process as a Transport. Reads go in short
@@ -142,7 +165,9 @@ std::shared_ptr<SshSession> SshSession::connect(const SshTarget& target) {
     case SSH_KNOWN_HOSTS_OTHER:
       throw HostKeyError(HostKeyError::Kind::changed, self->fingerprint_,
                          "WARNING: the host key of " + impl.where() + " has CHANGED (now " +
-                             self->fingerprint_ + ") and differs from the one in " + known_hosts +
+                             self->fingerprint_ + ", recorded " +
+                             recorded_fingerprints(known_hosts, target) +
+                             ") and differs from the one in " + known_hosts +
                              ". Someone may be intercepting the connection, or the host was "
                              "reinstalled. Refused; if the change is expected, remove the old "
                              "key from that file.");

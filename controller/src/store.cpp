@@ -160,13 +160,19 @@ void Store::check_schema_for_reading() const {
     throw StoreError("database " + path_.toStdString() + " has schema version " +
                      std::to_string(version) + ", newer than this Flotilla's " +
                      std::to_string(latest) + "; use a newer Flotilla");
-  if (version < latest)
+  std::vector<QString> missing;
+  read_only([&](QSqlDatabase& db) { missing = missing_migrations(db); });
+  if (version < latest || !missing.empty()) {
+    std::string names;
+    for (const auto& name : missing) names += (names.empty() ? "" : ", ") + name.toStdString();
     throw StoreError("database " + path_.toStdString() + " has schema version " +
-                     std::to_string(version) + ", older than this Flotilla's " +
+                     std::to_string(version) + " without migration" +
+                     (missing.size() == 1 ? " " : "s ") + names + " of this Flotilla's " +
                      std::to_string(latest) +
                      "; a view does not migrate it: run any flotilla command on it once "
                      "(e.g. `flotilla --db " +
                      path_.toStdString() + " runs`), which does");
+  }
 }
 
 void Store::read_only(const std::function<void(QSqlDatabase&)>& read) const {

@@ -1,11 +1,17 @@
 #include "main_window.h"
 
+#include <QAction>
+#include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QListWidget>
+#include <QMenu>
+#include <QMenuBar>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -13,28 +19,47 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 
+#include "config_diff.h"
 #include "dashboard.h"
 #include "experiment_designer.h"
 #include "flotilla/protocol/experiment_config.h"
 #include "nodes_view.h"
+#include "presets.h"
+#include "run_list.h"
 
 namespace flotilla::gui {
 namespace {
-enum RunColumn { kRunId, kRunState, kRunExperiment, kRunRanks, kRunReason, kRunColumns };
 bool live(const QString& state) {
   return state == "created" || state == "starting" || state == "running";
+}
+
+// Kept between launches; one file per user (QSettings' INI under ~/.config).
+const char* const kSettingsOrganisation = "flotilla";
+const char* const kSettingsApplication = "flotilla-gui";
+
+// "Run the experiment (Ctrl+R)": an action's words and its shortcut, for a tool tip.
+QString with_shortcut(const QAction* action, const QString& words) {
+  const QString keys = action->shortcut().toString(QKeySequence::NativeText);
+  return keys.isEmpty() ? words : words + " (" + keys + ")";
 }
 }  // namespace
 
 MainWindow::MainWindow(const QString& database, const std::filesystem::path& agent_binary,
                        QWidget* parent, bool view_only)
-    : QMainWindow(parent), worker_(new ControllerWorker(database, agent_binary, view_only)) {
+    : QMainWindow(parent),
+      worker_(new ControllerWorker(database, agent_binary, view_only)),
+      view_only_(view_only) {
   setWindowTitle("Flotilla — " + database);
   dashboard_ = new Dashboard(database);
   buildWidgets();
+  buildActions();
+  updateButtons();
+  // A screenshot shows the window as built, whatever the last session left.
+  if (!view_only_) restoreSettings();
   worker_->moveToThread(&worker_thread_);
   connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
   connectWorker();
@@ -47,6 +72,7 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
 }
 
 MainWindow::~MainWindow() {
+  if (!view_only_) saveSettings();
   worker_thread_.quit();
   worker_thread_.wait();
 }
@@ -54,18 +80,12 @@ MainWindow::~MainWindow() {
 void MainWindow::buildWidgets() {
   experiment_list_ = new QListWidget;
   experiment_list_->setObjectName("experimentList");
-  run_table_ = new QTableWidget(0, kRunColumns);
-  run_table_->setObjectName("runTable");
-  run_table_->setHorizontalHeaderLabels({"Run", "State", "Experiment", "Ranks", "Reason"});
-  run_table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  run_table_->setSelectionMode(QAbstractItemView::SingleSelection);
-  run_table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  run_table_->verticalHeader()->hide();
-  run_table_->horizontalHeader()->setStretchLastSection(true);
+  run_list_ = new RunList;
+  run_list_->setObjectName("runList");
 
-  auto* new_button = new QPushButton("New");
-  auto* import_button = new QPushButton("Import…");
-  auto* export_button = new QPushButton("Export…");
+  new_button_ = new QPushButton("New");
+  import_button_ = new QPushButton("Import…");
+  export_button_ = new QPushButton("Export…");
   save_button_ = new QPushButton("Save");
   save_button_->setObjectName("saveButton");
   run_button_ = new QPushButton("Run");
@@ -76,10 +96,10 @@ void MainWindow::buildWidgets() {
   auto* left = new QWidget;
   auto* left_layout = new QVBoxLayout(left);
   auto* experiment_buttons = new QHBoxLayout;
-  for (auto* b : {new_button, import_button, export_button}) experiment_buttons->addWidget(b);
+  for (auto* b : {new_button_, import_button_, export_button_}) experiment_buttons->addWidget(b);
   left_layout->addWidget(experiment_list_, 1);
   left_layout->addLayout(experiment_buttons);
-  left_layout->addWidget(run_table_, 2);
+  left_layout->addWidget(run_list_, 2);
 
   // Right: the designer with its buttons, the selected run's dashboard, the nodes.
   form_ = new ExperimentDesigner;
@@ -98,25 +118,22 @@ void MainWindow::buildWidgets() {
   tabs_->addTab(dashboard_, "Dashboard");
   tabs_->addTab(nodes_view_, "Nodes");
 
-  auto* splitter = new QSplitter;
-  splitter->addWidget(left);
-  splitter->addWidget(tabs_);
-  splitter->setStretchFactor(1, 3);
-  setCentralWidget(splitter);
+  splitter_ = new QSplitter;
+  splitter_->setObjectName("mainSplitter");
+  splitter_->addWidget(left);
+  splitter_->addWidget(tabs_);
+  splitter_->setStretchFactor(1, 3);
+  setCentralWidget(splitter_);
   resize(1500, 950);
-  splitter->setSizes({420, 1080});
+  splitter_->setSizes({420, 1080});
 
-  connect(new_button, &QPushButton::clicked, this,
-          [this] { form_->setConfigJson(QString::fromStdString(to_json(ExperimentConfig()))); });
-  connect(import_button, &QPushButton::clicked, this, &MainWindow::importExperiment);
-  connect(export_button, &QPushButton::clicked, this, &MainWindow::exportExperiment);
   connect(experiment_list_, &QListWidget::currentRowChanged, this, [this](int row) {
     if (row < 0 || row >= experiments_.size()) return;
     form_->setConfigJson(experiments_[row].config_json);
     tabs_->setCurrentIndex(0);
   });
-  connect(run_table_, &QTableWidget::itemSelectionChanged, this, [this] {
-    const QString run = selectedRun();
+  connect(run_list_, &RunList::selectionChanged, this, [this] {
+    const QString run = run_list_->selected();
     if (!run.isEmpty()) {
       dashboard_->showRun(run);
       tabs_->setCurrentWidget(dashboard_);
@@ -124,35 +141,187 @@ void MainWindow::buildWidgets() {
     updateButtons();
   });
   connect(form_, &ExperimentDesigner::edited, this, &MainWindow::updateButtons);
-  connect(save_button_, &QPushButton::clicked, this,
-          [this] { emit requestSave(form_->name(), form_->configJson()); });
-  connect(run_button_, &QPushButton::clicked, this, [this] {
+}
+
+void MainWindow::buildActions() {
+  auto action = [this](const QString& text, const char* name, const QKeySequence& keys) {
+    auto* a = new QAction(text, this);
+    a->setObjectName(name);
+    a->setShortcut(keys);
+    a->setShortcutContext(Qt::WindowShortcut);
+    addAction(a);  // the shortcut works wherever the focus is in the window
+    return a;
+  };
+  new_action_ = action("&New experiment", "actionNew", QKeySequence::New);
+  save_action_ = action("&Save experiment", "actionSave", QKeySequence::Save);
+  import_action_ = action("&Import…", "actionImport", {});
+  export_action_ = action("&Export…", "actionExport", {});
+  diff_action_ = action("&Compare configs…", "actionDiff", {});
+  run_action_ = action("&Run", "actionRun", QKeySequence(Qt::CTRL | Qt::Key_R));
+  kill_action_ = action("&Kill run…", "actionKill", QKeySequence(Qt::CTRL | Qt::Key_K));
+  clone_action_ =
+      action("&Duplicate run into the designer", "actionClone", QKeySequence(Qt::CTRL | Qt::Key_D));
+  refresh_action_ = action("Re&fresh", "actionRefresh", QKeySequence(Qt::Key_F5));
+
+  auto* experiment_menu = menuBar()->addMenu("&Experiment");
+  experiment_menu->addAction(new_action_);
+  presets_menu_ = experiment_menu->addMenu("New from &preset");
+  presets_menu_->setObjectName("presetsMenu");
+  const QStringList presets = preset_files();
+  for (const auto& file : presets) {
+    auto* preset = presets_menu_->addAction(QFileInfo(file).completeBaseName());
+    preset->setObjectName("preset:" + QFileInfo(file).completeBaseName());
+    preset->setToolTip(file);
+    connect(preset, &QAction::triggered, this, [this, file] { newFromPreset(file); });
+  }
+  if (presets.isEmpty()) presets_menu_->addAction("No presets found")->setEnabled(false);
+  experiment_menu->addAction(save_action_);
+  experiment_menu->addSeparator();
+  experiment_menu->addAction(import_action_);
+  experiment_menu->addAction(export_action_);
+  experiment_menu->addSeparator();
+  experiment_menu->addAction(diff_action_);
+  auto* run_menu = menuBar()->addMenu("&Run");
+  for (auto* a : {run_action_, kill_action_, clone_action_}) run_menu->addAction(a);
+  run_menu->addSeparator();
+  run_menu->addAction(refresh_action_);
+
+  // The run list's own menu (right click) for the selected run.
+  run_list_->table()->setContextMenuPolicy(Qt::ActionsContextMenu);
+  run_list_->table()->addAction(clone_action_);
+  run_list_->table()->addAction(kill_action_);
+
+  connect(new_action_, &QAction::triggered, this,
+          [this] { form_->setConfigJson(QString::fromStdString(to_json(ExperimentConfig()))); });
+  connect(import_action_, &QAction::triggered, this, &MainWindow::importExperiment);
+  connect(export_action_, &QAction::triggered, this, &MainWindow::exportExperiment);
+  connect(diff_action_, &QAction::triggered, this, &MainWindow::showConfigDiff);
+  connect(save_action_, &QAction::triggered, this, [this] {
+    if (!form_->name().isEmpty()) emit requestSave(form_->name(), form_->configJson());
+  });
+  connect(run_action_, &QAction::triggered, this, [this] {
+    if (!form_->problems().isEmpty()) return;
     run_button_->setEnabled(false);  // until the worker answers
+    run_action_->setEnabled(false);
     statusBar()->showMessage("Starting " + form_->name() + "…");
     emit requestStart(form_->configJson());
   });
-  connect(kill_button_, &QPushButton::clicked, this, [this] {
-    const QString run = selectedRun();
-    if (run.isEmpty()) return;
-    QString nodes;
-    for (const auto& r : runs_)
-      if (r.id == run) nodes = r.nodes;
-    const auto answer =
-        QMessageBox::question(this, "Kill run",
-                              "Kill run " + run + " on " + (nodes.isEmpty() ? "its nodes" : nodes) +
-                                  "? Its processes are stopped; what it recorded stays.",
-                              QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
-    if (answer != QMessageBox::Yes) return;
-    // Until every node has confirmed, the run's state comes back "killed".
-    killing_.insert(run);
-    for (int row = 0; row < run_table_->rowCount(); ++row)
-      if (run_table_->item(row, kRunId)->text() == run)
-        run_table_->item(row, kRunState)->setText("killing…");
-    statusBar()->showMessage("Killing " + run + "…");
-    updateButtons();
-    emit requestKill(run);
-  });
+  connect(kill_action_, &QAction::triggered, this, &MainWindow::killSelected);
+  connect(clone_action_, &QAction::triggered, this, [this] { cloneRun(run_list_->selected()); });
+  connect(refresh_action_, &QAction::triggered, this, &MainWindow::requestRefresh);
+
+  // Each button is its action: the same command, the same shortcut in its tool tip.
+  const std::pair<QPushButton*, QAction*> pairs[] = {
+      {new_button_, new_action_},       {import_button_, import_action_},
+      {export_button_, export_action_}, {save_button_, save_action_},
+      {run_button_, run_action_},       {kill_button_, kill_action_}};
+  for (const auto& [button, a] : pairs) {
+    connect(button, &QPushButton::clicked, a, &QAction::trigger);
+    button->setToolTip(with_shortcut(a, QString(a->text()).remove('&').remove(QChar(0x2026))));
+  }
+}
+
+void MainWindow::killSelected() {
+  const QString run = run_list_->selected();
+  if (run.isEmpty() || !live(run_list_->listedState(run)) || killing_.contains(run)) return;
+  const RunItem* item = run_list_->run(run);
+  const QString nodes = item ? item->nodes : QString();
+  const auto answer =
+      QMessageBox::question(this, "Kill run",
+                            "Kill run " + run + " on " + (nodes.isEmpty() ? "its nodes" : nodes) +
+                                "? Its processes are stopped; what it recorded stays.",
+                            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+  if (answer != QMessageBox::Yes) return;
+  // Until every node has confirmed, the run's state comes back "killed".
+  killing_.insert(run);
+  const QString state = item ? item->state : QString("running");
+  const QString reason = item ? item->reason : QString();
+  run_list_->showState(run, state, reason, true);
+  statusBar()->showMessage("Killing " + run + "…");
   updateButtons();
+  emit requestKill(run);
+}
+
+bool MainWindow::cloneRun(const QString& run) {
+  const RunItem* item = run_list_->run(run);
+  if (!item) return false;
+  auto document = nlohmann::json::parse(item->config_json.toStdString(), nullptr, false);
+  if (!document.is_object()) {
+    statusBar()->showMessage("Run " + run + " has no stored config to clone", 10000);
+    return false;
+  }
+  const QString base = document.contains("name") && document["name"].is_string()
+                           ? QString::fromStdString(document["name"].get<std::string>())
+                           : item->experiment;
+  auto taken = [this](const QString& name) {
+    return std::any_of(experiments_.begin(), experiments_.end(),
+                       [&](const ExperimentItem& e) { return e.name == name; });
+  };
+  QString name = base + "-clone";
+  for (int n = 2; taken(name); ++n) name = base + "-clone-" + QString::number(n);
+  document["name"] = name.toStdString();
+  form_->setConfigJson(QString::fromStdString(document.dump()));
+  tabs_->setCurrentIndex(0);
+  statusBar()->showMessage(
+      "Run " + run + "'s config is in the designer as " + name + ": Save keeps it, Run starts it.",
+      15000);
+  return true;
+}
+
+bool MainWindow::newFromPreset(const QString& file) {
+  QFile in(file);
+  if (!in.open(QIODevice::ReadOnly)) {
+    QMessageBox::warning(this, "Flotilla", "Cannot read the preset " + file);
+    return false;
+  }
+  form_->setConfigText(QString::fromUtf8(in.readAll()));
+  tabs_->setCurrentIndex(0);
+  statusBar()->showMessage("New experiment from " + QFileInfo(file).fileName(), 10000);
+  return true;
+}
+
+QVector<ConfigSource> MainWindow::configSources() const {
+  QVector<ConfigSource> sources;
+  for (const auto& e : experiments_) sources.push_back({"experiment " + e.name, e.config_json});
+  for (const auto& r : run_list_->runs())
+    if (!r.config_json.isEmpty())
+      sources.push_back({"run " + r.id + " (" + r.experiment + ")", r.config_json});
+  return sources;
+}
+
+void MainWindow::showConfigDiff() {
+  ConfigDiffDialog dialog(configSources(), this);
+  dialog.exec();
+}
+
+void MainWindow::restoreSettings() {
+  const QSettings settings(QSettings::IniFormat, QSettings::UserScope, kSettingsOrganisation,
+                           kSettingsApplication);
+  if (settings.contains("window/geometry"))
+    restoreGeometry(settings.value("window/geometry").toByteArray());
+  if (settings.contains("window/splitter"))
+    splitter_->restoreState(settings.value("window/splitter").toByteArray());
+  if (auto* designer_splitter = form_->findChild<QSplitter*>("designerSplitter");
+      designer_splitter && settings.contains("designer/splitter"))
+    designer_splitter->restoreState(settings.value("designer/splitter").toByteArray());
+  const int tab = settings.value("window/tab", 0).toInt();
+  if (tab >= 0 && tab < tabs_->count()) tabs_->setCurrentIndex(tab);
+  if (settings.contains("runs/columns"))
+    run_list_->restoreColumns(settings.value("runs/columns").toByteArray());
+  if (settings.contains("nodes/columns"))
+    nodes_view_->restoreColumns(settings.value("nodes/columns").toByteArray());
+}
+
+void MainWindow::saveSettings() const {
+  QSettings settings(QSettings::IniFormat, QSettings::UserScope, kSettingsOrganisation,
+                     kSettingsApplication);
+  settings.setValue("window/geometry", saveGeometry());
+  settings.setValue("window/splitter", splitter_->saveState());
+  if (auto* designer_splitter = form_->findChild<QSplitter*>("designerSplitter"))
+    settings.setValue("designer/splitter", designer_splitter->saveState());
+  settings.setValue("window/tab", tabs_->currentIndex());
+  settings.setValue("runs/columns", run_list_->table()->horizontalHeader()->saveState());
+  settings.setValue("nodes/columns", nodes_view_->table()->horizontalHeader()->saveState());
 }
 
 void MainWindow::connectWorker() {
@@ -180,7 +349,7 @@ void MainWindow::connectWorker() {
           [this](const QString& db) { statusBar()->showMessage("Database " + db); });
   connect(worker_, &ControllerWorker::failed, this, [this](const QString& message) {
     statusBar()->showMessage(message.section('\n', 0, 0), 15000);
-    run_button_->setEnabled(form_->problems().isEmpty());
+    updateButtons();
     if (message.contains('\n')) QMessageBox::warning(this, "Flotilla", message);
   });
   connect(worker_, &ControllerWorker::experimentsChanged, this, &MainWindow::showExperiments);
@@ -223,85 +392,51 @@ void MainWindow::showExperiments(const QVector<ExperimentItem>& experiments) {
 }
 
 void MainWindow::showRuns(const QVector<RunItem>& runs) {
-  if (runs == runs_) return;  // the periodic refresh found nothing new
-  runs_ = runs;
+  if (runs == run_list_->runs()) return;  // the periodic refresh found nothing new
   const QString shown = dashboard_->runs().size() == 1 ? dashboard_->runs().front() : QString();
-  const QString selected = selectedRun().isEmpty() ? shown : selectedRun();
-  QSignalBlocker block(run_table_);
-  run_table_->setRowCount(int(runs.size()));
-  for (int row = 0; row < runs.size(); ++row) {
-    // Newest first.
-    const auto& r = runs[runs.size() - 1 - row];
-    const QStringList cells{r.id, r.state, r.experiment, QString::number(r.world_size),
-                            r.reason.section('\n', 0, 0)};
-    for (int column = 0; column < kRunColumns; ++column) {
-      auto* item = new QTableWidgetItem(cells[column]);
-      item->setToolTip(column == kRunReason ? r.reason : cells[column]);
-      run_table_->setItem(row, column, item);
-    }
+  const QString selected = run_list_->selected().isEmpty() ? shown : run_list_->selected();
+  {
+    const QSignalBlocker block(run_list_);
+    run_list_->showRuns(runs, killing_);
+    if (!selected.isEmpty()) run_list_->select(selected);
   }
-  for (const auto& run : killing_) showKilling(run);
-  run_table_->resizeColumnsToContents();
-  if (!selected.isEmpty()) selectRun(selected);
   updateButtons();
 }
 
 void MainWindow::updateRunState(const QString& run, const QString& state, const QString& reason) {
-  bool listed = false;
-  for (int row = 0; row < run_table_->rowCount(); ++row) {
-    if (run_table_->item(row, kRunId)->text() != run) continue;
-    run_table_->item(row, kRunState)->setText(state);
-    run_table_->item(row, kRunReason)->setText(reason.section('\n', 0, 0));
-    run_table_->item(row, kRunReason)->setToolTip(reason);
-    listed = true;
-  }
-  for (auto& item : runs_)
-    if (item.id == run) item.state = state, item.reason = reason;
   if (!live(state)) killing_.remove(run);
-  if (killing_.contains(run)) showKilling(run);
+  const bool listed = run_list_->showState(run, state, reason, killing_.contains(run));
   if (!listed) emit requestRefresh();
   if (!live(state)) statusBar()->showMessage("Run " + run + " " + state, 10000);
   updateButtons();
 }
 
 void MainWindow::showRun(const QString& run) {
-  selectRun(run);
+  run_list_->select(run);
   dashboard_->showRun(run);
   tabs_->setCurrentWidget(dashboard_);
 }
 
-void MainWindow::selectRun(const QString& run) {
-  for (int row = 0; row < run_table_->rowCount(); ++row)
-    if (run_table_->item(row, kRunId)->text() == run) {
-      run_table_->selectRow(row);
-      return;
-    }
-}
-
-QString MainWindow::selectedRun() const {
-  const auto rows = run_table_->selectionModel()->selectedRows();
-  return rows.isEmpty() ? QString() : run_table_->item(rows.front().row(), kRunId)->text();
-}
-
-void MainWindow::showKilling(const QString& run) {
-  for (int row = 0; row < run_table_->rowCount(); ++row)
-    if (run_table_->item(row, kRunId)->text() == run)
-      run_table_->item(row, kRunState)->setText("killing…");
-}
-
 QString MainWindow::listedState(const QString& run) const {
-  for (int row = 0; row < run_table_->rowCount(); ++row)
-    if (run_table_->item(row, kRunId)->text() == run)
-      return run_table_->item(row, kRunState)->text();
-  return {};
+  return run_list_->listedState(run);
 }
 
 void MainWindow::updateButtons() {
-  run_button_->setEnabled(form_->problems().isEmpty());
-  run_button_->setToolTip(form_->problems().join("\n"));
-  save_button_->setEnabled(!form_->name().isEmpty());
-  const QString run = selectedRun();
-  kill_button_->setEnabled(!run.isEmpty() && live(listedState(run)) && !killing_.contains(run));
+  const bool runnable = form_->problems().isEmpty();
+  run_action_->setEnabled(runnable);
+  run_button_->setEnabled(runnable);
+  const QString run_tip = with_shortcut(run_action_, "Run the experiment");
+  run_button_->setToolTip(runnable ? run_tip
+                                   : run_tip + "; not yet:\n" + form_->problems().join("\n"));
+  const bool named = !form_->name().isEmpty();
+  save_action_->setEnabled(named);
+  save_button_->setEnabled(named);
+  const QString run = run_list_->selected();
+  const bool killable =
+      !run.isEmpty() && live(run_list_->listedState(run)) && !killing_.contains(run);
+  kill_action_->setEnabled(killable);
+  kill_button_->setEnabled(killable);
+  clone_action_->setEnabled(!run.isEmpty());
 }
 
 void MainWindow::importExperiment() {

@@ -2,7 +2,10 @@
 // Flotilla's main window: experiments on the left with the runs below them;
 // on the right, tabs: the experiment designer (Save, Run, Kill), the selected
 // run's dashboard and the nodes. Everything that touches the database or an agent goes to
-// the worker thread; the dashboard reads on a thread of its own.
+// the worker thread; the dashboard reads on a thread of its own. The menus
+// hold every command with its shortcut (New from preset, Clone run, Compare
+// configs); geometry, splitters, the last tab and column widths are kept
+// between launches (QSettings).
 
 #include <QMainWindow>
 #include <QSet>
@@ -13,16 +16,20 @@
 
 #include "controller_worker.h"
 
+class QAction;
 class QListWidget;
+class QMenu;
 class QPushButton;
+class QSplitter;
 class QTabWidget;
-class QTableWidget;
 
 namespace flotilla::gui {
 
 class Dashboard;
 class ExperimentDesigner;
 class NodesView;
+class RunList;
+struct ConfigSource;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -37,6 +44,15 @@ class MainWindow : public QMainWindow {
   Dashboard* dashboard() const { return dashboard_; }
   NodesView* nodesView() const { return nodes_view_; }
   QTabWidget* tabs() const { return tabs_; }
+  RunList* runList() const { return run_list_; }
+  // Loads `run`'s stored config into the designer under a name no
+  // experiment has yet ("NAME-clone", "NAME-clone-2"); false when the run
+  // is not listed or has no stored config.
+  bool cloneRun(const QString& run);
+  // Loads a preset file into the designer; false (and says why) when it cannot be read.
+  bool newFromPreset(const QString& file);
+  // What Compare configs offers: every stored experiment, then every run.
+  QVector<ConfigSource> configSources() const;
   // Selects `run` in the run list (when listed) and shows its dashboard.
   void showRun(const QString& run);
   // The state the run list shows for `run`, empty when it is not listed.
@@ -56,30 +72,37 @@ class MainWindow : public QMainWindow {
 
  private:
   void buildWidgets();
+  void buildActions();
+  void restoreSettings();
+  void saveSettings() const;
+  void showConfigDiff();
   void connectWorker();
   void showExperiments(const QVector<ExperimentItem>& experiments);
   void showRuns(const QVector<RunItem>& runs);
   void updateRunState(const QString& run, const QString& state, const QString& reason);
-  void selectRun(const QString& run);
-  QString selectedRun() const;
   void updateButtons();
-  // Shows "killing…" as `run`'s state until every node confirmed the kill.
-  void showKilling(const QString& run);
+  // Asks, then kills the selected run; "killing…" until every node confirmed.
+  void killSelected();
   void importExperiment();
   void exportExperiment();
 
   QThread worker_thread_;
   ControllerWorker* worker_;
+  bool view_only_;
   QVector<ExperimentItem> experiments_;
-  QVector<RunItem> runs_;  // as the table shows them
   QSet<QString> killing_;  // asked to die, not yet confirmed killed
   QListWidget* experiment_list_;
-  QTableWidget* run_table_;
+  RunList* run_list_;
+  QSplitter* splitter_;
   QTabWidget* tabs_;
   ExperimentDesigner* form_;
   Dashboard* dashboard_;
   NodesView* nodes_view_;
+  QPushButton *new_button_, *import_button_, *export_button_;
   QPushButton *run_button_, *kill_button_, *save_button_;
+  QAction *new_action_, *save_action_, *import_action_, *export_action_, *diff_action_;
+  QAction *run_action_, *kill_action_, *clone_action_, *refresh_action_;
+  QMenu* presets_menu_;
 };
 
 }  // namespace flotilla::gui

@@ -125,10 +125,16 @@ void NodesView::showNodes(const QVector<NodeItem>& nodes) {
     }
     if (selected.contains(n.name)) table_->selectRow(row);
   }
-  table_->resizeColumnsToContents();
-  // The reason of an unreachable node can be long: its tool tip has it whole.
-  table_->setColumnWidth(kState, std::min(table_->columnWidth(kState), 320));
+  if (!columns_restored_) {
+    table_->resizeColumnsToContents();
+    // The reason of an unreachable node can be long: its tool tip has it whole.
+    table_->setColumnWidth(kState, std::min(table_->columnWidth(kState), 320));
+  }
   updateButtons();
+}
+
+void NodesView::restoreColumns(const QByteArray& state) {
+  columns_restored_ = table_->horizontalHeader()->restoreState(state);
 }
 
 void NodesView::nodeProbed(const NodeProbeResult& result) {
@@ -151,12 +157,18 @@ void NodesView::nodeProbed(const NodeProbeResult& result) {
     }
   } else if (result.host_key == NodeProbeResult::HostKey::changed) {
     unreachable_[result.node] = "refused: its host key changed (" + result.fingerprint + ")";
-    message_->setText("Node " + result.node +
-                      "'s host key is not the one recorded: the probe was refused. If the node "
-                      "was reinstalled, remove its line from the known_hosts file; otherwise "
-                      "someone may be in between.\n" +
-                      result.error);
+    const QString text = "Node " + result.node +
+                         "'s host key is not the one recorded: it now presents " +
+                         result.fingerprint +
+                         ". The probe was refused and the new key is not trusted. If the node "
+                         "was reinstalled, remove its old line from the known_hosts file; "
+                         "otherwise someone may be in between.\n\n" +
+                         result.error;
+    message_->setText(text);
     message_->setStyleSheet("color: #c62828;");
+    // Said to the person's face, never only in a label, and never a question:
+    // a changed key is refused, not offered for trust.
+    QMessageBox::warning(this, "Host key changed: " + result.node, text);
   } else {
     unreachable_[result.node] = result.error;
   }
@@ -252,7 +264,13 @@ QString NodesView::cell(const QString& node, Column column) const {
 void NodesView::updateButtons() {
   const int selected = int(selectedNodes().size());
   edit_->setEnabled(selected == 1 && selectedNodes().front() != "local");
-  remove_->setEnabled(selected > 0);
+  // The local node is this machine's own agent, which the window always has.
+  const bool local = selectedNodes().contains("local");
+  remove_->setEnabled(selected > 0 && !local);
+  remove_->setToolTip(local ? QString("The local node is this machine: it is always there and "
+                                      "cannot be removed.")
+                            : QString("Forget the selected nodes (refused while a live run uses "
+                                      "one); their runs stay stored."));
   probe_selected_->setEnabled(selected > 0);
   probe_all_->setEnabled(!nodes_.isEmpty());
 }

@@ -45,6 +45,9 @@ class NodesView : public QWidget {
   QStringList selectedNodes() const;
   bool probing() const { return !in_flight_.isEmpty(); }
   QTableWidget* table() const { return table_; }
+  // Column widths as a person left them (QHeaderView::saveState); from then
+  // on a refresh no longer fits the columns to their contents.
+  void restoreColumns(const QByteArray& state);
 
   // From the worker.
   void showNodes(const QVector<NodeItem>& nodes);
@@ -75,6 +78,7 @@ class NodesView : public QWidget {
   QMap<QString, QString> unreachable_;
   QSet<QString> in_flight_;
   int batch_size_ = 0;
+  bool columns_restored_ = false;
   QTableWidget* table_;
   QLabel* message_;
   QProgressBar* progress_;

@@ -5,6 +5,7 @@
 
 #include <QApplication>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QGuiApplication>
 #include <QLineEdit>
 #include <QMessageBox>
@@ -16,6 +17,8 @@
 #include <QTest>
 #include <QTimer>
 #include <QWindow>
+#include <algorithm>
+#include <cstdio>
 #include <functional>
 
 #include <unistd.h>
@@ -134,6 +137,130 @@ TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
   EXPECT_EQ(runs[0].state, controller::RunState::finished);
   EXPECT_EQ(runs[0].experiment_name, "gui-fashion-mnist");
   ASSERT_TRUE(store.experiment("gui-fashion-mnist"));
+}
+
+// A run of small steps streams hundreds of records a second into the store
+// while the dashboard follows it: the window's thread must keep answering.
+// A heartbeat timer on that thread records the longest wait between two of
+// its ticks; 2 s is far above what a person tolerates, so that two loaded
+// cores cannot make it flaky, and far below the 16 to 25 s stalls that
+// wide dashed lines caused (docs/dashboard.md, Performance).
+TEST(MainWindow, StaysResponsiveWhileAFastRunStreamsIntoTheDashboard) {
+  testing::TempDir dir;
+  qputenv("FLOTILLA_HOME", QByteArray::fromStdString((dir.path() / "agent-home").string()));
+  const QString db = QString::fromStdString((dir.path() / "gui.db").string());
+  MainWindow window(db, FLOTILLA_AGENT_BINARY);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  child<QLineEdit>(window, "key:name")->setText("gui-fast-steps");
+  child<QComboBox>(window, "key:strategy")->setCurrentText("ddp");
+  child<QLineEdit>(window, "key:ranks_per_node")->setText("2");
+  child<QLineEdit>(window, "key:batch_size")->setText("4");
+  child<QLineEdit>(window, "key:max_steps")->setText("1500");
+  child<QLineEdit>(window, "key:threads")->setText("1");
+  auto* run_button = child<QPushButton>(window, "runButton");
+  ASSERT_TRUE(run_button && run_button->isEnabled())
+      << window.form()->problems().join("; ").toStdString();
+
+  QElapsedTimer clock;
+  clock.start();
+  qint64 last_tick = 0, longest_gap = 0;
+  QTimer heartbeat;
+  heartbeat.setInterval(20);
+  QObject::connect(&heartbeat, &QTimer::timeout, [&] {
+    longest_gap = std::max(longest_gap, clock.elapsed() - last_tick);
+    last_tick = clock.elapsed();
+  });
+  QTest::mouseClick(run_button, Qt::LeftButton);
+  Dashboard* dashboard = window.dashboard();
+  ASSERT_TRUE(wait_until([&] { return dashboard->runs().size() == 1; }, 60s));
+  const QString run = dashboard->runs().front();
+  // From the first live frame on, the dashboard draws while records stream.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto* frame = dashboard->frame();
+        return frame && frame->live && frame->step_records > 0;
+      },
+      120s));
+  last_tick = clock.elapsed();
+  heartbeat.start();
+  const int frames_before = dashboard->framesDrawn();
+  ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 300s))
+      << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto* frame = dashboard->frame();
+        return frame && !frame->live && frame->step_records == 2 * 1500;
+      },
+      30s));
+  heartbeat.stop();
+  // Frames of the live run were drawn while the heartbeat ran, and the
+  // window's thread never went 2 s without running its timer.
+  EXPECT_GE(dashboard->framesDrawn() - frames_before, 3);
+  EXPECT_LT(longest_gap, 2000) << "the window's thread did not answer for " << longest_gap << " ms";
+  std::printf("window thread: longest heartbeat gap %lld ms over %d frames\n",
+              static_cast<long long>(longest_gap), dashboard->framesDrawn() - frames_before);
+}
+
+// A 2-stage GPipe run with a codec between its stages, started from the
+// window: while it trains, every panel that applies to a pipeline fills
+// (per stage busy and idle share against the bubble, the codec's figures).
+TEST(MainWindow, ChartsALivePipelineRunPerStage) {
+  testing::TempDir dir;
+  qputenv("FLOTILLA_HOME", QByteArray::fromStdString((dir.path() / "agent-home").string()));
+  const QString db = QString::fromStdString((dir.path() / "gui.db").string());
+  MainWindow window(db, FLOTILLA_AGENT_BINARY);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  child<QLineEdit>(window, "key:name")->setText("gui-pipeline");
+  child<QComboBox>(window, "key:strategy")->setCurrentText("pipeline");
+  child<QLineEdit>(window, "key:ranks_per_node")->setText("2");
+  child<QLineEdit>(window, "key:batch_size")->setText("16");
+  child<QLineEdit>(window, "key:chunks")->setText("4");
+  child<QComboBox>(window, "key:compression.method")->setCurrentText("uniform");
+  child<QLineEdit>(window, "key:max_steps")->setText("200");
+  child<QLineEdit>(window, "key:threads")->setText("1");
+  auto* run_button = child<QPushButton>(window, "runButton");
+  ASSERT_TRUE(run_button && run_button->isEnabled())
+      << window.form()->problems().join("; ").toStdString();
+  QTest::mouseClick(run_button, Qt::LeftButton);
+  Dashboard* dashboard = window.dashboard();
+  ASSERT_TRUE(wait_until([&] { return dashboard->runs().size() == 1; }, 60s));
+  const QString run = dashboard->runs().front();
+  auto series_named = [&](charts::PanelKind kind, const std::string& part) {
+    const auto* panel = dashboard->panel(kind)->panel();
+    if (!panel) return false;
+    for (const auto& s : panel->description.series)
+      if (s.name.find(part) != std::string::npos && !s.y->empty()) return true;
+    return false;
+  };
+  bool seen_live = false;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto* frame = dashboard->frame();
+        if (!frame || !frame->live) return false;
+        seen_live = series_named(charts::PanelKind::step_time, "stage 0 busy") &&
+                    series_named(charts::PanelKind::step_time, "stage 0 idle") &&
+                    series_named(charts::PanelKind::step_time, "stage 1 busy") &&
+                    series_named(charts::PanelKind::step_time, "stage 1 idle") &&
+                    series_named(charts::PanelKind::communication, "compression ratio") &&
+                    series_named(charts::PanelKind::throughput, "job") &&
+                    series_named(charts::PanelKind::loss, "loss") &&
+                    series_named(charts::PanelKind::memory, "RSS");
+        return seen_live;
+      },
+      240s))
+      << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
+  EXPECT_TRUE(seen_live);
+  const auto& step_time = dashboard->panel(charts::PanelKind::step_time)->panel()->description;
+  ASSERT_EQ(step_time.references.size(), 1u);
+  // p = 2 stages, m = 4 micro-batches: (p-1)/(m+p-1) = 20 %.
+  EXPECT_DOUBLE_EQ(step_time.references[0].y, 20.0);
+  EXPECT_TRUE(
+      dashboard->panel(charts::PanelKind::bandwidth)->panel()->description.empty_reason.empty());
+  save_screenshot(window);
+  ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 300s))
+      << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
 }
 
 TEST(MainWindow, ContinuesOnStartASweepWhoseControllerHasGone) {

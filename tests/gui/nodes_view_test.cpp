@@ -7,6 +7,7 @@
 #include <QAbstractButton>
 #include <QApplication>
 #include <QDialogButtonBox>
+#include <QFile>
 #include <QGuiApplication>
 #include <QLineEdit>
 #include <QMessageBox>
@@ -23,6 +24,7 @@
 #include "dashboard.h"
 #include "designer_form.h"
 #include "experiment_designer.h"
+#include "flotilla/controller/store.h"
 #include "main_window.h"
 #include "node_dialog.h"
 #include "nodes_view.h"
@@ -277,6 +279,92 @@ TEST(NodesView, AddsTrustsProbesThreeNodesThenRunsAndKillsA3NodeDdpRun) {
   };
   EXPECT_TRUE(wait_until([&] { return flotilla_processes().empty(); }, 30s))
       << flotilla_processes();
+  qunsetenv("XDG_DATA_HOME");
+}
+
+TEST(NodesView, AChangedHostKeyIsShownAsARefusalNamingTheNodeAndIsNeverTrusted) {
+  std::string why;
+  if (!testing::TestCluster::available(&why)) GTEST_SKIP() << why;
+  testing::TestCluster cluster(1);
+  testing::TempDir dir;
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(dir.path().string()));
+  const auto& host = cluster.hosts().at(0);
+  const QString db = QString::fromStdString((dir.path() / "rekey.db").string());
+  {
+    controller::Store store(db);
+    controller::NodeRow node;
+    node.name = host.name;
+    node.host = host.address;
+    node.user = host.user;
+    node.key_file = cluster.key_file().string();
+    node.remote_dir = host.remote_dir;
+    store.add_node(node);
+  }
+  const auto fingerprint = [&] {
+    return QString::fromStdString(
+               testing::shell("ssh-keygen -lf " + host.host_key_pub + " | awk '{print $2}'").second)
+        .trimmed();
+  };
+  const QString name = QString::fromStdString(host.name);
+  const auto known_hosts = dir.path() / "flotilla" / "known_hosts";
+  const auto read_known_hosts = [&] {
+    QFile f(QString::fromStdString(known_hosts.string()));
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  QByteArray trusted;
+  {
+    MainWindow window(db, FLOTILLA_AGENT_BINARY);
+    window.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+    NodesView* view = window.nodesView();
+    window.tabs()->setCurrentWidget(view);
+    ASSERT_TRUE(wait_until([&] { return !view->cell(name, NodesView::kName).isEmpty(); }, 10s));
+    const QString first_key = fingerprint();
+    {
+      QuestionAnswerer answerer;  // trusts the key it is first shown, as a person who checked it
+      view->probe({name});
+      ASSERT_TRUE(wait_until(
+          [&] { return !view->probing() && view->cell(name, NodesView::kState) == "reachable"; },
+          120s))
+          << view->cell(name, NodesView::kState).toStdString();
+      ASSERT_EQ(answerer.asked().size(), 1);
+      EXPECT_TRUE(answerer.asked().front().contains(first_key));
+    }
+    trusted = read_known_hosts();
+    ASSERT_FALSE(trusted.isEmpty());
+
+    // The host is reinstalled (or someone is in between): a new key.
+    cluster.rekey(host.name);
+    const QString new_key = fingerprint();
+    ASSERT_NE(new_key, first_key);
+    QStringList shown;
+    bool offered_trust = false;
+    QTimer watcher;
+    QObject::connect(&watcher, &QTimer::timeout, [&] {
+      auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+      if (!box) return;
+      shown << box->windowTitle() + "\n" + box->text();
+      offered_trust |= box->button(QMessageBox::Yes) != nullptr;
+      box->buttons().front()->click();
+    });
+    watcher.start(30);
+    view->probe({name});
+    ASSERT_TRUE(wait_until([&] { return !view->probing() && !shown.isEmpty(); }, 120s));
+    QTest::qWait(300);  // a second box, if one were coming, would be up by now
+    watcher.stop();
+    ASSERT_EQ(shown.size(), 1) << shown.join("\n---\n").toStdString();
+    EXPECT_FALSE(offered_trust) << "a changed key must not be offered for trust";
+    EXPECT_TRUE(shown.front().contains(name)) << shown.front().toStdString();
+    EXPECT_TRUE(shown.front().contains(new_key)) << shown.front().toStdString();
+    EXPECT_TRUE(shown.front().contains("recorded " + first_key)) << shown.front().toStdString();
+    EXPECT_TRUE(shown.front().contains("CHANGED") || shown.front().contains("changed"));
+    const QString state = view->cell(name, NodesView::kState);
+    EXPECT_TRUE(state.startsWith("unreachable: refused")) << state.toStdString();
+    EXPECT_TRUE(state.contains(new_key)) << state.toStdString();
+    save_screenshot(window, "changed-host-key");
+  }
+  // Nothing was trusted silently: the recorded key is still the first one.
+  EXPECT_EQ(read_known_hosts(), trusted);
   qunsetenv("XDG_DATA_HOME");
 }
 

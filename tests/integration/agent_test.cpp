@@ -404,6 +404,92 @@ TEST(Agent, MalformedRankOutputIsCountedAndReportedNotFatal) {
   expect_contiguous(messages, 1);
 }
 
+// A crash the rank-line fuzzer reaches: nlohmann ends its input at a NUL, so
+// a line with bytes after a NUL was spooled whole and the controller could
+// not decode the spool line. Now it is a malformed line like any other.
+TEST(Agent, ARankLineWithNulsAfterTheRecordIsMalformed) {
+  TempDir home;
+  const auto rank =
+      home.write("fake-train.sh",
+                 "#!/bin/sh\nprintf '{\"type\":\"step\",\"step\":1,\"time\":1}\\000\\000"
+                 "{junk}\\n{\"type\":\"step\",\"step\":2}\\n'\n");
+  std::filesystem::permissions(rank, std::filesystem::perms::owner_all);
+  AgentProcess agent(home.path(), {}, rank.string());
+  agent.hello();
+  agent.send(start_message("run-nul", 1, free_tcp_port()));
+  auto messages = agent.until(is_end, std::chrono::seconds(30));
+  ASSERT_EQ(messages.back()["type"], "run_end");
+  EXPECT_EQ(messages.back()["outcome"], "finished");
+  EXPECT_EQ(messages.back()["message"],
+            "2 malformed record line(s) from the ranks, kept in their rank-N.log");
+  std::vector<int64_t> steps;
+  for (const auto& m : messages)
+    if (m["type"] == "record" && m["record"]["type"] == "step")
+      steps.push_back(m["record"]["step"]);
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 2}));  // each rank's good line, the other left out
+  expect_contiguous(messages, 1);
+}
+
+// A crash the rank-line fuzzer reaches: the supervisor read a failed rank's
+// end record with nlohmann's value(), which throws when `outcome` is not
+// text, and the run ended with the exception's words. Now the end record is
+// malformed and the rank's failure is told from its stderr.
+TEST(Agent, AnEndRecordWhoseOutcomeIsNotTextFailsTheRunWithTheRanksOwnWords) {
+  TempDir home;
+  const auto rank =
+      home.write("fake-train.sh",
+                 "#!/bin/sh\necho '{\"type\":\"end\",\"outcome\":5,\"message\":[1]}'\n"
+                 "echo 'rank gave up' >&2\nexit 3\n");
+  std::filesystem::permissions(rank, std::filesystem::perms::owner_all);
+  AgentProcess agent(home.path(), {}, rank.string());
+  agent.hello();
+  agent.send(start_message("run-bad-end", 1, free_tcp_port()));
+  auto messages = agent.until(is_end, std::chrono::seconds(30));
+  ASSERT_EQ(messages.back()["type"], "run_end");
+  EXPECT_EQ(messages.back()["outcome"], "failed");
+  const auto message = messages.back()["message"].get<std::string>();
+  EXPECT_EQ(message.rfind("rank ", 0), 0u) << message;
+  EXPECT_NE(message.find("rank gave up"), std::string::npos) << message;
+  EXPECT_NE(message.find("malformed record line(s)"), std::string::npos) << message;
+}
+
+// The stall watchdog: a real rank frozen with SIGSTOP writes no record, its
+// DDP peer waits in its all-reduce and writes none either; after
+// stall_timeout_s the run ends failed naming the frozen rank and its last
+// step, and no process of it is left.
+TEST(Agent, ARankThatStallsEndsTheRunFailedNamingItAndItsLastStep) {
+  TempDir home;
+  AgentProcess agent(home.path());
+  agent.hello();
+  auto start = start_message("run-stall", 100000, free_tcp_port());
+  start["config"]["stall_timeout_s"] = 5;
+  agent.send(start);
+  auto first = agent.until(
+      [](const json& m) {
+        return m["type"] == "record" && m["rank"] == 1 && m["record"]["type"] == "step";
+      },
+      std::chrono::seconds(60));
+  const auto pgids = pgids_of(first);
+  ASSERT_EQ(pgids.size(), 2u);
+  ASSERT_EQ(first.back()["type"], "record") << "rank 1 wrote no step";
+  ASSERT_EQ(kill(pgids[1], SIGSTOP), 0);
+  auto rest = agent.until(is_end, std::chrono::seconds(60));
+  ASSERT_FALSE(rest.empty());
+  ASSERT_EQ(rest.back()["type"], "run_end") << rest.back();
+  EXPECT_EQ(rest.back()["outcome"], "failed") << rest.back();
+  // Rank 1's last step is the last one it wrote before it froze.
+  int64_t last_step = -1;
+  for (const auto& messages : {first, rest})
+    for (const auto& m : messages)
+      if (m["type"] == "record" && m["rank"] == 1 && m["record"]["type"] == "step")
+        last_step = m["record"]["step"];
+  const auto message = rest.back()["message"].get<std::string>();
+  EXPECT_EQ(message.rfind("stalled: no record for 5 s from ", 0), 0u) << message;
+  EXPECT_NE(message.find("rank 1 (last step " + std::to_string(last_step) + ")"), std::string::npos)
+      << message;
+  EXPECT_TRUE(alive_in(pgids).empty());
+}
+
 TEST(Agent, ASecondStreamOfARunReplacesTheFirstWithoutBlocking) {
   TempDir home;
   AgentProcess agent(home.path());

@@ -4,6 +4,8 @@
 
 #ifdef FLOTILLA_TEST_WIDGETS
 #include <QApplication>
+#include <QSettings>
+#include <QTemporaryDir>
 using TestApplication = QApplication;
 #else
 #include <QCoreApplication>
@@ -17,6 +19,10 @@ int main(int argc, char** argv) {
 #ifdef FLOTILLA_TEST_WIDGETS
   // Windows are drawn off screen unless a platform (xcb under Xvfb) is asked for.
   if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  // The window keeps its settings (QSettings); a test's go to a directory
+  // of its own, never the person's, and start from none.
+  QTemporaryDir settings;
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settings.path());
 #endif
   TestApplication app(argc, argv);
   return RUN_ALL_TESTS();

@@ -122,12 +122,15 @@ const BadConfig kBadConfigs[] = {
      "compression, "
      "data_dir, "
      "dataset, device, dropout, epochs, freeze, limits, lr_schedule, max_steps, model, name, "
-     "nodes, optimizer, ranks_per_node, replicas, schedule, seed, strategy, synthetic, threads, "
+     "nodes, optimizer, ranks_per_node, replicas, schedule, seed, stall_timeout_s, strategy, "
+     "synthetic, threads, "
      "transformer, vit"},
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
     {"limits: {memory_mb: -1}", "limits.memory_mb: must be 0 (no limit) or positive, got -1"},
     {"limits: {memory_mb: 1.5}", "limits.memory_mb: expected an integer, got 1.5"},
     {"limits: {memory_gb: 2}", "limits.memory_gb: unknown key; allowed: memory_mb"},
+    {"stall_timeout_s: -5", "stall_timeout_s: must be 0 (never) or positive, got -5"},
+    {"stall_timeout_s: 2.5", "stall_timeout_s: expected an integer, got 2.5"},
     {"device: tpu", "device: unknown value \"tpu\"; allowed: cpu, cuda"},
     {"seed: -1", "seed: expected a non-negative integer, got -1"},
     {"threads: -2",
@@ -217,6 +220,16 @@ TEST(ExperimentConfig, SyntaxErrorNamesSourceAndLine) {
   EXPECT_EQ(problems[0].rfind("test.yaml: line ", 0), 0u) << problems[0];
 }
 
+// Found by fuzzing: yaml-cpp passes bytes that are not UTF-8 through, and
+// nlohmann then threw from dump() while a message quoted them.
+TEST(ExperimentConfig, TextThatIsNotUtf8IsRefusedNamingLineAndColumn) {
+  EXPECT_EQ(problems_of("name: a\nmodel: small_cnn\ndataset: fashion\xC3_mnist\n"),
+            std::vector<std::string>{"test.yaml: line 3, column 17: not UTF-8 text (byte 0xc3)"});
+  EXPECT_EQ(problems_of("name: \xED\xA0\x80\n"),  // a UTF-16 surrogate, not a character
+            std::vector<std::string>{"test.yaml: line 1, column 7: not UTF-8 text (byte 0xed)"});
+  EXPECT_EQ(parse_experiment("name: caf\xC3\xA9\n", "test.yaml").name, "caf\xC3\xA9");
+}
+
 TEST(ExperimentConfig, TopLevelMustBeAMapping) {
   EXPECT_EQ(problems_of("- a\n- b\n"),
             std::vector<std::string>{"test.yaml: expected a mapping of keys, got [\"a\",\"b\"]"});
@@ -250,6 +263,15 @@ TEST(ExperimentConfig, MemoryLimitIsReadExportedAndOffByDefault) {
   EXPECT_NE(to_yaml(c).find("memory_mb: 768"), std::string::npos) << to_yaml(c);
   EXPECT_EQ(parse_experiment(to_yaml(c), "export.yaml").limits.memory_mb, 768);
   EXPECT_EQ(parse_experiment(to_json(c), "export.json").limits.memory_mb, 768);
+}
+
+TEST(ExperimentConfig, StallTimeoutDefaultsToFiveMinutesAndRoundTrips) {
+  EXPECT_EQ(parse_experiment(kValid).stall_timeout_s, 300);
+  const auto c = parse_experiment(merged("stall_timeout_s: 20"), "stall.yaml");
+  EXPECT_EQ(c.stall_timeout_s, 20);
+  EXPECT_EQ(parse_experiment(to_yaml(c), "export.yaml").stall_timeout_s, 20);
+  EXPECT_EQ(parse_experiment(to_json(c), "export.json").stall_timeout_s, 20);
+  EXPECT_EQ(parse_experiment(merged("stall_timeout_s: 0"), "off.yaml").stall_timeout_s, 0);
 }
 
 TEST(ExperimentConfig, NewModelSectionsDefaultToSmallVitAndRobertaBase) {

@@ -315,6 +315,58 @@ TEST(Store, MigratesCommaJoinedRunNodesToRows) {
   EXPECT_EQ(store.live_runs_on("axb"), std::vector<std::string>{"old"});
 }
 
+// A database that reached version 6 before 0004_step_buckets was written
+// (it was numbered below 0005 and 0006 after they existed): a view refuses
+// it naming the missing migration, and the next writer applies 0004, filling
+// the buckets of the runs already stored and keeping them from then on.
+TEST(Store, AppliesAMigrationNumberedBelowTheVersionTheDatabaseReached) {
+  TempDir dir;
+  {
+    Store store(db_in(dir));
+    store.create_run(a_run("old"));
+    for (int64_t seq = 1; seq <= 300; ++seq) store.append_record("old", a_record(seq));
+    store.flush();
+  }
+  {
+    // Back to what main's Flotilla left: no step_buckets, no applied_migrations.
+    auto db = QSqlDatabase::addDatabase("QSQLITE", "before");
+    db.setDatabaseName(db_in(dir));
+    ASSERT_TRUE(db.open());
+    QSqlQuery q(db);
+    ASSERT_TRUE(q.exec("DROP TRIGGER step_buckets_on_insert"));
+    ASSERT_TRUE(q.exec("DROP TABLE step_buckets"));
+    ASSERT_TRUE(q.exec("DROP TABLE applied_migrations"));
+    ASSERT_TRUE(q.exec("UPDATE schema_version SET version = 6"));
+    db.close();
+  }
+  QSqlDatabase::removeDatabase("before");
+  try {
+    Store view(db_in(dir), {}, StoreAccess::read_only);
+    FAIL() << "a view read a database without step_buckets";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("0004_step_buckets.sql"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(
+      count_rows(db_in(dir), "SELECT count(*) FROM sqlite_master WHERE name = 'step_buckets'"), 0);
+
+  Store store(db_in(dir));
+  EXPECT_EQ(store.schema_version(), Store::latest_schema_version());
+  auto buckets = store.step_buckets("old");
+  ASSERT_EQ(buckets.size(), 2u);  // steps 1..256 and 257..300
+  EXPECT_EQ(buckets[0].records, 256);
+  EXPECT_EQ(buckets[1].records, 44);
+  store.append_record("old", a_record(301));
+  store.flush();
+  buckets = store.step_buckets("old");
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(buckets[1].records, 45);
+  // Every migration is recorded once (their numbers run 1..latest without a gap).
+  EXPECT_EQ(count_rows(db_in(dir), "SELECT count(DISTINCT version) FROM applied_migrations"),
+            Store::latest_schema_version());
+  EXPECT_EQ(count_rows(db_in(dir), "SELECT count(*) FROM applied_migrations WHERE version = 4"), 1);
+  EXPECT_NO_THROW(Store(db_in(dir), {}, StoreAccess::read_only));
+}
+
 TEST(Store, ReadsRecordsByTypeRankAndNodeThroughAnIndex) {
   TempDir dir;
   Store store(db_in(dir));

@@ -281,6 +281,9 @@ TEST(RecordReading, MalformedLinesAndMistypedFieldsAreRefused) {
   EXPECT_FALSE(records::step_from_line(R"({"type":"epoch","epoch":1})").has_value());
   EXPECT_FALSE(records::step_from_line(R"({"type":"step","step_ms":"fast"})").has_value());
   EXPECT_FALSE(records::end_from_line(R"({"type":"end","outcome":"exploded"})").has_value());
+  // Found by fuzzing: a "type" that is not text threw from nlohmann's value().
+  EXPECT_FALSE(records::step_from_line(R"({"type":0.75})").has_value());
+  EXPECT_FALSE(records::end_from_line(R"({"type":["end"]})").has_value());
   EXPECT_FALSE(records::rank_rss_from_line(R"({"type":"system","rank_rss":{"x":1}})").has_value());
   EXPECT_FALSE(
       records::rank_rss_from_line(R"({"type":"system","rank_rss":{"0":"big"}})").has_value());

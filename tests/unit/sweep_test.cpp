@@ -190,6 +190,17 @@ TEST(Sweep, ABaseNamedIsLeftForTheControllerToResolve) {
   }
 }
 
+// Found by fuzzing: a sweep file's bytes that are not UTF-8 made nlohmann
+// throw from dump() instead of a ConfigError.
+TEST(Sweep, AFileThatIsNotUtf8IsRefusedNamingLineAndColumn) {
+  try {
+    parse_sweep("name: s\nbase: {model: small_cnn}\naxes: {batch_size: [8, \x89]}\n", "s.yaml");
+    FAIL() << "bytes that are not UTF-8 parsed";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.problems().front(), "s.yaml: line 3, column 24: not UTF-8 text (byte 0x89)");
+  }
+}
+
 TEST(Sweep, StoredFormReadsBackTheSameSweep) {
   const auto spec = parse_sweep(std::string(kBase) + R"(
 description: a ladder

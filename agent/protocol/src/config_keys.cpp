@@ -292,6 +292,9 @@ std::vector<ConfigKey> build_table() {
       {"limits.memory_mb", G::device, T::integer, "0 (no limit) or a positive integer",
        "Each rank's memory in MiB: the data segment of a CPU rank (RLIMIT_DATA), the CUDA "
        "allocator's share of a GPU; a rank beyond it ends the run oom."},
+      {"stall_timeout_s", G::device, T::integer, "0 (never) or a positive integer",
+       "Seconds a rank may write no record before the run ends failed as stalled, naming the "
+       "rank and its last step, and its ranks are stopped."},
   };
 
   const json defaults = default_document();

@@ -325,6 +325,7 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
     check.in_range("lr_schedule.gamma", c.lr_schedule.gamma, 0, 1, false);
   check.in_range("dropout", c.dropout, 0, 1, true);
   check.at_least_zero("limits.memory_mb", c.limits.memory_mb, "no limit");
+  check.at_least_zero("stall_timeout_s", c.stall_timeout_s, "never");
   if (c.dataset == DatasetKind::synthetic) check_synthetic(c.synthetic, check);
   check_model_data(c, check);
   if (c.model == ModelKind::vit) check_vit(c, check);

@@ -139,6 +139,7 @@ ExperimentConfig read_config(const json& root, std::string_view source,
     l->read("memory_mb", c.limits.memory_mb);
     l->finish();
   }
+  r.read("stall_timeout_s", c.stall_timeout_s);
   r.finish();
   if (problems.empty()) problems = validate(c);
   return c;
@@ -252,6 +253,7 @@ static json to_json_value(const ExperimentConfig& c) {
       {"threads", c.threads},
       {"dropout", c.dropout},
       {"limits", {{"memory_mb", c.limits.memory_mb}}},
+      {"stall_timeout_s", c.stall_timeout_s},
   };
 }
 

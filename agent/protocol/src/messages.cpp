@@ -63,6 +63,13 @@ T optional_field(const json& j, const char* name, T fallback) {
   return j.contains(name) ? field<T>(j, name) : fallback;
 }
 
+// One line of JSON. Text that is not UTF-8 (a rank's stderr quoted in a
+// run_end, cut at 200 bytes mid-character) gets U+FFFD for its bad bytes:
+// nlohmann's default dump() throws, and the message would be lost.
+std::string as_line(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 json envelope(std::string_view type) {
   return json{{"v", kVersion}, {"type", type}};
 }
@@ -168,9 +175,9 @@ std::string encode(const Message& message) {
     // so that the envelope's "seq" stays the line's last one (see seq lookups).
     auto j = envelope("record");
     j.update({{"run", r->run}, {"seq", r->seq}, {"node", r->node}, {"rank", r->rank}});
-    return "{\"record\":" + r->record_json + "," + j.dump().substr(1);
+    return "{\"record\":" + r->record_json + "," + as_line(j).substr(1);
   }
-  return std::visit(Encoder{}, message).dump();
+  return as_line(std::visit(Encoder{}, message));
 }
 
 std::string_view type_of(const Message& message) {
@@ -184,6 +191,10 @@ Message decode(std::string_view line) {
   if (line.size() > kMaxLineBytes)
     throw DecodeError("line of " + std::to_string(line.size()) + " bytes is longer than the " +
                       std::to_string(kMaxLineBytes) + " allowed");
+  // nlohmann's lexer ends its input at a NUL: "{...}\0junk" would decode as
+  // if the junk were not there. No JSON text holds a raw NUL.
+  if (const auto nul = line.find('\0'); nul != std::string_view::npos)
+    throw DecodeError("not JSON: a NUL byte at offset " + std::to_string(nul));
   json j = json::parse(line, nullptr, false);
   if (j.is_discarded()) throw DecodeError("not JSON: " + std::string(line.substr(0, 80)));
   if (!j.is_object()) throw DecodeError("not a JSON object: " + std::string(line.substr(0, 80)));

@@ -14,7 +14,10 @@ class Fields {
  public:
   Fields(std::string_view line, std::string_view type) {
     object_ = json::parse(line, nullptr, false);
-    ok_ = object_.is_object() && object_.value("type", std::string()) == type;
+    // Not value("type", ...): it throws when "type" is not text (found by fuzzing).
+    const auto found = object_.is_object() ? object_.find("type") : object_.end();
+    ok_ = object_.is_object() && found != object_.end() && found->is_string() &&
+          found->get_ref<const std::string&>() == type;
   }
   bool ok() const { return ok_; }
   bool has(const char* name) const { return object_.contains(name); }

@@ -79,8 +79,58 @@ void emit(YAML::Emitter& out, const Json& v) {
   }
 }
 
+// The offset of the first byte of `text` that is not part of well-formed
+// UTF-8 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF), or
+// npos. yaml-cpp passes any bytes through, and nlohmann then throws from
+// dump() on the first message or export that quotes them (found by fuzzing
+// the config and sweep parsers).
+size_t invalid_utf8_at(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char lead = byte(i);
+    size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + length > text.size() || byte(i + 1) < low || byte(i + 1) > high) return i;
+    for (size_t k = 2; k < length; ++k)
+      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return i;
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
 template <typename Json>
 Json parse_as(std::string_view text, std::string_view source) {
+  if (const size_t bad = invalid_utf8_at(text); bad != std::string_view::npos) {
+    const auto before = text.substr(0, bad);
+    const size_t line_start =
+        before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+    char hex[2];
+    const auto hex_end =
+        std::to_chars(hex, hex + 2, static_cast<unsigned>(static_cast<unsigned char>(text[bad])),
+                      16)
+            .ptr;
+    throw std::runtime_error(std::string(source) + ": line " +
+                             std::to_string(std::count(before.begin(), before.end(), '\n') + 1) +
+                             ", column " + std::to_string(bad - line_start + 1) +
+                             ": not UTF-8 text (byte 0x" + std::string(hex, hex_end) + ")");
+  }
   try {
     return to_json<Json>(YAML::Load(std::string(text)));
   } catch (const YAML::Exception& e) {

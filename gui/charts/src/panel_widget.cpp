@@ -64,6 +64,12 @@ QString number_text(double v) {
   return QString::number(v, 'f', 4);
 }
 
+// QtCharts draws a solid line segment by segment but a dashed or dotted one
+// as one path; Qt's raster engine strokes a path wider than 1 px by filling
+// its outline, which for a per-pixel min/max zigzag of ~2,000 points takes
+// seconds (measured: 1.7 s dashed at 1.6 px against 5 ms at 1 px), and the
+// window's thread stalled on it while a live run streamed. Patterned lines
+// therefore stay 1 px wide, where the cosmetic stroker draws them directly.
 QPen pen_of(const Series& s) {
   QPen pen(colour_of(s.colour));
   pen.setWidthF(1.6);
@@ -73,10 +79,11 @@ QPen pen_of(const Series& s) {
       break;
     case SeriesStyle::dashed:
       pen.setStyle(Qt::DashLine);
+      pen.setWidthF(1.0);
       break;
     case SeriesStyle::dotted:
       pen.setStyle(Qt::DotLine);
-      pen.setWidthF(2.0);
+      pen.setWidthF(1.0);
       break;
     case SeriesStyle::faint_raw: {
       QColor faint = pen.color();
@@ -146,6 +153,9 @@ PanelWidget::PanelWidget(PanelSync* sync, QWidget* parent)
   auto* chart = new QChart;
   chart->legend()->setAlignment(Qt::AlignBottom);
   chart->legend()->setShowToolTips(true);
+  // A square of the series' colour cannot tell a rank's busy (solid), exposed
+  // (dashed) and operations/s (dotted) apart: each entry shows a piece of its line.
+  chart->legend()->setMarkerShape(QLegend::MarkerShapeFromSeries);
   chart->layout()->setContentsMargins(0, 0, 0, 0);
   chart->setMargins(QMargins(6, 4, 6, 4));
   QFont title = chart->titleFont();
@@ -223,12 +233,15 @@ void PanelWidget::setPanel(std::shared_ptr<const PreparedPanel> panel) {
     for (size_t i = 0; i < a.series.size(); ++i)
       if (a.series[i].name != b.series[i].name || a.series[i].style != b.series[i].style)
         return false;
-    for (size_t i = 0; i < a.references.size(); ++i)
-      if (a.references[i].label != b.references[i].label) return false;
     return true;
   }();
   panel_ = std::move(panel);
-  if (!same_shape) rebuild();
+  // A live run's median moves with every frame: its label is rewritten in
+  // place rather than the chart rebuilt (series, axes and legend) each time.
+  if (!same_shape)
+    rebuild();
+  else
+    relabelReferences();
   applyXRange();
   redraw();
 }
@@ -382,12 +395,11 @@ void PanelWidget::rebuild() {
     line->attachAxis(drawn_->y_axes.at(size_t(std::clamp(r.axis, 0, int(d.y_axes.size()) - 1))));
     drawn_->references.push_back(line);
     auto* label = new QGraphicsTextItem(c);
-    label->setHtml("<span style=\"background-color: rgba(255, 255, 255, 215)\">" +
-                   q(r.label).toHtmlEscaped() + "</span>");
     label->setDefaultTextColor(colour_of(r.colour).darker(115));
     label->setZValue(10);
     drawn_->reference_labels.push_back(label);
   }
+  relabelReferences();
   // Raw values behind a smoothed line have no legend entry of their own; a
   // click on an entry hides or shows its series.
   const auto markers = c->legend()->markers();
@@ -406,7 +418,21 @@ void PanelWidget::rebuild() {
   for (const auto& r : d.references) letters += r.label.size();
   for (const auto& x : d.series)
     if (x.style != SeriesStyle::faint_raw) ++entries, letters += x.name.size();
-  c->legend()->setAlignment(entries > 5 || letters > 80 ? Qt::AlignRight : Qt::AlignBottom);
+  c->legend()->setAlignment(entries > 5 || letters > 60 ? Qt::AlignRight : Qt::AlignBottom);
+}
+
+void PanelWidget::relabelReferences() {
+  const auto& references = panel_->description.references;
+  for (size_t r = 0; r < references.size() && r < drawn_->references.size(); ++r) {
+    const QString text = q(references[r].label);
+    if (drawn_->references[r]->name() == text &&
+        !drawn_->reference_labels[r]->toPlainText().isEmpty())
+      continue;
+    drawn_->references[r]->setName(text);
+    drawn_->reference_labels[r]->setHtml(
+        "<span style=\"background-color: rgba(255, 255, 255, 215)\">" + text.toHtmlEscaped() +
+        "</span>");
+  }
 }
 
 void PanelWidget::applyXRange() {
@@ -497,6 +523,10 @@ void PanelWidget::redraw() {
         linear->setTickType(QValueAxis::TicksDynamic);
         linear->setTickAnchor(0);
         linear->setTickInterval(interval);
+        // Four significant digits print 0.26791 and 0.26794 alike: below 1 the
+        // labels get as many decimals as the tick interval needs.
+        const int decimals = interval < 1 ? int(std::ceil(-std::log10(interval) - 1e-9)) : 0;
+        linear->setLabelFormat(interval < 1 ? QString("%.%1f").arg(decimals) : QString("%.4g"));
       }
     }
   }

@@ -78,7 +78,8 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
           gib);
     } else {
       add_rank_field(panel, run, rank, "mem_peak",
-                     {who + " peak RSS", run.run.id, "GiB", "mem_peak / 2^30 (RSS on the CPU)",
+                     {who + " RSS high-water (engine)", run.run.id, "GiB",
+                      "mem_peak / 2^30 (the kernel's ru_maxrss of the rank, on the CPU)",
                       SeriesStyle::dashed, int(r)},
                      o, gib);
     }
@@ -92,8 +93,9 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
       const auto rank = run.ranks.find(r);
       if (o.ranks && !o.ranks->count(r)) continue;
       add_line(panel,
-               {"rank " + std::to_string(r) + " RSS", run.run.id, "GiB", "system rank_rss / 2^30",
-                SeriesStyle::thin, rank == run.ranks.end() ? int(r) : int(rank->first)},
+               {"rank " + std::to_string(r) + " RSS (agent, 1 s samples)", run.run.id, "GiB",
+                "system rank_rss / 2^30", SeriesStyle::thin,
+                rank == run.ranks.end() ? int(r) : int(rank->first)},
                frame, take(rss, frame, gib), o);
     }
     // What NVML says each GPU holds, under its total: the headroom to an OOM.
@@ -109,14 +111,26 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
                                     gib(g.mem_total), 0, kLimitColour});
     }
   }
-  // On a CPU run the limit is the node's memory, when a probe has told it.
-  if (!gpu)
-    for (const auto& node : run.nodes)
-      if (std::isfinite(node.memory_bytes) && node_shown(node.name, o) &&
-          (run.systems.count(node.name) || run.nodes.size() == 1))
-        panel.references.push_back(
-            {node.name + " memory " + label_number(gib(node.memory_bytes), 3) + " GiB",
-             gib(node.memory_bytes), 0, kLimitColour});
+  // On a CPU run the limit is the node's memory, when a probe has told it. A
+  // line at 23.5 GiB would flatten RSS of a few hundred MiB to the axis: it is
+  // drawn only once some RSS comes within half of it, and said in a note before.
+  if (!gpu) {
+    double highest = 0;
+    for (const auto& s : panel.series)
+      for (const double v : *s.y)
+        if (std::isfinite(v)) highest = std::max(highest, v);
+    for (const auto& node : run.nodes) {
+      if (!std::isfinite(node.memory_bytes) || !node_shown(node.name, o) ||
+          (!run.systems.count(node.name) && run.nodes.size() != 1))
+        continue;
+      const std::string memory =
+          "node " + node.name + " memory " + label_number(gib(node.memory_bytes), 3) + " GiB";
+      if (highest >= 0.5 * gib(node.memory_bytes))
+        panel.references.push_back({memory, gib(node.memory_bytes), 0, kLimitColour});
+      else
+        panel.notes.push_back(memory + " (far above the RSS: not drawn)");
+    }
+  }
   if (panel.series.empty()) {
     panel.references.clear();
     panel.empty_reason = run.ranks.empty() && run.systems.empty()

@@ -122,7 +122,7 @@ RunFacts facts_of(const RunData& run) {
     for (const auto& [rank, rss] : system.rank_rss)
       for (double v : rss)
         if (std::isfinite(v) && !(peak_rss >= v)) peak_rss = v;
-  s.emplace_back("peak rank RSS", with_unit(peak_rss / (1024.0 * 1024.0), "MiB"));
+  s.emplace_back("sampled rank RSS max", with_unit(peak_rss / (1024.0 * 1024.0), "MiB"));
   if (r.running_ms) {
     const double end = double(r.ended_ms.value_or(controller::now_ms()));
     s.emplace_back(r.ended_ms ? "ran for" : "running for",

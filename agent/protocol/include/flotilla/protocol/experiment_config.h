@@ -102,6 +102,9 @@ struct LimitsConfig {
   int64_t memory_mb = 0;
 };
 
+// stall_timeout_s when a config does not say.
+inline constexpr int64_t kDefaultStallTimeoutSeconds = 300;
+
 struct ExperimentConfig {
   std::string name = "experiment";
   ModelKind model = ModelKind::small_cnn;
@@ -134,6 +137,10 @@ struct ExperimentConfig {
   int64_t threads = 0;  // per rank: LibTorch's and the BLAS pools; 0: the node's share
   double dropout = 0.0;
   LimitsConfig limits;
+  // A rank that writes no record for this long is stalled (a collective whose
+  // peer is gone, a frozen host, an allocator retrying forever): the agent
+  // ends the run failed, naming the rank and its last step. 0: never.
+  int64_t stall_timeout_s = kDefaultStallTimeoutSeconds;
 
   int64_t world_size() const { return ranks_per_node * static_cast<int64_t>(nodes.size()); }
 };

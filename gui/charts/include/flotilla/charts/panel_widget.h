@@ -98,9 +98,10 @@ class PanelWidget : public QFrame {
 
  private:
   friend class PanelChartView;
-  void rebuild();      // series, axes and legend from the description
-  void redraw();       // the points of the x range at the plot's width, the y range
-  void applyXRange();  // from the sync's zoom or the data's extent
+  void rebuild();            // series, axes and legend from the description
+  void relabelReferences();  // the reference lines' names and labels
+  void redraw();             // the points of the x range at the plot's width, the y range
+  void applyXRange();        // from the sync's zoom or the data's extent
   void showHover(double x);
   void hideHover();
   void exportTo(const QString& format);

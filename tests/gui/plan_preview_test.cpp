@@ -1,0 +1,173 @@
+// The designer's plan preview against the engine: the same experiment typed
+// into the designer and handed to `flotilla-train --plan` directly must give
+// the same blocks per stage, the same all-reduce bytes per step and the same
+// boundary bytes, fp32 and after the codec; and the preview shows them.
+#include <gtest/gtest.h>
+
+#include <QProcess>
+#include <QTest>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "experiment_designer.h"
+#include "plan_preview.h"
+#include "temp_dir.h"
+#include "wait_until.h"
+
+namespace flotilla::gui {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+struct PlanCase {
+  const char* label;
+  const char* yaml;
+  std::vector<int64_t> balance;
+  int64_t replicas;
+  bool compressed;  // sort_quant at the boundaries, else fp32 on the wire
+};
+
+const PlanCase kCases[] = {
+    {"Resnet18TwoStagesPipelineSortQuant",
+     "name: plan-resnet18\nmodel: resnet18\ndataset: synthetic\nstrategy: pipeline\n"
+     "ranks_per_node: 2\nbalance: [4, 6]\nchunks: 2\nbatch_size: 8\n"
+     "compression: {method: sort_quant, bits: 6, split_bits: 2}\n",
+     {4, 6},
+     1,
+     true},
+    {"Resnet18TwoStagesPipelineDdpFp32",
+     "name: plan-resnet18-ddp\nmodel: resnet18\ndataset: synthetic\nstrategy: pipeline_ddp\n"
+     "ranks_per_node: 4\nreplicas: 2\nbalance: [4, 6]\nchunks: 2\nbatch_size: 8\n",
+     {4, 6},
+     2,
+     false},
+    {"TransformerFourStagesPipelineDdpSortQuant",
+     "name: plan-transformer\nmodel: transformer_encoder\n"
+     "transformer: {vocab: 1000, hidden: 64, layers: 4, heads: 4, ffn: 256, max_positions: 34}\n"
+     "dataset: synthetic\nsynthetic: {shape: [32], vocab: 1000, classes: 2}\n"
+     "strategy: pipeline_ddp\nranks_per_node: 8\nreplicas: 2\nbalance: [2, 1, 1, 2]\n"
+     "chunks: 4\nbatch_size: 16\ncompression: {method: sort_quant, bits: 12, split_bits: 4}\n",
+     {2, 1, 1, 2},
+     2,
+     true},
+    {"TransformerFourStagesPipelineFp32",
+     "name: plan-transformer-fp32\nmodel: transformer_encoder\n"
+     "transformer: {vocab: 1000, hidden: 64, layers: 4, heads: 4, ffn: 256, max_positions: 34}\n"
+     "dataset: synthetic\nsynthetic: {shape: [32], vocab: 1000, classes: 2}\n"
+     "strategy: pipeline\nranks_per_node: 4\nbalance: [2, 1, 1, 2]\nchunks: 4\nbatch_size: 16\n",
+     {2, 1, 1, 2},
+     1,
+     false},
+};
+
+// What flotilla-train --plan prints for `yaml`, run here as a person would run it.
+json engine_plan(const std::string& yaml) {
+  testing::TempDir dir;
+  const auto file = dir.write("experiment.yaml", yaml);
+  QProcess train;
+  train.start(FLOTILLA_TRAIN_BINARY, {"--plan", "--config", QString::fromStdString(file.string())});
+  EXPECT_TRUE(train.waitForFinished(120000));
+  EXPECT_EQ(train.exitCode(), 0) << train.readAllStandardError().toStdString();
+  return json::parse(train.readAllStandardOutput().toStdString());
+}
+
+// 524288 -> "524,288", as the preview groups digits.
+QString grouped(int64_t n) {
+  QString digits = QString::number(n);
+  for (int i = int(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ',');
+  return digits;
+}
+
+class PlanPreviewMatchesTheEngine : public ::testing::TestWithParam<PlanCase> {};
+
+TEST_P(PlanPreviewMatchesTheEngine, BlocksPerStageAllReduceAndBoundaryBytes) {
+  const PlanCase& c = GetParam();
+  ExperimentDesigner designer;
+  PlanPreview* preview = designer.planPreview();
+  preview->setProgram(FLOTILLA_TRAIN_BINARY);
+  preview->setDelay(0);
+  ASSERT_TRUE(designer.setConfigText(c.yaml));
+  ASSERT_TRUE(designer.problems().isEmpty()) << designer.problems().join("; ").toStdString();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return preview->state() == PlanPreview::State::shown ||
+               preview->state() == PlanPreview::State::failed ||
+               preview->state() == PlanPreview::State::unavailable;
+      },
+      120s));
+  ASSERT_EQ(preview->state(), PlanPreview::State::shown) << preview->statusText().toStdString();
+  const PlanNumbers& shown = preview->numbers();
+  const QString text = preview->shownText();
+  const json engine = engine_plan(c.yaml);
+
+  // Blocks and their parameter counts.
+  const auto& blocks = engine.at("blocks");
+  ASSERT_EQ(shown.blocks.size(), int(blocks.size()));
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    EXPECT_EQ(shown.blocks[int(i)].parameters, blocks[i].at("parameters").get<int64_t>()) << i;
+    EXPECT_EQ(shown.blocks[int(i)].trainable, blocks[i].at("trainable").get<int64_t>()) << i;
+  }
+
+  // Blocks per stage: as given, as the engine cuts them.
+  EXPECT_EQ(std::vector<int64_t>(shown.balance.begin(), shown.balance.end()), c.balance);
+  EXPECT_EQ(engine.at("balance").at("blocks_per_stage").get<std::vector<int64_t>>(), c.balance);
+  EXPECT_EQ(shown.stages, int64_t(c.balance.size()));
+  EXPECT_EQ(shown.replicas, c.replicas);
+  EXPECT_EQ(shown.replicas, engine.at("replicas").get<int64_t>());
+
+  // All-reduce bytes per step: the engine's, and 4 x the stage's trainable parameters.
+  const auto& stages = engine.at("stage_plans");
+  ASSERT_EQ(shown.stage_list.size(), int(stages.size()));
+  for (size_t s = 0; s < stages.size(); ++s) {
+    SCOPED_TRACE("stage " + std::to_string(s));
+    const auto& mine = shown.stage_list[int(s)];
+    EXPECT_EQ(mine.first_block, stages[s].at("first_block").get<int64_t>());
+    EXPECT_EQ(mine.blocks, c.balance[s]);
+    int64_t trainable = 0;
+    for (int64_t b = mine.first_block; b < mine.first_block + mine.blocks; ++b)
+      trainable += blocks[size_t(b)].at("trainable").get<int64_t>();
+    EXPECT_EQ(mine.trainable, trainable);
+    const auto& allreduce = stages[s].at("allreduce");
+    if (c.replicas == 1) {
+      EXPECT_TRUE(allreduce.is_null());
+      EXPECT_EQ(mine.allreduce_ranks, 0);
+    } else {
+      EXPECT_EQ(mine.allreduce_ranks, allreduce.at("ranks").get<int64_t>());
+      EXPECT_EQ(mine.allreduce_ranks, c.replicas);
+      EXPECT_EQ(mine.allreduce_bytes, allreduce.at("bytes_per_step").get<int64_t>());
+      EXPECT_EQ(mine.allreduce_bytes, 4 * trainable);
+      EXPECT_TRUE(text.contains(grouped(mine.allreduce_bytes) + " B")) << text.toStdString();
+    }
+  }
+
+  // Each boundary's activation bytes per micro-batch, fp32 and after the codec.
+  const auto& boundaries = engine.at("boundaries");
+  ASSERT_EQ(shown.boundaries.size(), int(c.balance.size()) - 1);
+  ASSERT_EQ(shown.boundaries.size(), int(boundaries.size()));
+  for (size_t b = 0; b < boundaries.size(); ++b) {
+    SCOPED_TRACE("boundary " + std::to_string(b));
+    const auto& mine = shown.boundaries[int(b)].activations;
+    const auto& theirs = boundaries[b].at("activations");
+    EXPECT_EQ(mine.fp32_bytes, theirs.at("fp32_bytes").get<int64_t>());
+    EXPECT_EQ(mine.wire_bytes, theirs.at("wire_bytes").get<int64_t>());
+    int64_t elements = 1;
+    for (auto d : shown.boundaries[int(b)].shape) elements *= d;
+    EXPECT_EQ(mine.fp32_bytes, 4 * elements);
+    if (c.compressed)
+      EXPECT_LT(mine.wire_bytes, mine.fp32_bytes);
+    else
+      EXPECT_EQ(mine.wire_bytes, mine.fp32_bytes);
+    EXPECT_TRUE(text.contains(grouped(mine.fp32_bytes) + " B")) << text.toStdString();
+    EXPECT_TRUE(text.contains(grouped(mine.wire_bytes) + " B")) << text.toStdString();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, PlanPreviewMatchesTheEngine, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<PlanCase>& info) {
+                           return std::string(info.param.label);
+                         });
+
+}  // namespace
+}  // namespace flotilla::gui
