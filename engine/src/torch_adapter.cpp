@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <new>
 
 #include <torch/library.h>
@@ -73,6 +74,16 @@ MemoryStats process_memory() {
 MemoryStats memory_stats(bool cuda, int device_index) {
 #ifdef FLOTILLA_WITH_CUDA
   if (cuda) {
+    // The caching allocator makes its per-device tables when the process first
+    // touches CUDA; before that getDeviceStats throws "Invalid device argument"
+    // (seen on the H100 when statistics were read before any allocation). An
+    // empty tensor on the device initialises CUDA through the same path every
+    // LibTorch version's factories take, without allocating anything.
+    static std::once_flag cuda_initialised;
+    std::call_once(cuda_initialised, [device_index] {
+      (void)at::empty({0}, at::TensorOptions().device(
+                               at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device_index))));
+    });
     // Index 0 is StatType::AGGREGATE in every version; the enum's namespace moved.
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index);
     return {stats.allocated_bytes[0].current, stats.reserved_bytes[0].current,

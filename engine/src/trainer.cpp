@@ -17,15 +17,6 @@
 namespace flotilla {
 namespace {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& o,
-                                                        std::vector<torch::Tensor> params) {
-  if (o.name == OptimizerKind::adamw)
-    return std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
-  return std::make_unique<torch::optim::SGD>(
-      params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
-}
-
 // FLOTILLA_FAULT="RANK:STEP" makes that rank throw at that step: how the
 // tests make a rank fail for real, mid-run, in a multi-process run.
 std::optional<std::pair<int64_t, int64_t>> injected_fault() {
@@ -95,7 +86,8 @@ Trainer::Trainer(const TrainOptions& options)
   }
   freezer_ = std::make_unique<Freezer>(config_.freeze, total_blocks_);
   rebuild_buckets();
-  optimizer_ = make_optimizer(config_.optimizer, model_->parameters());
+  optimizer_ =
+      std::make_unique<optim::MultiTensorOptimizer>(config_.optimizer, model_->parameters());
   timer_ = make_phase_timer(device_.is_cuda());
 
   total_steps_ = config_.epochs * train_loader_->batches_per_epoch();
@@ -308,7 +300,7 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   if (freezer_->enabled()) apply_freezing(freezer_->frozen_at(global_step_ + 1));
   const int64_t frozen = frozen_applied_;
   const double lr = learning_rate(epoch);
-  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  optimizer_->set_lr(lr);
 
   const int64_t samples = batch.targets.size(0);
   torch::Tensor loss;

@@ -13,6 +13,7 @@
 #include "flotilla/engine/training.h"
 #include "freeze/freezer.h"
 #include "metrics/phase_timer.h"
+#include "optim/multi_tensor_optimizer.h"
 #include "pipeline/pipeline.h"
 #include "strategy/data_parallel.h"
 
@@ -67,7 +68,7 @@ class Trainer {
   int64_t replicas_ = 1;         // data-parallel copies of the model over the world
   int64_t total_blocks_ = 0;     // of the whole model
   int64_t frozen_applied_ = 0;   // leading blocks of the whole model frozen so far
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::MultiTensorOptimizer> optimizer_;
   std::unique_ptr<data::BatchLoader> train_loader_, test_loader_;
   std::unique_ptr<PhaseTimer> timer_;
   std::unique_ptr<Communicator> comm_;          // null on one rank

@@ -12,6 +12,7 @@
 
 #include "codec/code_packing.h"
 #include "codec/rank_groups.h"
+#include "codec/tensor_codec.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the codec's table is written with memcpy and assumes a little-endian host"
@@ -63,7 +64,8 @@ struct GroupQuantizer {
 
   GroupQuantizer() = default;
   GroupQuantizer(float lowest, float highest, int bits)
-      : min(lowest), max_code(static_cast<float>((1 << bits) - 1)) {
+      // + 0: a -0 minimum is sent as +0, whichever zero the scan met first.
+      : min(lowest + 0.0f), max_code(static_cast<float>((1 << bits) - 1)) {
     const double exact_step = (static_cast<double>(highest) - lowest) / max_code;
     step = static_cast<float>(std::min(exact_step, static_cast<double>(FLT_MAX)));
     if (step > 0.0f) inverse_step = static_cast<float>(std::min(1.0 / step, double{FLT_MAX}));
@@ -97,11 +99,12 @@ class QuantizingCodec : public ActivationCodec {
  public:
   QuantizingCodec(int bits, int split_bits) : bits_(bits), split_bits_(split_bits) {}
 
-  // CUDA tensors make a round trip through the host: the selection and the
-  // bit packing are written for the CPU only (no kernels of our own). The
-  // payload goes back to the values' device so that the caller sends it with
-  // the same process group (NCCL) as anything else from that device.
+  // Tensors on another device (a GPU) are encoded there with tensor ops
+  // (tensor_codec.h: the same wire format), instead of a round trip through
+  // the host; the payload stays on that device, so the caller sends it with
+  // the same process group (NCCL) as anything else from it.
   torch::Tensor encode(const torch::Tensor& values) const final {
+    if (!values.device().is_cpu()) return codec::tensor_ops_encode(values, bits_, split_bits_);
     const auto flat = flat_cpu_float(values);
     const int64_t count = flat.numel();
     const float* data = flat.data_ptr<float>();
@@ -126,7 +129,9 @@ class QuantizingCodec : public ActivationCodec {
                                   std::to_string(encoded_bytes(numel)) + " bytes, got " +
                                   std::to_string(payload.numel()) + " elements of " +
                                   c10::toString(payload.scalar_type()));
-    const auto bytes = payload.to(torch::kCPU).contiguous();
+    if (!payload.device().is_cpu())
+      return codec::tensor_ops_decode(payload, numel, bits_, split_bits_);
+    const auto bytes = payload.contiguous();
     const uint8_t* table = bytes.data_ptr<uint8_t>();
     const int64_t groups = int64_t{1} << split_bits_;
     std::vector<double> mins(groups), steps(groups);
@@ -156,7 +161,7 @@ class QuantizingCodec : public ActivationCodec {
                                         static_cast<double>(code & value_mask) * steps[group]);
           });
     }
-    return values.to(payload.device());
+    return values;
   }
 
   int64_t encoded_bytes(int64_t numel) const final {

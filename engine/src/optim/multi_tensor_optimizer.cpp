@@ -1,0 +1,112 @@
+#include "optim/multi_tensor_optimizer.h"
+
+#include <cmath>
+#include <map>
+
+namespace flotilla::optim {
+namespace {
+
+std::vector<torch::Tensor> pick(const std::vector<torch::Tensor>& all,
+                                const std::vector<size_t>& indices) {
+  std::vector<torch::Tensor> out;
+  out.reserve(indices.size());
+  for (size_t i : indices) out.push_back(all[i]);
+  return out;
+}
+
+}  // namespace
+
+MultiTensorOptimizer::MultiTensorOptimizer(const OptimizerConfig& config,
+                                           std::vector<torch::Tensor> params)
+    : config_(config),
+      lr_(config.lr),
+      params_(std::move(params)),
+      momentum_(params_.size()),
+      exp_avg_(params_.size()),
+      exp_avg_sq_(params_.size()),
+      steps_(params_.size(), 0) {}
+
+void MultiTensorOptimizer::step() {
+  torch::NoGradGuard no_grad;
+  std::vector<size_t> active;
+  active.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) active.push_back(i);
+  if (active.empty()) return;
+  if (config_.name == OptimizerKind::adamw)
+    adamw_step(active);
+  else
+    sgd_step(active);
+}
+
+// torch::optim::SGD: d = g + wd p; buf = d (first step) or buf m + d
+// (dampening 0); p -= lr buf.
+void MultiTensorOptimizer::sgd_step(const std::vector<size_t>& active) {
+  auto params = pick(params_, active);
+  std::vector<torch::Tensor> grads;
+  grads.reserve(active.size());
+  for (size_t i : active) grads.push_back(params_[i].grad());
+  if (config_.weight_decay != 0)
+    grads = at::_foreach_add(grads, params, config_.weight_decay);  // fresh: grads stay as they are
+  if (config_.momentum == 0) {
+    at::_foreach_add_(params, grads, -lr_);
+    return;
+  }
+  std::vector<torch::Tensor> buffers;  // those that exist; the others start as a copy of d
+  std::vector<torch::Tensor> updates;
+  buffers.reserve(active.size());
+  for (size_t k = 0; k < active.size(); ++k) {
+    auto& buffer = momentum_[active[k]];
+    if (buffer.defined()) {
+      buffers.push_back(buffer);
+      updates.push_back(grads[k]);
+    } else {
+      buffer = grads[k].clone().detach();
+    }
+  }
+  if (!buffers.empty()) {
+    at::_foreach_mul_(buffers, config_.momentum);
+    at::_foreach_add_(buffers, updates, 1.0);
+  }
+  at::_foreach_add_(params, pick(momentum_, active), -lr_);
+}
+
+// torch::optim::AdamW (amsgrad off): p *= 1 - lr wd; m = b1 m + (1-b1) g;
+// v = b2 v + (1-b2) g^2; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
+// The bias corrections depend on each parameter's own step count, so
+// parameters go in groups of equal count (one group unless freezing made
+// some skip steps).
+void MultiTensorOptimizer::adamw_step(const std::vector<size_t>& active) {
+  std::map<int64_t, std::vector<size_t>> by_step;
+  for (size_t i : active) {
+    if (!exp_avg_[i].defined()) {
+      exp_avg_[i] = torch::zeros_like(params_[i], torch::MemoryFormat::Preserve);
+      exp_avg_sq_[i] = torch::zeros_like(params_[i], torch::MemoryFormat::Preserve);
+    }
+    by_step[++steps_[i]].push_back(i);
+  }
+  for (const auto& [step, group] : by_step) {
+    auto params = pick(params_, group);
+    auto exp_avg = pick(exp_avg_, group);
+    auto exp_avg_sq = pick(exp_avg_sq_, group);
+    std::vector<torch::Tensor> grads;
+    grads.reserve(group.size());
+    for (size_t i : group) grads.push_back(params_[i].grad());
+
+    if (config_.weight_decay != 0) at::_foreach_mul_(params, 1 - lr_ * config_.weight_decay);
+    const double bias_correction1 = 1 - std::pow(kAdamBeta1, static_cast<double>(step));
+    const double bias_correction2 = 1 - std::pow(kAdamBeta2, static_cast<double>(step));
+
+    at::_foreach_mul_(exp_avg, kAdamBeta1);
+    at::_foreach_add_(exp_avg, grads, 1 - kAdamBeta1);
+    at::_foreach_mul_(exp_avg_sq, kAdamBeta2);
+    at::_foreach_addcmul_(exp_avg_sq, grads, grads, 1 - kAdamBeta2);
+
+    auto denom = at::_foreach_sqrt(exp_avg_sq);
+    at::_foreach_div_(denom, std::sqrt(bias_correction2));
+    at::_foreach_add_(denom, kAdamEps);
+    at::_foreach_addcdiv_(params, exp_avg, denom, -lr_ / bias_correction1);
+  }
+}
+
+}  // namespace flotilla::optim

@@ -1,0 +1,92 @@
+// optimizer_ms of LibTorch's per-parameter torch::optim step against the
+// engine's multi-tensor (_foreach_*) step, on the same parameters and
+// gradients in the same run. Prints figures and ratios; asserts nothing.
+#include <torch/torch.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "models/model_factory.h"
+#include "optim/multi_tensor_optimizer.h"
+
+namespace flotilla {
+namespace {
+
+template <class Work>
+double best_ms(int repeats, const Work& work) {
+  work();  // warm-up: creates the optimizer state
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    best = std::min(
+        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count());
+  }
+  return best;
+}
+
+std::vector<torch::Tensor> with_gradients(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : params) {
+    auto copy = p.detach().clone().requires_grad_(true);
+    copy.mutable_grad() = torch::randn_like(p);
+    out.push_back(copy);
+  }
+  return out;
+}
+
+void bench(const std::string& name, const ExperimentConfig& config, int repeats) {
+  torch::NoGradGuard no_grad;
+  const auto params = build_model(config, {{3, 32, 32}, 10})->parameters();
+  const OptimizerConfig settings[] = {{OptimizerKind::sgd, 0.01, 0.9, 5e-4},
+                                      {OptimizerKind::adamw, 1e-3, 0.0, 0.01}};
+  for (const auto& o : settings) {
+    auto a = with_gradients(params);
+    auto b = with_gradients(params);
+    std::unique_ptr<torch::optim::Optimizer> reference;
+    if (o.name == OptimizerKind::adamw)
+      reference = std::make_unique<torch::optim::AdamW>(
+          a, torch::optim::AdamWOptions(o.lr).weight_decay(o.weight_decay));
+    else
+      reference = std::make_unique<torch::optim::SGD>(
+          a, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+    optim::MultiTensorOptimizer multi(o, b);
+    const double per_parameter_ms = best_ms(repeats, [&] { reference->step(); });
+    const double foreach_ms = best_ms(repeats, [&] { multi.step(); });
+    std::printf("%-12s %-6s %8zu %12.3f %12.3f %9.2fx\n", name.c_str(),
+                std::string(name_of(o.name)).c_str(), params.size(), per_parameter_ms, foreach_ms,
+                per_parameter_ms / foreach_ms);
+  }
+}
+
+}  // namespace
+}  // namespace flotilla
+
+int main(int argc, char** argv) {
+  CLI::App app{"optimizer_ms: torch::optim per parameter vs the engine's _foreach_ step (CPU)"};
+  int threads = 0, repeats = 10;
+  app.add_option("--threads", threads, "intra-op threads; 0: LibTorch's default");
+  app.add_option("--repeats", repeats, "timed steps per measurement, after one warm-up")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) at::set_num_threads(threads);
+
+  flotilla::ExperimentConfig resnet, mobilenet, vit;
+  resnet.model = flotilla::ModelKind::resnet18;
+  mobilenet.model = flotilla::ModelKind::mobilenet_v2;
+  vit.model = flotilla::ModelKind::vit;  // the default small ViT: 6 blocks of width 128
+  std::printf("device: cpu, intra-op threads: %d, best of %d steps after a warm-up\n",
+              at::get_num_threads(), repeats);
+  std::printf("%-12s %-6s %8s %12s %12s %10s\n", "model", "optim", "tensors", "per-param ms",
+              "foreach ms", "ratio");
+  flotilla::bench("resnet18", resnet, repeats);
+  flotilla::bench("mobilenet_v2", mobilenet, repeats);
+  flotilla::bench("vit", vit, repeats);
+  return 0;
+}
