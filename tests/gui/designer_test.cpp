@@ -160,6 +160,10 @@ struct BadValue {
   const char* key;
   const char* typed;
 };
+// Its label, for the test's name in ctest (not the struct's bytes).
+void PrintTo(const BadValue& bad, std::ostream* out) {
+  *out << bad.label;
+}
 
 const char* const kBase = "name: bad-values\nmax_steps: 5\nthreads: 1\ndataset: synthetic\n";
 const char* const kPipeline =

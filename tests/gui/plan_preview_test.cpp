@@ -28,6 +28,10 @@ struct PlanCase {
   int64_t replicas;
   bool compressed;  // sort_quant at the boundaries, else fp32 on the wire
 };
+// Its label, for the test's name in ctest (not the struct's bytes).
+void PrintTo(const PlanCase& c, std::ostream* out) {
+  *out << c.label;
+}
 
 const PlanCase kCases[] = {
     {"Resnet18TwoStagesPipelineSortQuant",
