@@ -407,6 +407,13 @@ void PanelWidget::rebuild() {
     for (size_t i = 0; i < d.series.size(); ++i)
       if (marker->series() == drawn_->series[i] && d.series[i].style == SeriesStyle::faint_raw)
         marker->setVisible(false);
+    // A stacked area's entry is a filled square of its colour: shaped "from
+    // the series" (lines show a piece of their dash) it came out hollow.
+    if (auto* area = qobject_cast<QAreaSeries*>(marker->series())) {
+      marker->setShape(QLegend::MarkerShapeRectangle);
+      marker->setBrush(area->brush());
+      marker->setPen(area->pen());
+    }
     if (hidden_.contains(marker->label())) marker->setLabelBrush(QColor(170, 170, 170));
     connect(marker, &QLegendMarker::clicked, this, [this, marker] {
       setSeriesHidden(marker->label(), !hidden_.contains(marker->label()));
