@@ -122,6 +122,15 @@ void CompareView::buildControls(QWidget* bar) {
   menu->addAction("PNG files…", this, [this] { chooseChartsDirectory("png"); });
   menu->addAction("SVG files…", this, [this] { chooseChartsDirectory("svg"); });
   charts_button_->setMenu(menu);
+  report_button_ = new QToolButton;
+  report_button_->setObjectName("exportReportButton");
+  report_button_->setText("Export report…");
+  report_button_->setToolTip(
+      "What `flotilla report` writes: report.md, summary.csv and the charts as PNG");
+  connect(report_button_, &QToolButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, "Write the report to");
+    if (!dir.isEmpty()) exportReport(dir);
+  });
   status_ = new QLabel;
   status_->setObjectName("compareStatus");
   status_->setWordWrap(true);
@@ -135,6 +144,7 @@ void CompareView::buildControls(QWidget* bar) {
   row->addSpacing(12);
   row->addWidget(table_button_);
   row->addWidget(charts_button_);
+  row->addWidget(report_button_);
   row->addSpacing(12);
   row->addWidget(status_, 1);
 
@@ -302,6 +312,26 @@ QString CompareView::exportCharts(const QString& dir, const QString& format,
       *written << file;
   }
   return problems.join("\n");
+}
+
+void CompareView::exportReport(const QString& dir) {
+  if (runs_.size() < 2) return emit reportDone({}, "nothing compared yet");
+  report_button_->setEnabled(false);  // one report at a time
+  status_->setText("Writing the report to " + dir + "…");
+  emit requestReport(runs_, baseline(), dir);
+}
+
+void CompareView::reportWritten(const QString& markdown, const QStringList& problems) {
+  report_button_->setEnabled(true);
+  status_->setText("Report written: " + markdown +
+                   (problems.isEmpty() ? QString() : "; not drawn: " + problems.join("; ")));
+  emit reportDone(markdown, problems.join("\n"));
+}
+
+void CompareView::reportFailed(const QString& message) {
+  report_button_->setEnabled(true);
+  status_->setText("No report: " + message);
+  emit reportDone({}, message);
 }
 
 void CompareView::chooseTableFile() {

@@ -58,14 +58,23 @@ class CompareView : public QWidget {
   // (png or svg); `written` gets the files. Returns the problems, empty on success.
   QString exportCharts(const QString& dir, const QString& format,
                        QStringList* written = nullptr) const;
+  // `flotilla report` of the compared runs into `dir` (report.md, summary.csv
+  // and the overlaid charts as PNG), written off the window's thread; the
+  // answer comes to reportWritten / reportFailed and the status line.
+  void exportReport(const QString& dir);
 
  public slots:
+  void reportWritten(const QString& markdown, const QStringList& problems);
+  void reportFailed(const QString& message);
   void showTable(std::shared_ptr<const flotilla::controller::CompareTable> table, quint64 request);
   void showFailure(const QString& message, quint64 request);
 
  signals:
   // To the controller worker.
   void requestCompare(const QStringList& runs, const QString& baseline, quint64 request);
+  void requestReport(const QStringList& runs, const QString& baseline, const QString& directory);
+  // The report is written: its Markdown file, or empty with the reason.
+  void reportDone(const QString& markdown, const QString& problems);
 
  private:
   void buildControls(QWidget* bar);
@@ -84,7 +93,7 @@ class CompareView : public QWidget {
   QStackedWidget* pages_;
   QLabel *title_, *status_;
   QComboBox* baseline_combo_;
-  QToolButton *table_button_, *charts_button_;
+  QToolButton *table_button_, *charts_button_, *report_button_;
   QTabWidget* table_tabs_;
   QTableWidget *summary_, *diff_;
   Dashboard* charts_;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flotilla/controller/nodes.h"
+#include "flotilla/controller/report.h"
 
 namespace flotilla::gui {
 
@@ -158,6 +159,40 @@ void ControllerWorker::compareRuns(const QStringList& runs, const QString& basel
   } catch (const std::exception& e) {
     emit compareFailed(QString::fromStdString(e.what()), request);
   }
+}
+
+void ControllerWorker::writeReport(const QStringList& runs, const QString& baseline,
+                                   const QString& directory) {
+  if (!store_) return emit reportFailed("the database " + database_ + " is not open");
+  std::shared_ptr<const controller::CompareTable> table;
+  try {
+    std::vector<std::string> ids;
+    for (const auto& run : runs) ids.push_back(run.toStdString());
+    controller::CompareOptions options;
+    if (!baseline.isEmpty()) options.baseline = baseline.toStdString();
+    table = std::make_shared<const controller::CompareTable>(
+        controller::compare_runs(*store_, ids, options));
+  } catch (const controller::CompareError& e) {
+    QStringList problems;
+    for (const auto& p : e.problems()) problems << QString::fromStdString(p);
+    return emit reportFailed(problems.join("\n"));
+  } catch (const std::exception& e) {
+    return emit reportFailed(QString::fromStdString(e.what()));
+  }
+  controller::ReportOptions options;
+  options.directory = directory.toStdString();
+  options.database = database_.toStdString();
+  std::lock_guard lock(probes_mutex_);
+  probes_.emplace_back([this, table, options] {
+    try {
+      const auto result = controller::write_report(*table, options);
+      QStringList problems;
+      for (const auto& p : result.problems) problems << QString::fromStdString(p);
+      emit reportWritten(QString::fromStdString(result.markdown.string()), problems);
+    } catch (const std::exception& e) {
+      emit reportFailed(QString::fromStdString(e.what()));
+    }
+  });
 }
 
 void ControllerWorker::killSweep(const QString& name) {

@@ -110,6 +110,11 @@ class ControllerWorker : public QObject,
   // read here so the window never waits on SQL; answered by compared() or
   // compareFailed() with the same `request`.
   void compareRuns(const QStringList& runs, const QString& baseline, quint64 request);
+  // `flotilla report` of `runs` into `directory`: the table is read here, the
+  // charts are drawn by flotilla-gui --render processes on a thread of its
+  // own (seconds), so neither the window nor this worker waits for them.
+  // Answered by reportWritten() or reportFailed().
+  void writeReport(const QStringList& runs, const QString& baseline, const QString& directory);
 
  signals:
   void opened(const QString& database);
@@ -130,6 +135,9 @@ class ControllerWorker : public QObject,
   void compared(std::shared_ptr<const flotilla::controller::CompareTable> table, quint64 request);
   // Every problem of the request, one a line (unknown run, baseline not among the runs).
   void compareFailed(const QString& message, quint64 request);
+  // The report's Markdown file, and the charts that could not be drawn.
+  void reportWritten(const QString& markdown, const QStringList& problems);
+  void reportFailed(const QString& message);
 
  private:
   // ControllerObserver: called on the agent links' threads. Records are not
@@ -150,7 +158,7 @@ class ControllerWorker : public QObject,
   std::unique_ptr<controller::SweepPool> sweeps_;  // stopped before the controller goes
   controller::ConnectOptions connect_;
   std::mutex probes_mutex_;
-  std::vector<std::thread> probes_;  // joined when the worker goes
+  std::vector<std::thread> probes_;  // and report writers: joined when the worker goes
 };
 
 }  // namespace flotilla::gui

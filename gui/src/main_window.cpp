@@ -359,6 +359,9 @@ void MainWindow::connectWorker() {
   connect(compare_view_, &CompareView::requestCompare, worker_, &ControllerWorker::compareRuns);
   connect(worker_, &ControllerWorker::compared, compare_view_, &CompareView::showTable);
   connect(worker_, &ControllerWorker::compareFailed, compare_view_, &CompareView::showFailure);
+  connect(compare_view_, &CompareView::requestReport, worker_, &ControllerWorker::writeReport);
+  connect(worker_, &ControllerWorker::reportWritten, compare_view_, &CompareView::reportWritten);
+  connect(worker_, &ControllerWorker::reportFailed, compare_view_, &CompareView::reportFailed);
   connect(nodes_view_, &NodesView::requestAdd, this, &MainWindow::requestAddNode);
   connect(nodes_view_, &NodesView::requestUpdate, this, &MainWindow::requestUpdateNode);
   connect(nodes_view_, &NodesView::requestRemove, this, &MainWindow::requestRemoveNode);

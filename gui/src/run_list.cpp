@@ -160,8 +160,10 @@ QString RunList::selected() const {
 
 QStringList RunList::selectedRuns() const {
   QStringList selected;
+  // Rows a filter hides are not chosen: filter by an experiment, Ctrl+A,
+  // and every run of that experiment is selected, none other.
   for (const auto& index : table_->selectionModel()->selectedRows())
-    selected << table_->item(index.row(), kId)->text();
+    if (!table_->isRowHidden(index.row())) selected << table_->item(index.row(), kId)->text();
   QStringList oldest_first;
   for (const auto& r : runs_)
     if (selected.contains(r.id)) oldest_first << r.id;

@@ -12,14 +12,17 @@
 #include <QHeaderView>
 #include <QPushButton>
 #include <QScreen>
+#include <QSignalSpy>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTest>
 #include <QWindow>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
 #include "compare_view.h"
@@ -296,6 +299,27 @@ TEST(CompareView, LinesUpThreeRealRunsAsTheCliDoes) {
   }
   EXPECT_EQ(view->exportCharts(QString::fromStdString(dir.path().string()), "gif").toStdString(),
             "charts export as png or svg, not gif");
+
+  // Export report…: what `flotilla report` writes, its charts drawn by
+  // flotilla-gui --render off the window's thread.
+  QSignalSpy reported(view, &CompareView::reportDone);
+  const auto report_dir = dir.path() / "report";
+  view->exportReport(QString::fromStdString(report_dir.string()));
+  ASSERT_TRUE(wait_until([&] { return !reported.isEmpty(); }, 180s)) << "no report";
+  EXPECT_EQ(reported.front().at(1).toString().toStdString(), "");
+  ASSERT_EQ(reported.front().at(0).toString().toStdString(), (report_dir / "report.md").string());
+  EXPECT_TRUE(std::filesystem::exists(report_dir / "summary.csv"));
+  const std::string markdown = read_text(report_dir / "report.md");
+  for (const auto& run : runs) EXPECT_NE(markdown.find(run.toStdString()), std::string::npos);
+  const std::regex image(R"(!\[[^\]]*\]\(([^)]+)\))");
+  int images = 0;
+  for (std::sregex_iterator it(markdown.begin(), markdown.end(), image), end; it != end; ++it) {
+    ++images;
+    EXPECT_EQ(read_text(report_dir / (*it)[1].str()).substr(0, 8),
+              std::string("\x89PNG\r\n\x1a\n", 8))
+        << (*it)[1].str();
+  }
+  EXPECT_GE(images, 4);
 }
 
 }  // namespace

@@ -240,6 +240,12 @@ TEST(RunListView, FiltersByStateExperimentAndTextAndSortsByAColumn) {
   list->stateFilter()->setCurrentIndex(0);
   list->experimentFilter()->setCurrentText("exp-b");
   EXPECT_EQ(list->shownRuns(), (QStringList{"r4", "r3"}));
+  // Select all (Ctrl+A) under the filter: that experiment's runs, oldest
+  // first, ready to compare; the hidden ones are not taken.
+  list->table()->selectAll();
+  EXPECT_EQ(list->selectedRuns(), (QStringList{"r3", "r4"}));
+  EXPECT_TRUE(window.findChild<QAction*>("actionCompare")->isEnabled());
+  list->table()->clearSelection();
   list->experimentFilter()->setCurrentIndex(0);
   QTest::keyClicks(list->textFilter(), "MEMORY");  // the reason, whatever the case
   EXPECT_EQ(list->shownRuns(), QStringList{"r2"});

@@ -262,6 +262,12 @@ std::string x_title(XMode mode) {
   return {};
 }
 
+std::string run_label(const RunData& run) {
+  const std::string& id = run.run.id;
+  if (run.run.experiment_name.empty()) return id;
+  return run.run.experiment_name + " \u00b7 " + (id.size() > 4 ? id.substr(id.size() - 4) : id);
+}
+
 std::string rank_label(const RankColumns& rank) {
   std::string label = "rank " + std::to_string(rank.rank);
   if (rank.stage) {

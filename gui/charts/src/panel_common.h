@@ -60,6 +60,9 @@ bool any_finite(const std::vector<double>& values);
 std::string x_title(XMode mode);
 // "rank 1" or, in a pipeline, "rank 1 (stage 1)".
 std::string rank_label(const RankColumns& rank);
+// A run among several overlaid: its experiment and the end of its id
+// ("ddp2 · 1c62"), short enough for a legend, still one run's own.
+std::string run_label(const RunData& run);
 // A number for a label, in the C locale: 1846.5, 0.25, 3.1e-05.
 std::string label_number(double value, int significant = 4);
 

@@ -48,7 +48,7 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
       }
       if (const auto* lead = lead_of(run))
         add_rank_field(panel, run, *lead, "mem_peak",
-                       {run.run.id + " peak (" + rank_label(*lead) + ")", run.run.id, "GiB",
+                       {run_label(run) + " peak (" + rank_label(*lead) + ")", run.run.id, "GiB",
                         "mem_peak / 2^30", SeriesStyle::bold, int(i)},
                        o, gib);
     }
@@ -164,11 +164,11 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
       if (!lead || !lead->has("bytes_sent")) continue;
       const XFrame frame = rank_frame(run, *lead, o.x);
       add_line(panel,
-               {run.run.id + " sent (" + rank_label(*lead) + ")", run.run.id, "MB/s",
+               {run_label(run) + " sent (" + rank_label(*lead) + ")", run.run.id, "MB/s",
                 "bytes_sent / step_ms / 1000", SeriesStyle::bold, int(i)},
                frame, take_rows(frame, mb_s(*lead, "bytes_sent")), o);
       add_rank_field(panel, run, *lead, "busbw_gbps",
-                     {run.run.id + " all-reduce busbw", run.run.id, "MB/s", "busbw_gbps x 1000",
+                     {run_label(run) + " all-reduce busbw", run.run.id, "MB/s", "busbw_gbps x 1000",
                       SeriesStyle::dashed, int(i)},
                      o, [](double v) { return v * 1000; });
     }
@@ -267,10 +267,12 @@ PanelDescription communication_panel(const std::vector<const RunData*>& runs,
       if (!lead) continue;
       add_rank_field(
           panel, run, *lead, "comm_busy_ms",
-          {run.run.id + " busy", run.run.id, "ms", "comm_busy_ms", SeriesStyle::bold, int(i)}, o);
+          {run_label(run) + " busy", run.run.id, "ms", "comm_busy_ms", SeriesStyle::bold, int(i)},
+          o);
       add_rank_field(
           panel, run, *lead, "comm_ms",
-          {run.run.id + " exposed", run.run.id, "ms", "comm_ms", SeriesStyle::dashed, int(i)}, o);
+          {run_label(run) + " exposed", run.run.id, "ms", "comm_ms", SeriesStyle::dashed, int(i)},
+          o);
     }
     return panel;
   }
@@ -332,7 +334,7 @@ PanelDescription system_panel(const std::vector<const RunData*>& runs, const Pan
       const XFrame frame = system_frame(run, system, o.x);
       const int colour = several ? int(i) : node_colour(run, node);
       add_line(panel,
-               {(several ? run.run.id + " " : "") + node + " CPU", run.run.id, "%",
+               {(several ? run_label(run) + " " : "") + node + " CPU", run.run.id, "%",
                 "cpu_util x 100", several ? SeriesStyle::bold : SeriesStyle::thin, colour},
                frame, take(system.cpu_util, frame, [](double v) { return 100 * v; }), o);
       if (several) continue;

@@ -82,7 +82,7 @@ PanelDescription throughput_panel(const std::vector<const RunData*>& runs, const
       return panel;
     }
     const double replicas = double(std::max<int64_t>(run.shape.replicas, 1));
-    const std::string prefix = several ? run.run.id + " " : "";
+    const std::string prefix = several ? run_label(run) + " " : "";
     if (!several) {
       for (const auto& [r, rank] : run.ranks) {
         if (!rank_shown(rank, o)) continue;
@@ -119,13 +119,13 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
       }
       const auto lead = run.ranks.find(run.lead_rank());
       if (lead == run.ranks.end()) continue;
-      add_rank_field(panel, run, lead->second, "step_ms",
-                     {run.run.id + " step", run.run.id, "ms", "step_ms", SeriesStyle::bold, int(i)},
-                     o);
       add_rank_field(
-          panel, run, lead->second, "comm_ms",
-          {run.run.id + " exposed comm", run.run.id, "ms", "comm_ms", SeriesStyle::dashed, int(i)},
-          o);
+          panel, run, lead->second, "step_ms",
+          {run_label(run) + " step", run.run.id, "ms", "step_ms", SeriesStyle::bold, int(i)}, o);
+      add_rank_field(panel, run, lead->second, "comm_ms",
+                     {run_label(run) + " exposed comm", run.run.id, "ms", "comm_ms",
+                      SeriesStyle::dashed, int(i)},
+                     o);
     }
     return panel;
   }
@@ -222,7 +222,7 @@ PanelDescription loss_panel(const std::vector<const RunData*>& runs, const Panel
       panel.empty_reason = *why;
       return panel;
     }
-    const std::string prefix = several ? run.run.id + " " : "";
+    const std::string prefix = several ? run_label(run) + " " : "";
     const auto lead = run.ranks.find(run.lead_rank());
     if (lead != run.ranks.end())
       add_rank_field(panel, run, lead->second, "loss",
