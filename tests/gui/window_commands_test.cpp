@@ -88,7 +88,9 @@ void open_window(MainWindow& window, int runs, int experiments, bool for_keys = 
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
   QApplication::setActiveWindow(&window);
-  if (for_keys) ASSERT_TRUE(QTest::qWaitForWindowActive(&window));
+  if (for_keys) {
+    ASSERT_TRUE(QTest::qWaitForWindowActive(&window));
+  }
   auto* experiment_list = window.findChild<QListWidget*>("experimentList");
   ASSERT_TRUE(wait_until(
       [&] {
