@@ -339,8 +339,16 @@ void MainWindow::saveSettings() const {
   if (auto* designer_splitter = form_->findChild<QSplitter*>("designerSplitter"))
     settings.setValue("designer/splitter", designer_splitter->saveState());
   settings.setValue("window/tab", tabs_->currentIndex());
-  settings.setValue("runs/columns", run_list_->table()->horizontalHeader()->saveState());
-  settings.setValue("nodes/columns", nodes_view_->table()->horizontalHeader()->saveState());
+  // Widths fitted to what happened to be listed are not kept: the next
+  // launch fits them to its own contents.
+  if (run_list_->columnsChosen())
+    settings.setValue("runs/columns", run_list_->table()->horizontalHeader()->saveState());
+  else
+    settings.remove("runs/columns");
+  if (nodes_view_->columnsChosen())
+    settings.setValue("nodes/columns", nodes_view_->table()->horizontalHeader()->saveState());
+  else
+    settings.remove("nodes/columns");
 }
 
 void MainWindow::connectWorker() {

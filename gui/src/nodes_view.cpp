@@ -41,6 +41,11 @@ NodesView::NodesView(QWidget* parent) : QWidget(parent) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->hide();
   table_->horizontalHeader()->setStretchLastSection(true);
+  // A width the person sets is theirs from then on (the stretched last
+  // column follows the window, not the person).
+  connect(table_->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int section) {
+    if (!fitting_ && section != table_->columnCount() - 1) columns_restored_ = true;
+  });
   table_->setWordWrap(false);
 
   add_ = new QPushButton("Add…");
@@ -126,9 +131,11 @@ void NodesView::showNodes(const QVector<NodeItem>& nodes) {
     if (selected.contains(n.name)) table_->selectRow(row);
   }
   if (!columns_restored_) {
+    fitting_ = true;
     table_->resizeColumnsToContents();
     // The reason of an unreachable node can be long: its tool tip has it whole.
     table_->setColumnWidth(kState, std::min(table_->columnWidth(kState), 320));
+    fitting_ = false;
   }
   updateButtons();
 }

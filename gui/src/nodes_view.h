@@ -48,6 +48,9 @@ class NodesView : public QWidget {
   // Column widths as a person left them (QHeaderView::saveState); from then
   // on a refresh no longer fits the columns to their contents.
   void restoreColumns(const QByteArray& state);
+  // Whether the widths are the person's (restored, or a header edge dragged):
+  // only those are saved; widths fitted to the contents are not.
+  bool columnsChosen() const { return columns_restored_; }
 
   // From the worker.
   void showNodes(const QVector<NodeItem>& nodes);
@@ -78,7 +81,8 @@ class NodesView : public QWidget {
   QMap<QString, QString> unreachable_;
   QSet<QString> in_flight_;
   int batch_size_ = 0;
-  bool columns_restored_ = false;
+  bool columns_restored_ = false;  // or set by the person: kept, never fitted again
+  bool fitting_ = false;
   QTableWidget* table_;
   QLabel* message_;
   QProgressBar* progress_;

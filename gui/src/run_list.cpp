@@ -78,6 +78,11 @@ RunList::RunList(QWidget* parent) : QWidget(parent) {
   connect(experiment_filter_, &QComboBox::currentTextChanged, this, &RunList::applyFilters);
   connect(text_filter_, &QLineEdit::textChanged, this, &RunList::applyFilters);
   connect(table_, &QTableWidget::itemSelectionChanged, this, &RunList::selectionChanged);
+  // A width the person sets is theirs from then on (the stretched last
+  // column follows the window, not the person).
+  connect(table_->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int section) {
+    if (!fitting_ && section != kColumns - 1) columns_restored_ = true;
+  });
 }
 
 void RunList::showRuns(const QVector<RunItem>& runs, const QSet<QString>& killing) {
@@ -110,7 +115,11 @@ void RunList::showRuns(const QVector<RunItem>& runs, const QSet<QString>& killin
       table_->item(row, kId)->setToolTip(r.id + (r.nodes.isEmpty() ? QString() : " on " + r.nodes));
     }
     table_->setSortingEnabled(true);
-    if (!columns_restored_) table_->resizeColumnsToContents();
+    if (!columns_restored_) {
+      fitting_ = true;
+      table_->resizeColumnsToContents();
+      fitting_ = false;
+    }
   }
   updateExperimentChoices();
   applyFilters();

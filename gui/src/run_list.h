@@ -34,6 +34,9 @@ class RunList : public QWidget {
   // Column widths and the sort as a person left them (QHeaderView::saveState);
   // from then on a refresh no longer fits the columns to their contents.
   void restoreColumns(const QByteArray& state);
+  // Whether the widths are the person's (restored, or a header edge dragged):
+  // only those are saved; widths fitted to the contents are not.
+  bool columnsChosen() const { return columns_restored_; }
   const QVector<RunItem>& runs() const { return runs_; }
   // The run as listed; nullptr when it is not.
   const RunItem* run(const QString& id) const;
@@ -63,7 +66,8 @@ class RunList : public QWidget {
   void applyFilters();
 
   QVector<RunItem> runs_;
-  bool columns_restored_ = false;
+  bool columns_restored_ = false;  // or set by the person: kept, never fitted again
+  bool fitting_ = false;
   QTableWidget* table_;
   QComboBox* state_filter_;
   QComboBox* experiment_filter_;
