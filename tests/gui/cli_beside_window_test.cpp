@@ -4,10 +4,7 @@
 // there as it happens.
 #include <gtest/gtest.h>
 
-#include <QGuiApplication>
-#include <QPixmap>
 #include <QPushButton>
-#include <QScreen>
 #include <QTabWidget>
 #include <QTest>
 #include <fstream>
@@ -16,6 +13,7 @@
 #include "flotilla/controller/store.h"
 #include "main_window.h"
 #include "processes.h"
+#include "screenshot.h"
 #include "temp_dir.h"
 #include "wait_until.h"
 
@@ -23,15 +21,6 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-void save_screenshot(QWidget& window) {
-  const QByteArray file = qgetenv("FLOTILLA_SCREENSHOT");
-  if (file.isEmpty()) return;
-  const QPixmap shot = QGuiApplication::platformName() == "xcb"
-                           ? window.screen()->grabWindow(window.winId())
-                           : window.grab();
-  EXPECT_TRUE(shot.save(QString::fromLocal8Bit(file))) << file.constData();
-}
 
 // The only run in the database, empty while there is none.
 std::string only_run(const std::string& db) {
@@ -83,7 +72,7 @@ TEST(WindowBesideTheCli, ShowsARunStartedFromTheCliLiveAndItsKillFromTheCli) {
   ASSERT_TRUE(wait_until(
       [&] { return dashboard->frame() && dashboard->frame()->step_records > first_steps; }, 60s))
       << "the dashboard did not follow the run past " << first_steps << " steps";
-  save_screenshot(window);
+  save_screenshot(window, "cli-run-live-in-window");
 
   // Killed from the CLI: the window shows it, and the run's last frame is not live.
   auto killer = cli({"kill", id, "--grace", "3"}, "kill.txt");
@@ -91,6 +80,7 @@ TEST(WindowBesideTheCli, ShowsARunStartedFromTheCliLiveAndItsKillFromTheCli) {
       << "the window lists " << id << " as \"" << window.listedState(run).toStdString() << "\"";
   ASSERT_TRUE(wait_until([&] { return dashboard->frame() && !dashboard->frame()->live; }, 30s));
   EXPECT_FALSE(window.findChild<QPushButton*>("killButton")->isEnabled());
+  save_screenshot(window, "cli-kill-in-window");
   EXPECT_EQ(killer->wait(60s), 0) << killer->output();
   EXPECT_EQ(runner->wait(60s), 4) << runner->output();
   EXPECT_TRUE(testing::live_processes_with({"flotilla-train", "--config", id}).empty());
