@@ -80,7 +80,8 @@ TEST(AgentDisk, ASpoolOnAFullDiskFailsTheRunNamingItStopsTheRanksAndTheAgentServ
   ASSERT_FALSE(after.empty());
   EXPECT_EQ(after.back()["outcome"], "finished") << after.back();
   std::cout << "spool on a full disk: run ended " << detected_s << " s after the disk filled, "
-            << delivered.size() << " records delivered, all of the spool\n";
+            << delivered.size() << " records delivered, all of the spool\n  run_end: " << message
+            << "\n";
 }
 
 }  // namespace

@@ -35,6 +35,13 @@ size_t occurrences(const std::string& text, const std::string& words) {
   return count;
 }
 
+// What the CLI said of the database, for the test's log.
+void print_problems(const std::string& output) {
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("flotilla: database", 0) == 0) std::cout << "  CLI: " << line << "\n";
+}
+
 size_t lines_in(const std::filesystem::path& file) {
   std::ifstream in(file);
   size_t lines = 0;
@@ -136,6 +143,7 @@ TEST(DatabaseFaults, AnotherProcessHoldingTheWriteLockFor30sDelaysRecordsButLose
   std::cout << "held write lock: detected after " << detected_s << " s, stored again "
             << recovered_s << " s after the lock was released; " << f.store().records(run).size()
             << " records stored, " << lines_in(f.spool(run)) << " spooled\n";
+  print_problems(said);
 }
 
 TEST(DatabaseFaults, ARunTrainsOnWhileTheDatabasesDiskIsFullAndStoresEveryRecordOnceAfter) {
@@ -176,6 +184,7 @@ TEST(DatabaseFaults, ARunTrainsOnWhileTheDatabasesDiskIsFullAndStoresEveryRecord
   std::cout << "database disk full: detected after " << detected_s << " s, stored again "
             << recovered_s << " s after space was freed; " << f.store().records(run).size()
             << " records stored, " << lines_in(f.spool(run)) << " spooled\n";
+  print_problems(said);
 }
 
 }  // namespace
