@@ -7,7 +7,9 @@
 #include <QPushButton>
 #include <QTabWidget>
 #include <QTest>
+#include <chrono>
 #include <fstream>
+#include <iostream>
 
 #include "dashboard.h"
 #include "flotilla/controller/store.h"
@@ -75,15 +77,20 @@ TEST(WindowBesideTheCli, ShowsARunStartedFromTheCliLiveAndItsKillFromTheCli) {
   save_screenshot(window, "cli-run-live-in-window");
 
   // Killed from the CLI: the window shows it, and the run's last frame is not live.
+  const auto kill_sent = std::chrono::steady_clock::now();
   auto killer = cli({"kill", id, "--grace", "3"}, "kill.txt");
   ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "killed"; }, 60s))
       << "the window lists " << id << " as \"" << window.listedState(run).toStdString() << "\"";
+  const double kill_shown_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - kill_sent).count();
   ASSERT_TRUE(wait_until([&] { return dashboard->frame() && !dashboard->frame()->live; }, 30s));
   EXPECT_FALSE(window.findChild<QPushButton*>("killButton")->isEnabled());
   save_screenshot(window, "cli-kill-in-window");
   EXPECT_EQ(killer->wait(60s), 0) << killer->output();
   EXPECT_EQ(runner->wait(60s), 4) << runner->output();
   EXPECT_TRUE(testing::live_processes_with({"flotilla-train", "--config", id}).empty());
+  std::cout << "the window showed the CLI's kill " << kill_shown_s
+            << " s after `flotilla kill` started\n";
 }
 
 }  // namespace
