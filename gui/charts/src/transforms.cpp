@@ -106,25 +106,23 @@ Pyramid::Summary Pyramid::summarise(size_t begin, size_t end) const {
   column.first = begin;
   column.last = end - 1;
   const auto& ys = *y_;
+  const int largest = kFirstLevel + int(levels_.size()) - 1;  // log2 of the top level's blocks
   size_t i = begin;
   while (i < end) {
-    // The largest block that starts at i and ends within the range (a range
-    // is read as a segment tree reads it: a few points at each end and at
-    // most two blocks a level between them).
-    int level = -1;
-    while (level + 1 < int(levels_.size())) {
-      const size_t size = size_t{1} << (kFirstLevel + level + 1);
-      if (i % size != 0 || i + size > end) break;
-      ++level;
-    }
-    if (level < 0) {
+    // The largest block that starts at i (its size divides i) and ends
+    // within the range, found in O(1): the range is read as a segment tree
+    // reads it, a few raw points at each end and at most two blocks a level
+    // between them.
+    const int aligned = i == 0 ? 63 : __builtin_ctzll(i);
+    const int fits = 63 - __builtin_clzll(end - i);
+    const int k = std::min({aligned, fits, largest});
+    if (k < kFirstLevel) {
       column.add(ys[i], i);
       ++i;
       continue;
     }
-    const int shift = kFirstLevel + level;
-    const Block& b = levels_[size_t(level)][i >> shift];
-    i += size_t{1} << shift;
+    const Block& b = levels_[size_t(k - kFirstLevel)][i >> k];
+    i += size_t{1} << k;
     if (!b.finite) continue;
     if (b.min < column.min) column.min = b.min, column.min_at = b.min_at;
     if (b.max > column.max) column.max = b.max, column.max_at = b.max_at;
