@@ -462,7 +462,12 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
     if (seen.size() < nodes.size()) {
       const auto outcome = run_state_from_name(end.outcome);
       const bool failed = outcome != RunState::finished && outcome != RunState::killed;
-      if (!failed || killing_.count(end.run)) return;
+      if (!failed || killing_.count(end.run)) {
+        // A node stopped after another failed: the rest may be unreachable.
+        lock.unlock();
+        end_if_only_unreachable_nodes_left(end.run);
+        return;
+      }
       // The first node to fail: the others' ranks would wait for it in a
       // collective or the rendezvous; they are stopped now.
       std::vector<std::string> others;
