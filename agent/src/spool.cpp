@@ -10,6 +10,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "run_directory.h"
+
 namespace flotilla::agent {
 
 namespace {
@@ -30,8 +32,13 @@ SpoolWriter::SpoolWriter(const std::filesystem::path& file) : path_(file) {
   existing.poll([&](std::string_view line) {
     if (auto seq = seq_of(line)) last_seq_ = std::max(last_seq_, *seq);
   });
-  file_ = std::fopen(file.c_str(), "a");
-  if (!file_) throw std::runtime_error(file.string() + ": cannot open the spool");
+  // 0600 whatever the umask: the spool holds every record of the run.
+  const int fd = open_private_for_append(file);
+  file_ = ::fdopen(fd, "a");
+  if (!file_) {
+    ::close(fd);
+    throw std::runtime_error(file.string() + ": cannot open the spool");
+  }
 }
 
 SpoolWriter::~SpoolWriter() {

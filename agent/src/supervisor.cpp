@@ -149,6 +149,7 @@ class Supervisor {
     for (int64_t rank : start_.ranks) {
       auto r = std::make_unique<Rank>();
       r->rank = rank;
+      create_private_file(dir_.rank_log(rank));  // 0600 before the stream opens it
       r->log.open(dir_.rank_log(rank), std::ios::app);
       r->process = spawn_in_new_group(
           train_arguments(start_, options_.train_binary.string(), dir_.config_file().string()),

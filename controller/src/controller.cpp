@@ -44,7 +44,10 @@ std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
     std::lock_guard lock(mutex_);
     addresses_[node] = connection->address();
   }
-  return connection->start_agent();
+  auto transport = connection->start_agent();
+  if (const auto& replaced = connection->last_deploy().replaced; !replaced.empty())
+    note_problem("node " + node + ": " + replaced);
+  return transport;
 }
 
 protocol::ProbeReply Controller::probe(const std::string& node) {

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "node_access.h"
 #include "shell_quote.h"
 
 namespace flotilla::controller {
@@ -250,13 +251,18 @@ std::shared_ptr<SshSession> SshSession::connect(const SshTarget& target) {
                            "the host key of " + impl.where() + " (" + self->fingerprint_ +
                                ") is not known; check it and trust it explicitly "
                                "(--trust-new-host-key)");
-      std::filesystem::create_directories(target.known_hosts.parent_path());
-      if (ssh_session_update_known_hosts(impl.session) != SSH_OK)
-        throw std::runtime_error("cannot record the host key of " + impl.where() + " in " +
-                                 known_hosts + ": " + impl.error());
-      std::filesystem::permissions(target.known_hosts, std::filesystem::perms::owner_read |
-                                                           std::filesystem::perms::owner_write);
-      break;
+      {
+        // Written here rather than by ssh_session_update_known_hosts, which
+        // creates the file with whatever mode the umask leaves.
+        char* entry = nullptr;
+        if (ssh_session_export_known_hosts_entry(impl.session, &entry) != SSH_OK)
+          throw std::runtime_error("cannot record the host key of " + impl.where() + " in " +
+                                   known_hosts + ": " + impl.error());
+        const std::string line = entry;
+        ssh_string_free_char(entry);
+        record_known_host(target.known_hosts, line);
+        break;
+      }
     default:
       throw std::runtime_error("cannot check the host key of " + impl.where() + " against " +
                                known_hosts + ": " + impl.error());

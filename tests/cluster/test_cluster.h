@@ -58,8 +58,13 @@ class TestCluster {
   // key, host keys checked strictly against `known_hosts`, default
   // known_hosts()). ssh() throws unless it exits 0 and returns its output.
   CommandResult ssh_result(const std::string& host, const std::string& command,
-                           const std::filesystem::path& known_hosts = {}) const;
+                           const std::filesystem::path& known_hosts = {},
+                           const std::string& user = {}) const;
   std::string ssh(const std::string& host, const std::string& command) const;
+  // The same logged in as root whatever the hosts' user: for a test's own
+  // faults that only root can make (a bind mount over a system folder),
+  // never for what Flotilla does.
+  std::string ssh_as_root(const std::string& host, const std::string& command) const;
 
  private:
   CommandResult script(const std::vector<std::string>& args) const;

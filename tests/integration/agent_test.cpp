@@ -2,12 +2,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -110,6 +112,40 @@ TEST(Agent, TwoRankRunStreamsEveryRecordInOrderAndFinishes) {
     }
   EXPECT_EQ(steps_per_rank, (std::map<int, int>{{0, 4}, {1, 4}}));
   EXPECT_TRUE(alive_in(pgids_of(messages)).empty());
+}
+
+// The permission bits of `path` as octal digits ("700").
+std::string mode_of(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "missing";
+  char digits[8];
+  std::snprintf(digits, sizeof digits, "%o", st.st_mode & 07777);
+  return digits;
+}
+
+TEST(Agent, RunDirectoryIs0700AndItsFiles0600WhateverTheUmask) {
+  TempDir home;
+  // The agent and what it starts inherit the umask: 000 would leave every
+  // file it creates with the mode it asks for, 0644 or 0666 included.
+  const mode_t previous = ::umask(0);
+  AgentProcess agent(home.path());
+  ::umask(previous);
+  agent.hello();
+  agent.send(start_message("run-private", 2, free_tcp_port()));
+  auto messages = agent.until(is_end, std::chrono::seconds(120));
+  ASSERT_FALSE(messages.empty());
+  ASSERT_EQ(messages.back()["outcome"], "finished") << messages.back();
+
+  const auto runs = home.path() / "runs";
+  const auto dir = runs / "run-private";
+  EXPECT_EQ(mode_of(runs), "700");
+  EXPECT_EQ(mode_of(dir), "700");
+  for (const char* name : {"spool.jsonl", "rank-0.log", "rank-1.log", "supervisor.log",
+                           "start.json", "config.json", "final.json", "pgids.json"})
+    EXPECT_EQ(mode_of(dir / name), "600") << name;
+  // Nothing else in there is readable by anyone but its owner.
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(mode_of(entry.path()), entry.is_directory() ? "700" : "600") << entry.path();
 }
 
 TEST(Agent, StopLeavesNoProcessOfTheRun) {
