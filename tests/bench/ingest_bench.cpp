@@ -108,6 +108,7 @@ uintmax_t write_run_directory(const fs::path& home, int64_t n) {
   protocol::StartRun start;
   start.run = kRun;
   start.node = "local";
+  start.config_json = R"({"name":"ingest","strategy":"ddp","device":"cpu"})";  // a JSON object
   for (int64_t r = 0; r < kRanks; ++r) start.ranks.push_back(r);
   dir.write_start(start);
   {
