@@ -1,12 +1,30 @@
 #include "spool.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
 namespace flotilla::agent {
 
-SpoolWriter::SpoolWriter(const std::filesystem::path& file) {
+namespace {
+std::string spool_write_message(const std::filesystem::path& file, int error) {
+  if (error == ENOSPC || error == EDQUOT)
+    return "no space left on device for the spool " + file.string() +
+           (error == EDQUOT ? " (disk quota exceeded)" : "");
+  return "cannot write the spool " + file.string() + ": " + std::strerror(error);
+}
+}  // namespace
+
+SpoolWriteError::SpoolWriteError(const std::filesystem::path& file, int error)
+    : std::runtime_error(spool_write_message(file, error)) {}
+
+SpoolWriter::SpoolWriter(const std::filesystem::path& file) : path_(file) {
   // A supervisor that restarts continues the numbering where the file ends.
   SpoolReader existing(file);
   existing.poll([&](std::string_view line) {
@@ -21,9 +39,33 @@ SpoolWriter::~SpoolWriter() {
 }
 
 void SpoolWriter::append(const std::string& line) {
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fputc('\n', file_);
-  std::fflush(file_);
+  // Written past stdio's buffer: a line that failed must not linger there and
+  // reach the file later, behind lines written after it.
+  const int fd = ::fileno(file_);
+  struct stat before {};
+  const bool sized = ::fstat(fd, &before) == 0;
+  const std::string data = line + '\n';
+  // The line's room is taken first, so that a full disk refuses it before
+  // any of it is in the file, where a reader of the spool could see it.
+  // (KEEP_SIZE: the room lies past the end, for the append to fill.)
+  if (sized &&
+      ::fallocate(fd, FALLOC_FL_KEEP_SIZE, before.st_size, static_cast<off_t>(data.size())) != 0 &&
+      (errno == ENOSPC || errno == EDQUOT))
+    throw SpoolWriteError(path_, errno);
+  size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
+    if (n > 0) {
+      written += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int error = n < 0 ? errno : ENOSPC;
+    // A spool holds whole lines only: what reached the file of this one is taken back.
+    if (sized && ::ftruncate(fd, before.st_size) != 0) {
+    }
+    throw SpoolWriteError(path_, error);
+  }
   ++last_seq_;
 }
 
