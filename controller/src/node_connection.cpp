@@ -113,6 +113,11 @@ std::filesystem::path default_known_hosts() {
          "flotilla" / "known_hosts";
 }
 
+bool NodeConnection::answers(const NodeRow& node) {
+  return node.is_local() ||
+         tcp_port_answers(node.host, node.port, std::chrono::milliseconds(kPortCheckTimeout));
+}
+
 std::unique_ptr<NodeConnection> NodeConnection::open(const NodeRow& node,
                                                      const ConnectOptions& options) {
   ConnectOptions resolved = options;

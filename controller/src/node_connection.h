@@ -26,6 +26,10 @@ class NodeConnection {
   // Connects (SSH for any node but `local`); throws std::runtime_error naming
   // the node, or HostKeyError for a host key that is unknown or has changed.
   static std::unique_ptr<NodeConnection> open(const NodeRow& node, const ConnectOptions& options);
+  // Whether the node's SSH port accepts a TCP connection within
+  // kPortCheckTimeout (always, for `local`): a closed link to a node that
+  // answers lost its agent; one to a node that does not lost the path.
+  static bool answers(const NodeRow& node);
   virtual ~NodeConnection() = default;
 
   // Makes sure the node has this controller's agent bundle; uploads only

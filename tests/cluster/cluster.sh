@@ -14,6 +14,8 @@
 #   cluster.sh status                 the folder, the owner and the hosts
 #   cluster.sh pids HOST              live pids inside HOST's namespace
 #   cluster.sh link HOST up|down      HOST's veth (root side) up or down
+#   cluster.sh drop HOST on|off       silent loss: every packet to and from HOST
+#                                     dropped, the link left up (nftables)
 #   cluster.sh rekey HOST [--dir DIR] new host key for HOST, its sshd restarted
 #
 # DIR may also come as the argument after N (up) or first (down, rekey).
@@ -319,6 +321,23 @@ down() {  # DIR OWNER FORCE ALL
   teardown "${dirs[@]}"
 }
 
+# A switch port that drops every frame without a reset or a carrier change:
+# nftables' netdev ingress and egress hooks on the host's own interface, in
+# its namespace. Its TCP peers see no error, only silence (link down is a
+# different fault: the carrier goes). Needs nft (Debian's nftables).
+drop() {  # HOST on|off
+  local host=$1
+  command -v nft >/dev/null || die "drop: nft is missing (Debian's nftables)"
+  ip netns exec "$host" nft delete table netdev flotilla_drop 2>/dev/null || true
+  [[ $2 == on ]] || return 0
+  ip netns exec "$host" nft -f - <<RULES
+table netdev flotilla_drop {
+  chain ingress { type filter hook ingress device eth0 priority 0; policy drop; }
+  chain egress { type filter hook egress device eth0 priority 0; policy drop; }
+}
+RULES
+}
+
 rekey() {  # HOST DIR
   local host=$1 dir=$2 pid i
   [[ -d $dir/$host ]] || die "rekey: no host $host in $dir"
@@ -397,6 +416,12 @@ main() {
       [[ ${args[1]} == up || ${args[1]} == down ]] || die "link: up or down, not '${args[1]}'"
       index=$(host_index "${args[0]}")
       ip link set "flv$index" "${args[1]}"
+      ;;
+    drop)
+      ((${#args[@]} == 2)) || usage
+      [[ ${args[1]} == on || ${args[1]} == off ]] || die "drop: on or off, not '${args[1]}'"
+      host_index "${args[0]}" >/dev/null
+      drop "${args[0]}" "${args[1]}"
       ;;
     rekey)
       ((${#args[@]} >= 1 && ${#args[@]} <= 2)) || usage

@@ -204,6 +204,12 @@ void TestCluster::link(const std::string& host, bool up) const {
     throw std::runtime_error("cluster.sh link " + host + ": " + result.output);
 }
 
+void TestCluster::drop(const std::string& host, bool on) const {
+  const auto result = script({"drop", this->host(host).name, on ? "on" : "off"});
+  if (result.status != 0)
+    throw std::runtime_error("cluster.sh drop " + host + ": " + result.output);
+}
+
 void TestCluster::rekey(const std::string& host) const {
   const auto result = script({"rekey", this->host(host).name, "--dir", dir_.string()});
   if (result.status != 0)

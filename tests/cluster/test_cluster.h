@@ -48,6 +48,9 @@ class TestCluster {
   std::vector<std::pair<int, std::string>> processes_on(const std::string& host) const;
   // The host's veth, root side: down is a cable pulled, connections hang.
   void link(const std::string& host, bool up) const;
+  // Silent loss: every packet to and from the host dropped while the link
+  // stays up (a switch gone quiet), or the path restored.
+  void drop(const std::string& host, bool on) const;
   // A new host key and its sshd restarted; known_hosts() follows.
   void rekey(const std::string& host) const;
 
