@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QIcon>
 #include <QScreen>
 #include <QTimer>
 #include <QWindow>
@@ -129,6 +130,11 @@ int main(int argc, char** argv) {
   qt_message_handler = qInstallMessageHandler(quiet_message_handler);
   QApplication app(argc, argv);
   QApplication::setApplicationName("flotilla");
+  // The desktop entry's name (flotilla.desktop): docks and Wayland compositors
+  // match the window to it and show its icon. The installed theme icon first,
+  // the one compiled in for a build tree that is not installed.
+  QGuiApplication::setDesktopFileName("flotilla");
+  QApplication::setWindowIcon(QIcon::fromTheme("flotilla", QIcon(":/icons/flotilla.svg")));
   QCommandLineParser parser;
   parser.setApplicationDescription("Design, run, watch and compare distributed training runs.");
   parser.addHelpOption();

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# cmake --install of a build tree into a scratch prefix, then a look at what
-# landed: the programs, the presets, the desktop entry and the icon.
+# cmake --install of a build tree as a package does it (prefix /usr, staged
+# under DESTDIR), then a look at what landed: the programs, the presets, the
+# desktop entry and the icon.
 #   install_test.sh BUILD_DIR GUI(0|1) ENGINE(0|1)
 set -euo pipefail
 build=$1 gui=$2 engine=$3
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
-cmake --install "$build" --prefix "$prefix" >/dev/null
+destdir=$(mktemp -d)
+trap 'rm -rf "$destdir"' EXIT
+DESTDIR=$destdir cmake --install "$build" --prefix /usr >/dev/null
+prefix=$destdir/usr
 failed=0
 expect() {
   if [[ ! -e $prefix/$1 ]]; then
@@ -21,6 +23,12 @@ if [[ $gui == 1 ]]; then
   expect bin/flotilla-gui
   expect share/applications/flotilla.desktop
   expect share/icons/hicolor/scalable/apps/flotilla.svg
+fi
+# Everything under the prefix: an absolute DESTINATION would escape it.
+outside=$(find "$destdir" -mindepth 1 -maxdepth 1 ! -name usr)
+if [[ -n $outside ]]; then
+  echo "install_test: installed outside the prefix /usr: $outside" >&2
+  failed=1
 fi
 presets=$(find "$prefix/share/flotilla/presets" -name '*.yaml' 2>/dev/null | wc -l)
 if [[ $presets -eq 0 ]]; then
