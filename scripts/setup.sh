@@ -10,7 +10,7 @@ packages=(
   libssh-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  openssh-server openssh-client iproute2 procps locales
+  openssh-server openssh-client iproute2 nftables procps locales
   xvfb x11-apps imagemagick
 )
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,7 +124,9 @@ void spawn_detached(const std::vector<std::string>& argv_in, const fs::path& log
     const pid_t grandchild = fork();
     if (grandchild != 0) _exit(grandchild < 0 ? 1 : 0);
     const int null_fd = open("/dev/null", O_RDWR);
-    const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    // The log is the run's, its owner's alone: 0600 whatever the umask.
+    const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (log_fd >= 0) fchmod(log_fd, 0600);
     dup2(null_fd, 0);
     dup2(null_fd, 1);
     dup2(log_fd >= 0 ? log_fd : null_fd, 2);

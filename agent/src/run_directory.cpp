@@ -2,10 +2,14 @@
 
 #include "processes.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -39,13 +43,61 @@ bool RunDirectory::exists() const {
   return fs::exists(dir_ / "start.json");
 }
 
+void create_private_directories(const fs::path& dir) {
+  // Each missing level is made here, so each gets 0700 rather than what the
+  // umask leaves of 0777; levels that exist (a home, /tmp) are not touched.
+  fs::path level;
+  for (const auto& part : dir) {
+    level /= part;
+    if (::mkdir(level.c_str(), 0700) == 0) {
+      fs::permissions(level, kPrivateDirectory);
+    } else if (errno != EEXIST) {
+      throw std::runtime_error(level.string() +
+                               ": cannot create the directory: " + std::strerror(errno));
+    }
+  }
+  if (!fs::is_directory(dir)) throw std::runtime_error(dir.string() + ": not a directory");
+  fs::permissions(dir, kPrivateDirectory);
+}
+
+namespace {
+int open_private(const fs::path& file, int flags) {
+  const int fd = ::open(file.c_str(), flags | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error(file.string() + ": cannot open: " + std::strerror(errno));
+  // The umask may have taken bits off 0600; an existing file may have had more.
+  if (::fchmod(fd, 0600) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw std::runtime_error(file.string() + ": cannot set its mode to 0600: " + std::strerror(e));
+  }
+  return fd;
+}
+}  // namespace
+
+int open_private_for_append(const fs::path& file) {
+  return open_private(file, O_WRONLY | O_APPEND);
+}
+
+void create_private_file(const fs::path& file) {
+  ::close(open_private(file, O_WRONLY));
+}
+
 void write_file_atomically(const fs::path& file, const std::string& text) {
   const fs::path temp = file.string() + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    if (!out) throw std::runtime_error(temp.string() + ": cannot write");
+  const int fd = open_private(temp, O_WRONLY | O_TRUNC);
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      throw std::runtime_error(temp.string() + ": cannot write: " + std::strerror(e));
+    }
+    written += static_cast<size_t>(n);
   }
+  if (::close(fd) != 0)
+    throw std::runtime_error(temp.string() + ": cannot write: " + std::strerror(errno));
   fs::rename(temp, file);
 }
 
@@ -58,7 +110,7 @@ std::string read_file(const fs::path& file) {
 }
 
 void RunDirectory::write_start(const protocol::StartRun& start) const {
-  fs::create_directories(dir_);
+  create_private_directories(dir_);
   write_file_atomically(dir_ / "start.json", protocol::encode(start));
 }
 

@@ -50,7 +50,23 @@ class RunDirectory {
   std::filesystem::path dir_;
 };
 
-// Writes `text` to `file` atomically (temp file, then rename).
+// A run's files are its owner's alone (0600, directories 0700): they hold the
+// experiment, the ranks' output and every record. The modes are set
+// explicitly, so whatever umask the agent was started with does not widen them.
+inline constexpr std::filesystem::perms kPrivateFile =
+    std::filesystem::perms::owner_read | std::filesystem::perms::owner_write;
+inline constexpr std::filesystem::perms kPrivateDirectory = std::filesystem::perms::owner_all;
+
+// Creates `dir` and the parents it lacks, each one made here 0700; `dir`
+// itself is made 0700 even when it exists already.
+void create_private_directories(const std::filesystem::path& dir);
+// Opens `file` for appending, creating it 0600 (an existing file is made 0600
+// too); returns the descriptor, throws std::runtime_error naming the file.
+int open_private_for_append(const std::filesystem::path& file);
+// Creates `file` 0600 if it is not there, as open_private_for_append does.
+void create_private_file(const std::filesystem::path& file);
+
+// Writes `text` to `file` atomically (temp file, then rename), 0600.
 void write_file_atomically(const std::filesystem::path& file, const std::string& text);
 std::string read_file(const std::filesystem::path& file);
 

@@ -246,7 +246,15 @@ void Session::follow(const std::string& run, int64_t after_seq) {
         next_check += std::chrono::seconds(1);
         if (!dir.supervisor_pid() && !dir.final_state()) {
           std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a clean end in flight
-          if (!dir.final_state()) end_orphaned_run(run, "failed");
+          try {
+            if (!dir.final_state()) end_orphaned_run(run, "failed");
+          } catch (const std::exception& e) {
+            // Its end cannot be spooled (a full disk): said here, the only
+            // way left, and the session serves on.
+            send(protocol::Error{"run " + run + " ended without its end in the spool: " + e.what(),
+                                 run});
+            break;
+          }
           continue;
         }
       }

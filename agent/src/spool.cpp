@@ -1,19 +1,44 @@
 #include "spool.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
+#include "run_directory.h"
+
 namespace flotilla::agent {
 
-SpoolWriter::SpoolWriter(const std::filesystem::path& file) {
+namespace {
+std::string spool_write_message(const std::filesystem::path& file, int error) {
+  if (error == ENOSPC || error == EDQUOT)
+    return "no space left on device for the spool " + file.string() +
+           (error == EDQUOT ? " (disk quota exceeded)" : "");
+  return "cannot write the spool " + file.string() + ": " + std::strerror(error);
+}
+}  // namespace
+
+SpoolWriteError::SpoolWriteError(const std::filesystem::path& file, int error)
+    : std::runtime_error(spool_write_message(file, error)) {}
+
+SpoolWriter::SpoolWriter(const std::filesystem::path& file) : path_(file) {
   // A supervisor that restarts continues the numbering where the file ends.
   SpoolReader existing(file);
   existing.poll([&](std::string_view line) {
     if (auto seq = seq_of(line)) last_seq_ = std::max(last_seq_, *seq);
   });
-  file_ = std::fopen(file.c_str(), "a");
-  if (!file_) throw std::runtime_error(file.string() + ": cannot open the spool");
+  // 0600 whatever the umask: the spool holds every record of the run.
+  const int fd = open_private_for_append(file);
+  file_ = ::fdopen(fd, "a");
+  if (!file_) {
+    ::close(fd);
+    throw std::runtime_error(file.string() + ": cannot open the spool");
+  }
 }
 
 SpoolWriter::~SpoolWriter() {
@@ -21,9 +46,33 @@ SpoolWriter::~SpoolWriter() {
 }
 
 void SpoolWriter::append(const std::string& line) {
-  std::fwrite(line.data(), 1, line.size(), file_);
-  std::fputc('\n', file_);
-  std::fflush(file_);
+  // Written past stdio's buffer: a line that failed must not linger there and
+  // reach the file later, behind lines written after it.
+  const int fd = ::fileno(file_);
+  struct stat before {};
+  const bool sized = ::fstat(fd, &before) == 0;
+  const std::string data = line + '\n';
+  // The line's room is taken first, so that a full disk refuses it before
+  // any of it is in the file, where a reader of the spool could see it.
+  // (KEEP_SIZE: the room lies past the end, for the append to fill.)
+  if (sized &&
+      ::fallocate(fd, FALLOC_FL_KEEP_SIZE, before.st_size, static_cast<off_t>(data.size())) != 0 &&
+      (errno == ENOSPC || errno == EDQUOT))
+    throw SpoolWriteError(path_, errno);
+  size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
+    if (n > 0) {
+      written += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int error = n < 0 ? errno : ENOSPC;
+    // A spool holds whole lines only: what reached the file of this one is taken back.
+    if (sized && ::ftruncate(fd, before.st_size) != 0) {
+    }
+    throw SpoolWriteError(path_, error);
+  }
   ++last_seq_;
 }
 

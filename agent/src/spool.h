@@ -8,11 +8,19 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "flotilla/protocol/line_buffer.h"
 
 namespace flotilla::agent {
+
+// The spool's file system refused a line (full, failing): the line is not in
+// the spool, not even in part, and the message names the spool.
+class SpoolWriteError : public std::runtime_error {
+ public:
+  SpoolWriteError(const std::filesystem::path& file, int error);
+};
 
 class SpoolWriter {
  public:
@@ -23,10 +31,12 @@ class SpoolWriter {
 
   int64_t next_seq() const { return last_seq_ + 1; }
   int64_t last_seq() const { return last_seq_; }
-  // Appends one encoded message whose seq is next_seq(), and flushes it.
+  // Appends one encoded message whose seq is next_seq(), written through to
+  // the file; throws SpoolWriteError when the file system refuses it.
   void append(const std::string& line);
 
  private:
+  std::filesystem::path path_;
   std::FILE* file_;
   int64_t last_seq_ = 0;
 };

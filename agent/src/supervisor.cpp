@@ -69,6 +69,28 @@ std::vector<std::string> train_arguments(const protocol::StartRun& start, const 
   return argv;
 }
 
+// Room kept on the run directory's file system for the run's end. When the
+// spool's disk fills up, this file goes, so that the run_end line and the
+// final state can still be written and the controller hears how the run ended.
+class DiskReserve {
+ public:
+  explicit DiskReserve(std::filesystem::path file) : file_(std::move(file)) {
+    std::ofstream out(file_, std::ios::binary | std::ios::trunc);
+    const std::string block(4096, '\0');
+    for (int i = 0; i < kBlocks && out; ++i) out.write(block.data(), block.size());
+    // A disk too full for it fails the spool's first line anyway.
+  }
+  ~DiskReserve() { release(); }
+  void release() {
+    std::error_code ignored;
+    std::filesystem::remove(file_, ignored);
+  }
+
+ private:
+  static constexpr int kBlocks = 16;  // 64 KiB: a run_end and final.json, many times over
+  std::filesystem::path file_;
+};
+
 struct Rank {
   int64_t rank = 0;
   ChildProcess process;
@@ -88,6 +110,7 @@ class Supervisor {
       : options_(options),
         dir_(options.home, options.run),
         start_(dir_.read_start()),
+        reserve_(dir_.path() / "spool.reserve"),
         spool_(dir_.spool()),
         stall_timeout_s_(stall_timeout_s(start_.config_json)) {}
 
@@ -126,6 +149,7 @@ class Supervisor {
     for (int64_t rank : start_.ranks) {
       auto r = std::make_unique<Rank>();
       r->rank = rank;
+      create_private_file(dir_.rank_log(rank));  // 0600 before the stream opens it
       r->log.open(dir_.rank_log(rank), std::ios::app);
       r->process = spawn_in_new_group(
           train_arguments(start_, options_.train_binary.string(), dir_.config_file().string()),
@@ -307,10 +331,24 @@ class Supervisor {
     if (r.last_err.size() > 20) r.last_err.pop_front();
   }
 
+  // Once the spool cannot grow, the run is over: its ranks are stopped and
+  // what they write from then on is counted, not kept (the reserve is for the
+  // run's end).
   void append_record(int64_t rank, std::string record_json) {
+    if (spool_refused_) {
+      ++unspooled_;
+      return;
+    }
     protocol::Record record{start_.run, spool_.next_seq(),      start_.node,
                             rank,       std::move(record_json), /*record_type=*/{}};
-    spool_.append(protocol::encode(record));
+    try {
+      spool_.append(protocol::encode(record));
+    } catch (const SpoolWriteError& e) {
+      spool_refused_ = true;
+      ++unspooled_;
+      failures_.push_back({"failed", e.what(), wall_seconds()});
+      request_stop("failed", e.what());
+    }
   }
 
   void sample_system() {
@@ -395,6 +433,10 @@ class Supervisor {
     if (malformed_ > 0)
       message_ += (message_.empty() ? "" : "\n") + std::to_string(malformed_) +
                   " malformed record line(s) from the ranks, kept in their rank-N.log";
+    if (spool_refused_)
+      message_ += "; the ranks were stopped; every record before it is in the spool, " +
+                  std::to_string(unspooled_) + " record(s) from then on were not kept";
+    reserve_.release();
     const std::string outcome = outcome_.value_or("finished");
     protocol::RunEnd end{start_.run, spool_.next_seq(), outcome, message_};
     spool_.append(protocol::encode(end));
@@ -404,7 +446,10 @@ class Supervisor {
   SupervisorOptions options_;
   RunDirectory dir_;
   protocol::StartRun start_;
+  DiskReserve reserve_;
   SpoolWriter spool_;
+  bool spool_refused_ = false;
+  int64_t unspooled_ = 0;
   int64_t stall_timeout_s_;
   SystemSampler sampler_;
   std::vector<std::unique_ptr<Rank>> ranks_;

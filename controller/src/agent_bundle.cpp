@@ -28,18 +28,30 @@ std::string run_locally(const std::string& command) {
 AgentBundle AgentBundle::beside(const std::filesystem::path& agent_binary) {
   AgentBundle bundle;
   const auto dir = agent_binary.parent_path();
-  bundle.programs_ = {{"flotilla-agent", agent_binary}, {"flotilla-train", dir / "flotilla-train"}};
+  bundle.programs_ = {{"flotilla-agent", agent_binary, {}},
+                      {"flotilla-train", dir / "flotilla-train", {}}};
   QCryptographicHash hash(QCryptographicHash::Sha256);
-  for (const auto& program : bundle.programs_) {
+  for (auto& program : bundle.programs_) {
     QFile file(QString::fromStdString(program.path.string()));
     if (!file.open(QIODevice::ReadOnly))
       throw std::runtime_error("the agent bundle needs " + program.path.string() +
                                ", which cannot be read");
+    const QByteArray contents = file.readAll();
+    if (file.error() != QFileDevice::NoError)
+      throw std::runtime_error("cannot read " + program.path.string());
     hash.addData(QByteArray::fromStdString(program.name + '\0'));
-    if (!hash.addData(&file)) throw std::runtime_error("cannot read " + program.path.string());
+    hash.addData(contents);
+    program.sha256 =
+        QCryptographicHash::hash(contents, QCryptographicHash::Sha256).toHex().toStdString();
   }
   bundle.hash_ = hash.result().toHex().left(16).toStdString();
   return bundle;
+}
+
+std::string AgentBundle::checksums() const {
+  std::string lines;
+  for (const auto& program : programs_) lines += program.sha256 + "  " + program.name + "\n";
+  return lines;
 }
 
 std::optional<std::filesystem::path> AgentBundle::library(const std::string& soname) const {
@@ -57,6 +69,14 @@ std::optional<std::filesystem::path> AgentBundle::library(const std::string& son
   const auto it = libraries_->find(soname);
   if (it == libraries_->end()) return std::nullopt;
   return it->second;
+}
+
+std::string file_sha256(const std::filesystem::path& file) {
+  QFile in(QString::fromStdString(file.string()));
+  QCryptographicHash hash(QCryptographicHash::Sha256);
+  if (!in.open(QIODevice::ReadOnly) || !hash.addData(&in))
+    throw std::runtime_error("cannot read " + file.string());
+  return hash.result().toHex().toStdString();
 }
 
 std::vector<std::string> missing_libraries(const std::string& ldd_output) {

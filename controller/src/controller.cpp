@@ -44,7 +44,10 @@ std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
     std::lock_guard lock(mutex_);
     addresses_[node] = connection->address();
   }
-  return connection->start_agent();
+  auto transport = connection->start_agent();
+  if (const auto& replaced = connection->last_deploy().replaced; !replaced.empty())
+    note_problem("node " + node + ": " + replaced);
+  return transport;
 }
 
 protocol::ProbeReply Controller::probe(const std::string& node) {
@@ -138,15 +141,12 @@ AgentLink& Controller::link_for(const std::string& node) {
   events.on_message = [this, node](const protocol::Message& m) { handle(node, m); };
   events.on_problem = [this](const std::string& message) { note_problem(message); };
   events.on_closed = [this, node] {
-    if (closing_) return;
-    note_problem("node " + node +
-                 ": the connection to its agent closed; its runs go on, and this controller "
-                 "reconnects and resumes them from the last stored record");
-    reconnect_later(node);
+    if (!closing_) reconnect_later(node);
   };
   auto link = std::make_unique<AgentLink>(node, std::move(transport), std::move(events),
                                           options_.hello_timeout);
   lock.lock();
+  unreachable_since_ms_.erase(node);
   auto& slot = links_[node];
   if (slot) closed_links_.push_back(std::move(slot));  // another thread opened one meanwhile
   slot = std::move(link);
@@ -294,36 +294,6 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
   return true;
 }
 
-void Controller::reconnect_later(const std::string& node) {
-  in_background([this, node] {
-    while (!closing_) {
-      pause_before_retry();
-      std::vector<std::string> runs;
-      {
-        std::lock_guard lock(mutex_);
-        runs.assign(followed_.begin(), followed_.end());
-      }
-      std::vector<std::string> here;
-      for (const auto& run : runs) {
-        const auto row = store_.run(run);
-        if (!row || is_terminal(row->state)) continue;
-        const auto nodes = row->nodes;
-        if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) here.push_back(run);
-      }
-      if (here.empty() || closing_) return;
-      try {
-        auto& link = link_for(node);
-        for (const auto& run : here)
-          if (!link.send(protocol::Resume{run, store_.last_seq(run, node)}))
-            throw std::runtime_error("the agent went away");
-        note_problem("node " + node + ": reconnected; its runs are followed again");
-        return;
-      } catch (const std::exception&) {
-      }
-    }
-  });
-}
-
 std::vector<Controller::UnknownHostKey> Controller::unknown_host_keys(
     const std::vector<std::string>& nodes) {
   std::vector<UnknownHostKey> unknown;
@@ -354,6 +324,13 @@ void Controller::trust_host_key(const std::string& name) {
 
 void Controller::send_stop(const std::string& run, const std::string& node, double grace_s,
                            const std::string& why) {
+  bool unreachable = false;
+  {
+    std::lock_guard lock(mutex_);
+    unreachable = unreachable_since_ms_.count(node) > 0;
+  }
+  if (unreachable && !node_answers(node))
+    throw std::runtime_error("unreachable: its SSH port does not answer");
   auto& link = link_for(node);
   // The end, and every record before it, must reach this controller.
   if (!link.send(protocol::Resume{run, store_.last_seq(run, node)}) ||
@@ -488,7 +465,12 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
     if (seen.size() < nodes.size()) {
       const auto outcome = run_state_from_name(end.outcome);
       const bool failed = outcome != RunState::finished && outcome != RunState::killed;
-      if (!failed || killing_.count(end.run)) return;
+      if (!failed || killing_.count(end.run)) {
+        // A node stopped after another failed: the rest may be unreachable.
+        lock.unlock();
+        end_if_only_unreachable_nodes_left(end.run);
+        return;
+      }
       // The first node to fail: the others' ranks would wait for it in a
       // collective or the rendezvous; they are stopped now.
       std::vector<std::string> others;
@@ -496,6 +478,7 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
         if (!seen.count(n)) others.push_back(n);
       lock.unlock();
       stop_after_failure(end.run, "node " + node, others);
+      end_if_only_unreachable_nodes_left(end.run);
       return;
     }
     ends = std::move(seen);

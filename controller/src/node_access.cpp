@@ -1,6 +1,13 @@
 #include "node_access.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <future>
@@ -77,6 +84,39 @@ protocol::ProbeReply probe_agent(const std::string& node, std::unique_ptr<Transp
     throw std::runtime_error("node " + node + ": no answer to the probe within " +
                              std::to_string(timeout.count() / 1000) + " s");
   return answer.get();
+}
+
+void record_known_host(const std::filesystem::path& known_hosts, const std::string& entry) {
+  const auto fail = [&](const std::string& what) {
+    throw std::runtime_error(known_hosts.string() + ": " + what + ": " + std::strerror(errno));
+  };
+  const auto folder = known_hosts.parent_path();
+  if (!folder.empty() && !std::filesystem::exists(folder)) {
+    std::filesystem::create_directories(folder);
+    std::filesystem::permissions(folder, std::filesystem::perms::owner_all);
+  }
+  const int fd = ::open(known_hosts.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) fail("cannot open");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // The umask may have taken bits off 0600, an older file may have had more.
+  if (::fchmod(fd, 0600) != 0) fail("cannot make it 0600");
+  std::string text = entry;
+  if (text.empty() || text.back() != '\n') text += '\n';
+  // A file that a person edited may end without a line break.
+  struct stat st {};
+  char last = '\n';
+  if (::fstat(fd, &st) == 0 && st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 &&
+      last != '\n')
+    text.insert(text.begin(), '\n');
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("cannot write");
+    done += static_cast<size_t>(n);
+  }
 }
 
 std::string probe_to_json(const protocol::ProbeReply& probe) {

@@ -3,6 +3,7 @@
 // an agent what its node is, and describing the answer.
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,12 @@ namespace flotilla::controller {
 // answer; throws std::runtime_error naming the node when none comes in time.
 protocol::ProbeReply probe_agent(const std::string& node, std::unique_ptr<Transport> transport,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Appends `entry` (one known_hosts line, as libssh exports it) to Flotilla's
+// `known_hosts`. The file is created 0600 and its folder 0700 whatever the
+// umask, and an existing file is made 0600: which hosts this person trusts
+// is theirs alone. Throws std::runtime_error naming the file.
+void record_known_host(const std::filesystem::path& known_hosts, const std::string& entry);
 
 // The probe as stored in the database.
 std::string probe_to_json(const protocol::ProbeReply& probe);

@@ -12,10 +12,30 @@
 namespace flotilla::controller {
 namespace {
 
+// The libraries a deploy sent beside the programs, as sha256sum lists them.
+constexpr const char* kLibraryChecksums = ".libraries.sha256";
+
+// Run by the node's sh in a subshell, with the bundle's folder as $1 and the
+// programs' hashes from this controller as $2: every file of the bundle is
+// hashed by the node's own sha256sum, the libraries against the list the
+// deploy left beside them. Exit 3: no complete bundle there; otherwise
+// sha256sum's status, 0 only when every file is there and matches.
+constexpr const char* kCheckBundle =
+    R"((cd -- "$1" 2>/dev/null && test -e .complete || exit 3
+{ printf '%s' "$2"; cat .libraries.sha256 2>/dev/null; } | sha256sum --check --strict --quiet -))";
+
+// What sha256sum said, on one line, for a message.
+std::string one_line(std::string text) {
+  for (char& c : text)
+    if (c == '\n') c = ';';
+  while (!text.empty() && (text.back() == ';' || text.back() == ' ')) text.pop_back();
+  return text.size() > 300 ? text.substr(0, 300) + "..." : text;
+}
+
 class LocalConnection final : public NodeConnection {
  public:
   explicit LocalConnection(std::filesystem::path agent) : agent_(std::move(agent)) {}
-  DeployReport deploy() override { return {agent_.parent_path().string(), 0, 0}; }
+  DeployReport deploy() override { return {agent_.parent_path().string(), 0, 0, {}}; }
   std::unique_ptr<Transport> start_agent() override { return start_local_agent(agent_); }
   std::string address() const override { return "127.0.0.1"; }
 
@@ -45,12 +65,31 @@ class SshConnection final : public NodeConnection {
 
   DeployReport deploy() override {
     DeployReport report;
-    if (!node_.agent_path.empty()) return {node_.agent_path, 0, 0};
+    if (!node_.agent_path.empty()) return {node_.agent_path, 0, 0, {}};
     const auto bundle = AgentBundle::beside(agent_binary_);
+    bundle_checksums_ = bundle.checksums();
     report.bundle_dir = remote_dir_ + "/bundles/" + bundle.hash();
     const std::string complete = report.bundle_dir + "/.complete";
-    if (session_->exists(complete)) return report;
+    // A bundle there is used only when every file still matches its hash;
+    // one that does not (a damaged disk, a hand that changed a program) is
+    // removed and sent again, never run.
+    const auto check =
+        session_->run({"sh", "-c", kCheckBundle, "sh", report.bundle_dir, bundle.checksums()},
+                      std::chrono::seconds(60));
+    if (check.exit_status == 0) return report;
+    if (check.exit_status != 3)
+      report.replaced = "the agent bundle in " + report.bundle_dir +
+                        " did not match its hash (sha256sum: " + one_line(check.out + check.err) +
+                        "); it was deployed again";
+    // Also what an interrupted deploy left: only files this deploy sends
+    // and lists stay beside the programs.
+    const auto removed =
+        session_->run({"rm", "-rf", "--", report.bundle_dir}, std::chrono::seconds(60));
+    if (removed.exit_status != 0)
+      throw std::runtime_error("node " + node_.name + ": cannot remove the bundle " +
+                               report.bundle_dir + ": " + one_line(removed.err));
     session_->make_directories(report.bundle_dir);
+    std::string library_checksums;
     auto send = [&](const std::filesystem::path& local, const std::string& name, int mode) {
       session_->upload(local, report.bundle_dir + "/" + name, mode);
       ++report.files_uploaded;
@@ -75,23 +114,36 @@ class SshConnection final : public NodeConnection {
           throw std::runtime_error("node " + node_.name + " lacks " + soname +
                                    ", and this machine has no copy of it to send");
         send(*path, soname, 0644);
+        library_checksums += file_sha256(*path) + "  " + soname + "\n";
       }
     }
     // From memory: a file of a fixed name in the shared temporary directory
     // was raced by the other nodes' deploys (one removed it as another sent
     // it) and followed whatever symlink another user planted there.
+    if (!library_checksums.empty())
+      session_->upload_contents(library_checksums, report.bundle_dir + "/" + kLibraryChecksums,
+                                0644);
     session_->upload_contents(bundle.hash() + "\n", complete, 0644);
     return report;
   }
 
   std::unique_ptr<Transport> start_agent() override {
-    const auto report = deploy();
+    last_deploy_ = deploy();
+    const auto& report = last_deploy_;
     std::vector<std::string> argv;
     if (!node_.agent_path.empty()) {
       argv = {node_.agent_path, "--home", remote_dir_ + "/home"};
     } else {
-      argv = {"env", "LD_LIBRARY_PATH=" + report.bundle_dir, report.bundle_dir + "/flotilla-agent",
-              "--home", remote_dir_ + "/home"};
+      // Checked again in the command that starts it: a file changed since
+      // the deploy's check stops the start rather than run. Whatever
+      // sha256sum says goes to stderr; stdout is the agent's protocol.
+      const std::string script =
+          std::string(kCheckBundle) +
+          " >&2 || { echo \"flotilla: the agent bundle in $1 does not match its hash; "
+          "not started\" >&2; exit 126; }\n"
+          "exec env LD_LIBRARY_PATH=\"$1\" \"$1/flotilla-agent\" --home \"$3\"";
+      argv = {
+          "sh", "-c", script, "sh", report.bundle_dir, bundle_checksums_, remote_dir_ + "/home"};
     }
     return session_->start(argv);
   }
@@ -103,6 +155,7 @@ class SshConnection final : public NodeConnection {
   std::filesystem::path agent_binary_;
   std::shared_ptr<SshSession> session_;
   std::string remote_dir_;
+  std::string bundle_checksums_;  // of the bundle the last deploy checked or sent
 };
 
 }  // namespace
@@ -111,6 +164,11 @@ std::filesystem::path default_known_hosts() {
   return std::filesystem::path(
              QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation).toStdString()) /
          "flotilla" / "known_hosts";
+}
+
+bool NodeConnection::answers(const NodeRow& node) {
+  return node.is_local() ||
+         tcp_port_answers(node.host, node.port, std::chrono::milliseconds(kPortCheckTimeout));
 }
 
 std::unique_ptr<NodeConnection> NodeConnection::open(const NodeRow& node,

@@ -19,6 +19,9 @@ struct DeployReport {
   std::string bundle_dir;  // on the node
   int64_t files_uploaded = 0;
   int64_t bytes_uploaded = 0;
+  // Why the copy that was there was replaced (a file that does not match its
+  // hash, what sha256sum said); empty when it matched or none was there.
+  std::string replaced;
 };
 
 class NodeConnection {
@@ -26,6 +29,10 @@ class NodeConnection {
   // Connects (SSH for any node but `local`); throws std::runtime_error naming
   // the node, or HostKeyError for a host key that is unknown or has changed.
   static std::unique_ptr<NodeConnection> open(const NodeRow& node, const ConnectOptions& options);
+  // Whether the node's SSH port accepts a TCP connection within
+  // kPortCheckTimeout (always, for `local`): a closed link to a node that
+  // answers lost its agent; one to a node that does not lost the path.
+  static bool answers(const NodeRow& node);
   virtual ~NodeConnection() = default;
 
   // Makes sure the node has this controller's agent bundle; uploads only
@@ -34,8 +41,13 @@ class NodeConnection {
   // Deploys if needed and starts the agent; the connection lives as long as
   // the returned transport does.
   virtual std::unique_ptr<Transport> start_agent() = 0;
+  // What the last deploy (start_agent's included) did.
+  const DeployReport& last_deploy() const { return last_deploy_; }
   // The address the node's peers use to reach it (a rendezvous host).
   virtual std::string address() const = 0;
+
+ protected:
+  DeployReport last_deploy_;
 };
 
 }  // namespace flotilla::controller

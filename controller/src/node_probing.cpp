@@ -18,8 +18,9 @@ ProbeOutcome probe_one(const NodeRow& node, const ConnectOptions& options) {
   out.node = node.name;
   try {
     auto connection = NodeConnection::open(node, options);
-    const auto deployed = connection->deploy();
+    // start_agent deploys first; what it did is its last_deploy.
     const auto probe = probe_agent(node.name, connection->start_agent(), options.timeout);
+    const auto& deployed = connection->last_deploy();
     out.probe_json = probe_to_json(probe);
     out.reached = true;
     if (!node.is_local())
@@ -28,6 +29,7 @@ ProbeOutcome probe_one(const NodeRow& node, const ConnectOptions& options) {
                           ? std::string("already there, nothing uploaded")
                           : std::to_string(deployed.files_uploaded) + " files, " +
                                 std::to_string(deployed.bytes_uploaded) + " bytes uploaded");
+    if (!deployed.replaced.empty()) out.deployed += " (" + deployed.replaced + ")";
   } catch (const HostKeyError& e) {
     out.error = e.what();
     out.host_key = e.kind();

@@ -3,11 +3,21 @@
 #include <fcntl.h>
 #include <libssh/libssh.h>
 #include <libssh/sftp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "node_access.h"
 #include "shell_quote.h"
 
 namespace flotilla::controller {
@@ -83,6 +93,8 @@ class SshChannelTransport final : public Transport {
         description_(std::move(description)) {}
   ~SshChannelTransport() override { close(); }
 
+  using Clock = std::chrono::steady_clock;
+
   bool write(std::string_view bytes) override {
     std::lock_guard lock(mutex_);
     if (!channel_ || !ssh_channel_is_open(channel_)) return false;
@@ -102,9 +114,21 @@ class SshChannelTransport final : public Transport {
         std::lock_guard lock(mutex_);
         if (!channel_) return std::nullopt;
         const int n = ssh_channel_read_timeout(channel_, buffer, sizeof buffer, 0, 20);
-        if (n > 0) return std::string(buffer, static_cast<size_t>(n));
+        if (n > 0) {
+          last_heard_ = Clock::now();
+          return std::string(buffer, static_cast<size_t>(n));
+        }
         if (n == SSH_ERROR || ssh_channel_is_eof(channel_) || !ssh_channel_is_open(channel_))
           return std::nullopt;
+        // A quiet node: a message it must acknowledge, so that a path gone
+        // silent leaves data unacknowledged and the socket's
+        // TCP_USER_TIMEOUT ends the connection (see kUnreachableWithin).
+        const auto now = Clock::now();
+        if (now - std::max(last_heard_, last_keepalive_) >= kKeepaliveIdle) {
+          last_keepalive_ = now;
+          if (ssh_send_ignore(ssh_channel_get_session(channel_), "keepalive") != SSH_OK)
+            return std::nullopt;
+        }
       }
       // Let a writer in between slices.
       std::this_thread::yield();
@@ -128,9 +152,57 @@ class SshChannelTransport final : public Transport {
   std::mutex& mutex_;
   ssh_channel channel_;
   std::string description_;
+  Clock::time_point last_heard_ = Clock::now();
+  Clock::time_point last_keepalive_ = Clock::now();
 };
 
+// TCP keepalive and TCP_USER_TIMEOUT on the session's socket: a silent path
+// closes it within kKeepaliveIdle + kUnacknowledgedLimit (kUnreachableWithin).
+void bound_silence(ssh_session session, const std::string& where) {
+  const socket_t fd = ssh_get_fd(session);
+  const int on = 1;
+  const int idle_s = static_cast<int>(kKeepaliveIdle.count());
+  const int interval_s = 1;
+  // Without TCP_USER_TIMEOUT (not Linux) the probes alone end it in the same time.
+  const int probes = static_cast<int>((kUnacknowledgedLimit - kKeepaliveIdle).count());
+  const unsigned user_timeout_ms =
+      static_cast<unsigned>(std::chrono::milliseconds(kUnacknowledgedLimit).count());
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms) != 0)
+    throw std::runtime_error("cannot set TCP keepalive on the connection to " + where + ": " +
+                             std::strerror(errno));
+}
+
 }  // namespace
+
+bool tcp_port_answers(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  bool answered = false;
+  for (addrinfo* a = found; a && !answered; a = a->ai_next) {
+    const int fd =
+        ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      answered = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int error = 0;
+      socklen_t length = sizeof error;
+      answered = ::poll(&p, 1, static_cast<int>(timeout.count())) == 1 &&
+                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(found);
+  return answered;
+}
 
 std::shared_ptr<SshSession> SshSession::connect(const SshTarget& target) {
   static const int initialised = ssh_init();
@@ -156,6 +228,7 @@ std::shared_ptr<SshSession> SshSession::connect(const SshTarget& target) {
   ssh_options_set(impl.session, SSH_OPTIONS_PROCESS_CONFIG, &no);
   if (ssh_connect(impl.session) != SSH_OK)
     throw std::runtime_error("cannot connect to " + impl.where() + ": " + impl.error());
+  bound_silence(impl.session, impl.where());
 
   self->fingerprint_ = fingerprint_of(impl.session);
   switch (ssh_session_is_known_server(impl.session)) {
@@ -178,13 +251,18 @@ std::shared_ptr<SshSession> SshSession::connect(const SshTarget& target) {
                            "the host key of " + impl.where() + " (" + self->fingerprint_ +
                                ") is not known; check it and trust it explicitly "
                                "(--trust-new-host-key)");
-      std::filesystem::create_directories(target.known_hosts.parent_path());
-      if (ssh_session_update_known_hosts(impl.session) != SSH_OK)
-        throw std::runtime_error("cannot record the host key of " + impl.where() + " in " +
-                                 known_hosts + ": " + impl.error());
-      std::filesystem::permissions(target.known_hosts, std::filesystem::perms::owner_read |
-                                                           std::filesystem::perms::owner_write);
-      break;
+      {
+        // Written here rather than by ssh_session_update_known_hosts, which
+        // creates the file with whatever mode the umask leaves.
+        char* entry = nullptr;
+        if (ssh_session_export_known_hosts_entry(impl.session, &entry) != SSH_OK)
+          throw std::runtime_error("cannot record the host key of " + impl.where() + " in " +
+                                   known_hosts + ": " + impl.error());
+        const std::string line = entry;
+        ssh_string_free_char(entry);
+        record_known_host(target.known_hosts, line);
+        break;
+      }
     default:
       throw std::runtime_error("cannot check the host key of " + impl.where() + " against " +
                                known_hosts + ": " + impl.error());

@@ -19,6 +19,28 @@
 
 namespace flotilla::controller {
 
+// A path that drops packets without a reset (a switch gone silent, a
+// firewall) shows no error by itself: TCP retransmits for about 15 minutes
+// before it gives up. A node is to be marked unreachable within
+// kUnreachableWithin instead (issue 15), so every node connection sends an
+// SSH keepalive after kKeepaliveIdle without a byte from the node, and its
+// socket gives up on data left unacknowledged for kUnacknowledgedLimit
+// (TCP_USER_TIMEOUT; TCP keepalive probes cover a socket with nothing to
+// send). A link closed so is then told apart from an agent that exited by
+// a TCP connect to the node's SSH port, cut off after kPortCheckTimeout.
+// The limits are far above a LAN's or a WAN's round trip: a slow link is not
+// taken for a dead one.
+inline constexpr std::chrono::seconds kUnreachableWithin{20};
+inline constexpr std::chrono::seconds kKeepaliveIdle{3};
+inline constexpr std::chrono::seconds kUnacknowledgedLimit{10};
+inline constexpr std::chrono::seconds kPortCheckTimeout{1};
+static_assert(kKeepaliveIdle + kUnacknowledgedLimit + kPortCheckTimeout < kUnreachableWithin,
+              "a silent link must be noticed within kUnreachableWithin");
+
+// True when a TCP connection to host:port is accepted within `timeout`
+// (closed again at once): the path and the node's sshd are there.
+bool tcp_port_answers(const std::string& host, int port, std::chrono::milliseconds timeout);
+
 struct SshTarget {
   std::string host;
   int port = 22;

@@ -14,6 +14,7 @@
 
 #include "migrations.h"
 #include "sql_query.h"
+#include "store_file.h"
 
 namespace flotilla::controller {
 namespace {
@@ -104,8 +105,14 @@ int64_t now_ms() {
 Store::Store(QString path, StoreOptions options, StoreAccess access)
     : path_(std::move(path)), options_(options), access_(access) {
   const QFileInfo info(path_);
+  // Before any connection: SQLite would write over some damaged files.
+  check_database_file(path_);
   if (access_ == StoreAccess::read_only) {
-    check_schema_for_reading();
+    try {
+      check_schema_for_reading();
+    } catch (const StoreError& e) {
+      throw StoreError(with_damage_advice(e.what()));
+    }
     return;
   }
   if (!QDir().mkpath(info.absolutePath()))
@@ -116,7 +123,7 @@ Store::Store(QString path, StoreOptions options, StoreAccess access)
   ready.wait();
   if (!open_error_.empty()) {
     writer_.join();
-    throw StoreError(open_error_);
+    throw StoreError(with_damage_advice(open_error_));
   }
 }
 

@@ -155,7 +155,9 @@ void Store::writer_loop() {
 
   bool refused = false;  // the database refuses writes, since `refused_since`
   Clock::time_point refused_since{};
-  std::string reported_refusal;
+  // Said once a refusal, however often it is retried and whichever statement
+  // of the batch SQLite refuses each time (the words differ).
+  bool refusal_reported = false;
   for (;;) {
     std::deque<Item> batch;
     bool stopping = false;
@@ -184,14 +186,13 @@ void Store::writer_loop() {
           }
         }
       }
-      if (refused) {
-        refused = false;
-        reported_refusal.clear();
+      if (refused && refusal_reported)
         report({"database " + path_.toStdString() +
                     " takes writes again: every record that waited is stored",
                 {},
                 true});
-      }
+      refused = false;
+      refusal_reported = false;
       continue;
     }
 
@@ -230,8 +231,8 @@ void Store::writer_loop() {
                 false});
       continue;
     }
-    if (refusal != reported_refusal && records > 0) {
-      reported_refusal = refusal;
+    if (!refusal_reported && records > 0) {
+      refusal_reported = true;
       report({"database " + path_.toStdString() + " refuses writes (" + refusal + "); " +
                   std::to_string(records) + " record(s) of run(s) " + joined(runs) +
                   " wait in the queue and are tried again every " +

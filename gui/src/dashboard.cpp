@@ -187,6 +187,7 @@ void Dashboard::showRuns(const QStringList& runs) {
   runs_ = runs;
   frame_.reset();
   pending_.reset();
+  on_screen_.reset();
   error_.clear();
   // Filters belong to a run; zoom too.
   shown_ranks_.reset();
@@ -214,15 +215,27 @@ void Dashboard::receive(std::shared_ptr<const DashboardFrame> frame) {
   next_panel_ = 0;
   updateFilters(*pending_);
   if (!pending_->facts.empty()) details_->showFacts(pending_->facts.front());
-  QTimer::singleShot(0, this, &Dashboard::drawNextPanel);
+  // One chain of turns draws the panels: a frame that comes while another is
+  // half drawn takes the chain over (from its first panel) rather than
+  // starting a second chain beside it.
+  if (!drawing_) drawNextPanel();
 }
 
 void Dashboard::drawNextPanel() {
+  drawing_ = false;
   if (!pending_) return;
   const auto kinds = std::size(charts::kAllPanels);
   if (next_panel_ < kinds) {
     const auto kind = charts::kAllPanels[next_panel_++];
     panels_.at(kind)->setPanel(pending_->panels.at(kind));
+    // The status line says what the panels draw: it follows a frame from its
+    // first panel on, in the same turn (it used to wait for the last one, so
+    // that while a live run's frames came it named an older frame's records).
+    if (next_panel_ == 1) {
+      on_screen_ = pending_;
+      updateStatus();
+    }
+    drawing_ = true;
     QTimer::singleShot(0, this, &Dashboard::drawNextPanel);
     return;
   }
@@ -292,13 +305,15 @@ void Dashboard::updateStatus() {
     text = error_;
   else if (runs_.isEmpty())
     text = "No run selected.";
-  else if (!frame_)
+  else if (!on_screen_)
     text = "Loading " + runs_.join(", ") + "…";
-  else if (frame_->coarse)
+  else if (on_screen_->coarse)
     text = QString("%1 step records: drawn from buckets, every step loading…")
-               .arg(frame_->step_records);
+               .arg(on_screen_->step_records);
   else
-    text = QString("%1 step records%2").arg(frame_->step_records).arg(frame_->live ? ", live" : "");
+    text = QString("%1 step records%2")
+               .arg(on_screen_->step_records)
+               .arg(on_screen_->live ? ", live" : "");
   status_->setText(text);
   status_->setStyleSheet(error_.isEmpty() ? "" : "color: #b03a2e;");
 }

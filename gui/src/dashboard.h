@@ -82,8 +82,11 @@ class Dashboard : public QWidget {
   std::optional<std::set<int64_t>> shown_ranks_;
   std::optional<std::set<std::string>> shown_nodes_;
   std::optional<int64_t> breakdown_rank_;
-  std::shared_ptr<const DashboardFrame> frame_, pending_;
+  // Drawn whole; being drawn (a panel a turn); the newest one any panel
+  // shows, which the status line describes.
+  std::shared_ptr<const DashboardFrame> frame_, pending_, on_screen_;
   size_t next_panel_ = 0;
+  bool drawing_ = false;  // a drawNextPanel is queued
   int frames_drawn_ = 0;
   QString error_;
 };

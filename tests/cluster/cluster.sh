@@ -14,9 +14,17 @@
 #   cluster.sh status                 the folder, the owner and the hosts
 #   cluster.sh pids HOST              live pids inside HOST's namespace
 #   cluster.sh link HOST up|down      HOST's veth (root side) up or down
+#   cluster.sh drop HOST on|off       silent loss: every packet to and from HOST
+#                                     dropped, the link left up (nftables)
 #   cluster.sh rekey HOST [--dir DIR] new host key for HOST, its sshd restarted
 #
 # DIR may also come as the argument after N (up) or first (down, rekey).
+#
+# Every host takes logins as root and as the unprivileged user flotilla-test
+# (made once on the machine: the namespaces share /etc/passwd), each with a
+# home of its own per host and the client key authorised. The hosts' "user"
+# in cluster.json, which the tests log in as, is $FLOTILLA_CLUSTER_USER
+# (root or flotilla-test; default root).
 #
 # The names (flh*, flv*, flbr0, 10.77.0.0/24) are machine-wide, so there is
 # one cluster per machine, and several test runs may share the machine. A
@@ -36,6 +44,10 @@ readonly STATE_DIR=/run/flotilla-cluster
 readonly MARKER=.flotilla-test-cluster
 readonly SSHD=/usr/sbin/sshd
 readonly MAX_HOSTS=200
+# The unprivileged login of every host; its home in /etc/passwd is shared
+# (one machine), HOME is each host's own (sshd's SetEnv).
+readonly TEST_USER=flotilla-test
+readonly TEST_USER_HOME=/var/lib/flotilla-test
 
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -55,9 +67,9 @@ need_root() {
     exit 77
   fi
   local tool
-  for tool in ip ssh-keygen unshare flock timeout; do
+  for tool in ip ssh-keygen unshare flock timeout useradd; do
     command -v "$tool" >/dev/null || {
-      echo "cluster.sh: $tool is missing (iproute2, openssh-client, util-linux, coreutils)" >&2
+      echo "cluster.sh: $tool is missing (iproute2, openssh-client, util-linux, coreutils, passwd)" >&2
       exit 77
     }
   done
@@ -209,6 +221,21 @@ wait_for_port() {  # HOST ADDRESS DIR
   return 1
 }
 
+# The unprivileged login, made once per machine. Its password is '*' (no
+# password can match) rather than useradd's '!', which sshd without PAM
+# takes for a locked account and refuses even with a key.
+ensure_test_user() {
+  if ! id "$TEST_USER" >/dev/null 2>&1; then
+    useradd --system --user-group --shell /bin/bash --home-dir "$TEST_USER_HOME" --create-home \
+      --comment "Flotilla test cluster login" "$TEST_USER" ||
+      id "$TEST_USER" >/dev/null 2>&1 || die "up: cannot create the user $TEST_USER"
+  fi
+  usermod -p '*' "$TEST_USER"
+  mkdir -p "$TEST_USER_HOME"
+  chown "$TEST_USER:" "$TEST_USER_HOME"
+  chmod 0700 "$TEST_USER_HOME"
+}
+
 write_sshd_config() {  # HOST ADDRESS DIR
   local host=$1 address=$2 dir=$3
   cat >"$dir/$host/sshd_config" <<CONFIG
@@ -239,25 +266,34 @@ SetEnv HOME=$dir/$host/home
 CONFIG
 }
 
+# Last in the file: a Match block runs to its end.
+write_sshd_match() {  # HOST DIR
+  printf 'Match User %s\n  SetEnv HOME=%s\n' "$TEST_USER" "$2/$1/user-home" >>"$2/$1/sshd_config"
+}
+
 up() {
-  local count=$1 dir=$2 owner=$3 wait=$4 i host address hosts_json=''
+  local count=$1 dir=$2 owner=$3 wait=$4 user=$5 i host address hosts_json=''
   if ! [[ $count =~ ^[1-9][0-9]*$ ]] || ((count < 1 || count > MAX_HOSTS)); then
     die "up: the number of hosts must be 1..$MAX_HOSTS, not '$count'"
   fi
   # Paths go unquoted into sshd_config and JSON: keep them plain.
   [[ $dir =~ ^/[A-Za-z0-9_./-]+$ ]] || die "up: DIR must be an absolute path of [A-Za-z0-9_./-], not '$dir'"
   if [[ -n $owner ]]; then alive "$owner" || die "up: owner pid $owner is not running"; fi
+  [[ $user == root || $user == "$TEST_USER" ]] ||
+    die "up: FLOTILLA_CLUSTER_USER must be root or $TEST_USER, not '$user'"
 
   acquire "$owner" "$wait"
   teardown "$(recorded_dir)" "$dir"
   [[ ! -e $dir ]] || die "up: $dir exists and is not a test cluster folder; not touching it"
   mkdir -p "$dir" /run/sshd  # sshd wants /run/sshd (privilege separation)
+  chmod 0755 "$dir"          # the test user's logins reach their folders through it
   touch "$dir/$MARKER"
   record_owner "$owner" "$dir"
   # Half a cluster is no cluster: whatever fails from here removes it again.
   # shellcheck disable=SC2064 # $dir now: it is a local, gone when the trap runs
   trap "teardown '$dir'" EXIT
 
+  ensure_test_user
   ssh-keygen -q -t ed25519 -N '' -C flotilla-test-client -f "$dir/client_key"
   ip link add "$BRIDGE" type bridge
   ip addr add "$NET.1/24" dev "$BRIDGE"
@@ -266,7 +302,12 @@ up() {
   for ((i = 1; i <= count; i++)); do
     host=flh$i
     address=$NET.$((10 + i))
-    mkdir -p "$dir/$host/remote" "$dir/$host/home"
+    mkdir -p "$dir/$host/remote" "$dir/$host/home" "$dir/$host/user-home"
+    chmod 0755 "$dir/$host"
+    chown "$TEST_USER:" "$dir/$host/user-home"
+    chmod 0700 "$dir/$host/user-home"
+    # The node's folder for Flotilla belongs to whoever the tests log in as.
+    chown "$user:" "$dir/$host/remote"
     ip netns add "$host"
     ip link add "flv$i" type veth peer name eth0 netns "$host"
     ip link set "flv$i" master "$BRIDGE" up
@@ -282,8 +323,9 @@ up() {
       if "$SSHD" -t -f "$dir/$host/sshd_config" -o PerSourcePenalties=no 2>/dev/null; then penalties=yes; fi
     fi
     if [[ $penalties == yes ]]; then echo "PerSourcePenalties no" >>"$dir/$host/sshd_config"; fi
+    write_sshd_match "$host" "$dir"
     start_sshd "$host" "$dir"
-    hosts_json+="${hosts_json:+,}{\"name\":\"$host\",\"address\":\"$address\",\"port\":22,\"user\":\"root\""
+    hosts_json+="${hosts_json:+,}{\"name\":\"$host\",\"address\":\"$address\",\"port\":22,\"user\":\"$user\""
     hosts_json+=",\"remote_dir\":\"$dir/$host/remote\",\"host_key_pub\":\"$dir/$host/host_key.pub\""
     hosts_json+=",\"netns\":\"$host\"}"
   done
@@ -317,6 +359,23 @@ down() {  # DIR OWNER FORCE ALL
     done
   fi
   teardown "${dirs[@]}"
+}
+
+# A switch port that drops every frame without a reset or a carrier change:
+# nftables' netdev ingress and egress hooks on the host's own interface, in
+# its namespace. Its TCP peers see no error, only silence (link down is a
+# different fault: the carrier goes). Needs nft (Debian's nftables).
+drop() {  # HOST on|off
+  local host=$1
+  command -v nft >/dev/null || die "drop: nft is missing (Debian's nftables)"
+  ip netns exec "$host" nft delete table netdev flotilla_drop 2>/dev/null || true
+  [[ $2 == on ]] || return 0
+  ip netns exec "$host" nft -f - <<RULES
+table netdev flotilla_drop {
+  chain ingress { type filter hook ingress device eth0 priority 0; policy drop; }
+  chain egress { type filter hook egress device eth0 priority 0; policy drop; }
+}
+RULES
 }
 
 rekey() {  # HOST DIR
@@ -375,7 +434,7 @@ main() {
     up)
       ((${#args[@]} >= 1 && ${#args[@]} <= 2)) || usage
       dir=${dir:-${args[1]:-$DEFAULT_DIR}}
-      up "${args[0]}" "$(realpath -m "$dir")" "$owner" "$wait"
+      up "${args[0]}" "$(realpath -m "$dir")" "$owner" "$wait" "${FLOTILLA_CLUSTER_USER:-root}"
       ;;
     down)
       ((${#args[@]} <= 1)) || usage
@@ -397,6 +456,12 @@ main() {
       [[ ${args[1]} == up || ${args[1]} == down ]] || die "link: up or down, not '${args[1]}'"
       index=$(host_index "${args[0]}")
       ip link set "flv$index" "${args[1]}"
+      ;;
+    drop)
+      ((${#args[@]} == 2)) || usage
+      [[ ${args[1]} == on || ${args[1]} == off ]] || die "drop: on or off, not '${args[1]}'"
+      host_index "${args[0]}" >/dev/null
+      drop "${args[0]}" "${args[1]}"
       ;;
     rekey)
       ((${#args[@]} >= 1 && ${#args[@]} <= 2)) || usage

@@ -123,15 +123,73 @@ TEST(Cluster, HostileRemoteDirectoryIsUsedLiterallyNeverRunByAShell) {
   const std::string marker = "/tmp/flotilla-pwned-" + std::to_string(::getpid());
   const std::string hostile =
       cluster.hosts()[0].remote_dir + "/a b;$(touch " + marker + ")`touch " + marker + "`'\"";
-  const auto [added, added_out] =
-      control.flotilla({"nodes", "add", "odd", "--host", cluster.hosts()[0].address, "--user",
-                        "root", "--key", cluster.key_file().string(), "--remote-dir", hostile});
+  const auto [added, added_out] = control.flotilla(
+      {"nodes", "add", "odd", "--host", cluster.hosts()[0].address, "--user",
+       cluster.hosts()[0].user, "--key", cluster.key_file().string(), "--remote-dir", hostile});
   ASSERT_EQ(added, 0) << added_out;
   const auto [status, output] = control.flotilla({"--trust-new-host-key", "nodes", "probe", "odd"});
   EXPECT_EQ(status, 0) << output;
   EXPECT_TRUE(std::filesystem::is_directory(hostile + "/bundles")) << output;
   EXPECT_FALSE(std::filesystem::exists(marker));
   std::filesystem::remove(marker);
+}
+
+std::string file_contents(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// A deployed program changed on the node (a byte appended to the agent, the
+// trainer replaced by a script that leaves a mark when it runs) is found by
+// the hash check before anything of the bundle runs: the bundle is sent
+// again, the CLI says so, the run trains, and the changed files never ran.
+TEST(Cluster, ATamperedBundleIsDeployedAgainAndNeverRun) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(1);
+  ClusterControl control(cluster);
+  const auto [probed, probe_out] = control.flotilla({"--trust-new-host-key", "nodes", "probe"});
+  ASSERT_EQ(probed, 0) << probe_out;
+  const auto bundles = std::filesystem::path(cluster.hosts()[0].remote_dir) / "bundles";
+  std::vector<std::filesystem::path> deployed;
+  for (const auto& entry : std::filesystem::directory_iterator(bundles))
+    deployed.push_back(entry.path());
+  ASSERT_EQ(deployed.size(), 1u) << probe_out;
+  const auto bundle = deployed.front();
+  const auto local = std::filesystem::path(FLOTILLA_CLI_BINARY).parent_path();
+  ASSERT_EQ(file_contents(bundle / "flotilla-agent"), file_contents(local / "flotilla-agent"));
+
+  const std::string marker = "/tmp/flotilla-tampered-ran-" + std::to_string(::getpid());
+  {
+    std::ofstream agent(bundle / "flotilla-agent", std::ios::binary | std::ios::app);
+    agent << '\0';
+  }
+  {
+    std::ofstream train(bundle / "flotilla-train", std::ios::binary | std::ios::trunc);
+    train << "#!/bin/sh\ntouch " << marker << "\nexit 1\n";
+  }
+
+  const auto file = control.write(
+      "one.yaml",
+      "name: tampered\nmodel: small_cnn\nstrategy: ddp\nnodes: [flh1]\nranks_per_node: 2\n"
+      "dataset: synthetic\nsynthetic: {shape: [1, 28, 28], classes: 10, train_samples: 256, "
+      "test_samples: 64}\nbatch_size: 32\nepochs: 1\nthreads: 1\n");
+  const auto [status, output] = control.flotilla({"run", file.string()});
+  EXPECT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("did not match its hash"), std::string::npos) << output;
+  EXPECT_NE(output.find("it was deployed again"), std::string::npos) << output;
+  const auto row = control.store().run(run_id_in(output));
+  ASSERT_TRUE(row) << output;
+  EXPECT_EQ(row->state, RunState::finished) << row->reason;
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the tampered flotilla-train ran";
+  std::filesystem::remove(marker);
+  EXPECT_EQ(file_contents(bundle / "flotilla-agent"), file_contents(local / "flotilla-agent"));
+  EXPECT_EQ(file_contents(bundle / "flotilla-train"), file_contents(local / "flotilla-train"));
+
+  // A bundle that matches is used as it is: nothing sent, nothing said.
+  const auto [again, again_out] = control.flotilla({"nodes", "probe"});
+  EXPECT_EQ(again, 0) << again_out;
+  EXPECT_NE(again_out.find("already there, nothing uploaded"), std::string::npos) << again_out;
+  EXPECT_EQ(again_out.find("did not match"), std::string::npos) << again_out;
 }
 
 TEST(Cluster, DdpAcrossThreeNodesFinishesWithEveryRecord) {
@@ -281,14 +339,15 @@ TEST(Cluster, DataMissingOrDamagedOnOneNodeFailsTheRunNamingTheNodeAndTheFile) {
   };
   // Each host has its own mount namespace (cluster.sh starts its sshd with
   // `ip netns exec`): a bind mount made there over SSH changes what that
-  // host alone sees in the data set's folder.
-  cluster.ssh("flh3", "mount --bind " + empty.path().string() + " " + installed);
+  // host alone sees in the data set's folder. Only root can mount: the
+  // fault is made as root, the run is the hosts' user's.
+  cluster.ssh_as_root("flh3", "mount --bind " + empty.path().string() + " " + installed);
   fails_on("flh3", "data_dir: missing \"" + installed +
                        "/train-images-idx3-ubyte.gz\" for dataset \"fashion_mnist\"");
-  cluster.ssh("flh3", "umount " + installed);
-  cluster.ssh("flh2", "mount --bind " + damaged.path().string() + " " + installed);
+  cluster.ssh_as_root("flh3", "umount " + installed);
+  cluster.ssh_as_root("flh2", "mount --bind " + damaged.path().string() + " " + installed);
   fails_on("flh2", "data_dir: \"" + installed + "/t10k-images-idx3-ubyte.gz\" holds ");
-  cluster.ssh("flh2", "umount " + installed);
+  cluster.ssh_as_root("flh2", "umount " + installed);
 }
 
 // Deploying to several nodes at once, again and again: each deploy sends the

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -71,6 +72,12 @@ struct ForceDownAtEnd {
   ~ForceDownAtEnd() { cluster_sh({"down", "--force", "--dir", dir.string()}); }
 };
 
+// The login cluster.sh writes into cluster.json: $FLOTILLA_CLUSTER_USER, else root.
+std::string expected_user() {
+  const char* user = std::getenv("FLOTILLA_CLUSTER_USER");
+  return user && *user ? user : "root";
+}
+
 TEST(TestCluster, HostsAnswerOverSshWithTheirOwnAddressAndName) {
   SKIP_WITHOUT_CLUSTER();
   TestCluster cluster(3);
@@ -87,7 +94,7 @@ TEST(TestCluster, HostsAnswerOverSshWithTheirOwnAddressAndName) {
     EXPECT_EQ(h.netns, h.name);
     EXPECT_EQ(h.address, "10.77.0." + std::to_string(10 + i));
     EXPECT_EQ(h.port, 22);
-    EXPECT_EQ(h.user, "root");
+    EXPECT_EQ(h.user, expected_user());
     EXPECT_TRUE(fs::is_directory(h.remote_dir));
     EXPECT_TRUE(fs::is_regular_file(h.host_key_pub));
 
@@ -101,6 +108,48 @@ TEST(TestCluster, HostsAnswerOverSshWithTheirOwnAddressAndName) {
     // directory is there for the test to read.
     cluster.ssh(h.name, "echo from-" + h.name + " > " + h.remote_dir + "/hello");
     EXPECT_EQ(slurp(fs::path(h.remote_dir) / "hello"), "from-" + h.name + "\n");
+  }
+}
+
+// Every host also takes the unprivileged login flotilla-test, with the
+// client key and a home of its own per host, whichever user the tests use.
+TEST(TestCluster, EveryHostTakesTheUnprivilegedTestUserWithAHomeOfItsOwn) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(2);
+  for (const auto& h : cluster.hosts()) {
+    SCOPED_TRACE(h.name);
+    const auto result =
+        run_command({"ssh",
+                     "-F",
+                     "/dev/null",
+                     "-i",
+                     cluster.key_file().string(),
+                     "-o",
+                     "IdentitiesOnly=yes",
+                     "-o",
+                     "IdentityAgent=none",
+                     "-o",
+                     "UserKnownHostsFile=" + cluster.known_hosts().string(),
+                     "-o",
+                     "StrictHostKeyChecking=yes",
+                     "-o",
+                     "BatchMode=yes",
+                     "-l",
+                     "flotilla-test",
+                     h.address,
+                     "--",
+                     "id -un; id -u; echo $HOME; touch $HOME/mine && echo home-writable"});
+    ASSERT_EQ(result.status, 0) << result.output;
+    std::istringstream lines(result.output);
+    std::string name, uid, home, writable;
+    std::getline(lines, name);
+    std::getline(lines, uid);
+    std::getline(lines, home);
+    std::getline(lines, writable);
+    EXPECT_EQ(name, "flotilla-test");
+    EXPECT_NE(uid, "0");
+    EXPECT_EQ(home, (cluster.dir() / h.name / "user-home").string());
+    EXPECT_EQ(writable, "home-writable");
   }
 }
 

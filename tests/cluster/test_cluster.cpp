@@ -204,6 +204,12 @@ void TestCluster::link(const std::string& host, bool up) const {
     throw std::runtime_error("cluster.sh link " + host + ": " + result.output);
 }
 
+void TestCluster::drop(const std::string& host, bool on) const {
+  const auto result = script({"drop", this->host(host).name, on ? "on" : "off"});
+  if (result.status != 0)
+    throw std::runtime_error("cluster.sh drop " + host + ": " + result.output);
+}
+
 void TestCluster::rekey(const std::string& host) const {
   const auto result = script({"rekey", this->host(host).name, "--dir", dir_.string()});
   if (result.status != 0)
@@ -212,7 +218,8 @@ void TestCluster::rekey(const std::string& host) const {
 }
 
 CommandResult TestCluster::ssh_result(const std::string& host, const std::string& command,
-                                      const std::filesystem::path& known_hosts) const {
+                                      const std::filesystem::path& known_hosts,
+                                      const std::string& user) const {
   const auto& h = this->host(host);
   return run_command(
       {"ssh",
@@ -239,10 +246,18 @@ CommandResult TestCluster::ssh_result(const std::string& host, const std::string
        "-p",
        std::to_string(h.port),
        "-l",
-       h.user,
+       user.empty() ? h.user : user,
        h.address,
        "--",
        command});
+}
+
+std::string TestCluster::ssh_as_root(const std::string& host, const std::string& command) const {
+  const auto result = ssh_result(host, command, {}, "root");
+  if (result.status != 0)
+    throw std::runtime_error("ssh root@" + host + " " + command + ": exit " +
+                             std::to_string(result.status) + "\n" + result.output);
+  return result.output;
 }
 
 std::string TestCluster::ssh(const std::string& host, const std::string& command) const {

@@ -48,6 +48,9 @@ class TestCluster {
   std::vector<std::pair<int, std::string>> processes_on(const std::string& host) const;
   // The host's veth, root side: down is a cable pulled, connections hang.
   void link(const std::string& host, bool up) const;
+  // Silent loss: every packet to and from the host dropped while the link
+  // stays up (a switch gone quiet), or the path restored.
+  void drop(const std::string& host, bool on) const;
   // A new host key and its sshd restarted; known_hosts() follows.
   void rekey(const std::string& host) const;
 
@@ -55,8 +58,13 @@ class TestCluster {
   // key, host keys checked strictly against `known_hosts`, default
   // known_hosts()). ssh() throws unless it exits 0 and returns its output.
   CommandResult ssh_result(const std::string& host, const std::string& command,
-                           const std::filesystem::path& known_hosts = {}) const;
+                           const std::filesystem::path& known_hosts = {},
+                           const std::string& user = {}) const;
   std::string ssh(const std::string& host, const std::string& command) const;
+  // The same logged in as root whatever the hosts' user: for a test's own
+  // faults that only root can make (a bind mount over a system folder),
+  // never for what Flotilla does.
+  std::string ssh_as_root(const std::string& host, const std::string& command) const;
 
  private:
   CommandResult script(const std::vector<std::string>& args) const;

@@ -3,7 +3,10 @@
 // modes and the rank filter do what they say, and the exports (CSV, PNG,
 // SVG) hold what the panel shows.
 #include <gtest/gtest.h>
+#include <QChart>
+#include <QCoreApplication>
 #include <QFile>
+#include <QGraphicsTextItem>
 #include <QImage>
 #include <QXmlStreamReader>
 
@@ -12,10 +15,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "flotilla/charts/export.h"
 #include "flotilla/charts/panel.h"
+#include "flotilla/charts/panel_widget.h"
 #include "flotilla/charts/run_loader.h"
 #include "flotilla/charts/transforms.h"
 #include "flotilla/controller/store.h"
@@ -353,6 +358,42 @@ TEST_F(StoredRun, CoarseLoadHoldsEachBucketsMeanAndExtremes) {
   EXPECT_TRUE(has_more_steps_than(store, "ddp-run", 2 * kSteps - 1));
 }
 
+// The throughput panel's median label sits inside the plot, right-aligned
+// at its line, whatever the panel's size: it once began left of the plot
+// and covered the y axis' title when the plot was narrower than the label.
+TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
+  const RunData run = load();
+  PanelWidget widget(nullptr);
+  widget.setPanel(prepare(build_panel(PanelKind::throughput, {&run}, {})));
+  ASSERT_EQ(widget.panel()->description.references.size(), 1u);
+  for (const QSize size : {QSize(320, 260), QSize(420, 300), QSize(700, 360), QSize(1500, 500)}) {
+    SCOPED_TRACE(std::to_string(size.width()) + "x" + std::to_string(size.height()));
+    widget.resize(size);
+    widget.show();
+    // The chart's layout at the new size is a posted event; the labels are
+    // placed when the plot area it gives changes.
+    QCoreApplication::sendPostedEvents();
+    QCoreApplication::processEvents();
+    (void)widget.grab();
+    const QRectF plot = widget.chart()->plotArea();
+    ASSERT_GT(plot.width(), 50);
+    const QGraphicsTextItem* label = nullptr;
+    for (auto* item : widget.chart()->childItems())
+      if (auto* text = dynamic_cast<QGraphicsTextItem*>(item);
+          text && text->toPlainText().contains("median after warm-up"))
+        label = text;
+    ASSERT_TRUE(label);
+    EXPECT_TRUE(label->isVisible());
+    const QRectF box = label->mapRectToParent(label->boundingRect());
+    EXPECT_GE(box.left(), plot.left()) << "plot from " << plot.left();
+    EXPECT_LE(box.right(), plot.right() + 0.5) << "plot to " << plot.right();
+    EXPECT_GE(box.top(), plot.top() - 0.5);
+    EXPECT_LE(box.bottom(), plot.bottom() + 0.5);
+    // Right-aligned at the line's end (the plot's right edge), unless it fills the plot.
+    EXPECT_NEAR(box.right(), plot.right() - 4, 1.0);
+  }
+}
+
 TEST(Transforms, SmoothingLeavesNonFiniteValuesOut) {
   const std::vector<double> values{1, kMissing, 3};
   const auto smoothed = smooth_ema(values, 0.5);
@@ -375,6 +416,54 @@ TEST(Transforms, DecimationKeepsEachColumnsExtremes) {
       std::any_of(points.begin(), points.end(), [](const PlotPoint& p) { return p.y == 50; }));
   EXPECT_TRUE(std::is_sorted(points.begin(), points.end(),
                              [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; }));
+}
+
+// Every pixel column of a decimated range keeps its lowest and highest
+// value (at their own x), for ranges that start and end anywhere, with
+// values missing here and there: checked against every point of every column.
+TEST(Transforms, DecimationKeepsEveryPixelColumnsMinAndMax) {
+  constexpr int kPoints = 200000;
+  auto x = std::make_shared<std::vector<double>>();
+  auto y = std::make_shared<std::vector<double>>();
+  uint64_t state = 12345;  // a fixed LCG: the same values every run
+  for (int i = 0; i < kPoints; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    x->push_back(i);
+    y->push_back(i % 1009 == 0 ? kMissing
+                               : std::sin(i * 0.0003) + double(state >> 40) / double(1 << 24));
+  }
+  const Pyramid pyramid(x, y);
+  struct Range {
+    double x0;
+    int columns;
+    double width;  // a whole number, so that column edges are exact
+  };
+  for (const Range r : {Range{0, 500, 400}, Range{12345, 321, 77}, Range{99, 1000, 37},
+                        Range{150001, 900, 55}, Range{7, 64, 3000}}) {
+    const double x1 = r.x0 + r.columns * r.width;
+    SCOPED_TRACE("x " + std::to_string(r.x0) + ".." + std::to_string(x1) + " in " +
+                 std::to_string(r.columns) + " columns");
+    const auto points = pyramid.decimate(r.x0, x1, r.columns, Reduction::min_max);
+    EXPECT_LE(points.size(), size_t(2 * r.columns + 2));
+    for (int c = 0; c < r.columns; ++c) {
+      const double from = r.x0 + c * r.width, to = from + r.width;
+      double low = std::numeric_limits<double>::infinity(), high = -low;
+      for (int i = int(from); i < int(to) && i < kPoints; ++i)
+        if (std::isfinite((*y)[size_t(i)]))
+          low = std::min(low, (*y)[size_t(i)]), high = std::max(high, (*y)[size_t(i)]);
+      if (c + 1 == r.columns && x1 < kPoints && std::isfinite((*y)[size_t(x1)]))
+        low = std::min(low, (*y)[size_t(x1)]), high = std::max(high, (*y)[size_t(x1)]);
+      if (!std::isfinite(low)) continue;
+      const bool last = c + 1 == r.columns;
+      auto kept = [&](double value) {
+        return std::any_of(points.begin(), points.end(), [&](const PlotPoint& p) {
+          return p.y == value && p.x >= from && (p.x < to || (last && p.x <= to));
+        });
+      };
+      EXPECT_TRUE(kept(low)) << "column " << c << " lost its min " << low;
+      EXPECT_TRUE(kept(high)) << "column " << c << " lost its max " << high;
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QGuiApplication>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
@@ -225,9 +226,28 @@ TEST(MainWindow, ChartsALivePipelineRunPerStage) {
       if (s.name.find(part) != std::string::npos && !s.y->empty()) return true;
     return false;
   };
+  // The status line counts the step records the panels draw, at every turn
+  // of the event loop, also between two panels of a frame: a screenshot
+  // once said "0 step records, live" over panels of 24 steps.
+  auto* status = child<QLabel>(*dashboard, "dashboardStatus");  // not the Compare tab's
+  ASSERT_TRUE(status);
+  int64_t most_checked = 0;
+  auto status_counts_what_is_drawn = [&] {
+    bool counted = false;
+    const int64_t said = status->text().section(' ', 0, 0).toLongLong(&counted);
+    const auto* throughput = dashboard->panel(charts::PanelKind::throughput)->panel();
+    if (!counted || !throughput) return;
+    int64_t drawn = 0;  // each rank's line has a point a step record
+    for (const auto& s : throughput->description.series)
+      if (s.style == charts::SeriesStyle::thin) drawn += int64_t(s.x->size());
+    EXPECT_EQ(said, drawn) << status->text().toStdString();
+    most_checked = std::max(most_checked, drawn);
+  };
   bool seen_live = false;
-  ASSERT_TRUE(wait_until(
+  ASSERT_TRUE(wait_turn_by_turn(
       [&] {
+        status_counts_what_is_drawn();
+        if (HasFailure()) return true;
         const auto* frame = dashboard->frame();
         if (!frame || !frame->live) return false;
         seen_live = series_named(charts::PanelKind::step_time, "stage 0 busy") &&
@@ -242,7 +262,9 @@ TEST(MainWindow, ChartsALivePipelineRunPerStage) {
       },
       240s))
       << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
+  ASSERT_FALSE(HasFailure());
   EXPECT_TRUE(seen_live);
+  EXPECT_GT(most_checked, 0);
   const auto& step_time = dashboard->panel(charts::PanelKind::step_time)->panel()->description;
   ASSERT_EQ(step_time.references.size(), 1u);
   // p = 2 stages, m = 4 micro-batches: (p-1)/(m+p-1) = 20 %.

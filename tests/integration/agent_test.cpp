@@ -2,12 +2,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent_process.h"
 #include "ports.h"
 #include "temp_dir.h"
 
@@ -24,164 +27,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-class AgentProcess {
- public:
-  AgentProcess(const std::filesystem::path& home, const std::vector<std::string>& env = {},
-               const std::string& train_binary = "") {
-    int in[2], out[2];
-    EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
-    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-      if (train_binary.empty())
-        execl(FLOTILLA_AGENT_BINARY, FLOTILLA_AGENT_BINARY, "--home", home.c_str(), nullptr);
-      else
-        execl(FLOTILLA_AGENT_BINARY, FLOTILLA_AGENT_BINARY, "--home", home.c_str(),
-              "--train-binary", train_binary.c_str(), nullptr);
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_agent_ = in[1];
-    from_agent_ = out[0];
-  }
-  ~AgentProcess() {
-    close_input();
-    close(from_agent_);
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  void send_raw(const std::string& bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = write(to_agent_, bytes.data() + done, bytes.size() - done);
-      ASSERT_GT(n, 0);
-      done += static_cast<size_t>(n);
-    }
-  }
-  void send(const json& message) { send_raw(message.dump() + "\n"); }
-  void hello() {
-    send({{"v", 1}, {"type", "hello"}, {"role", "controller"}, {"software", "test"}});
-    auto reply = next(std::chrono::seconds(10));
-    ASSERT_TRUE(reply);
-    ASSERT_EQ((*reply)["type"], "hello") << *reply;
-  }
-  void close_input() {
-    if (to_agent_ >= 0) close(to_agent_);
-    to_agent_ = -1;
-  }
-  // The next message, or nothing after `timeout`.
-  std::optional<json> next(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    for (;;) {
-      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
-        auto line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return json::parse(line);
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return std::nullopt;
-      pollfd fd{from_agent_, POLLIN, 0};
-      if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) continue;
-      char chunk[65536];
-      const ssize_t n = read(from_agent_, chunk, sizeof chunk);
-      if (n <= 0) return std::nullopt;
-      buffer_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-  // Messages until `stop` holds for one (included), or the timeout.
-  std::vector<json> until(const std::function<bool(const json&)>& stop,
-                          std::chrono::seconds timeout) {
-    std::vector<json> out;
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      auto m = next(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-      if (!m) break;
-      out.push_back(*m);
-      if (stop(*m)) break;
-    }
-    return out;
-  }
-  int wait_exit() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int to_agent_ = -1, from_agent_ = -1;
-  std::string buffer_;
-};
-
-json start_message(const std::string& run, int64_t steps, int port) {
-  json config = {{"name", run},
-                 {"model", "small_cnn"},
-                 {"dataset", "synthetic"},
-                 {"synthetic",
-                  {{"shape", {1, 28, 28}},
-                   {"classes", 10},
-                   {"train_samples", 64 * steps},
-                   {"test_samples", 64}}},
-                 {"strategy", "ddp"},
-                 {"ranks_per_node", 2},
-                 {"batch_size", 32},
-                 {"epochs", 1},
-                 {"threads", 1}};
-  return {{"v", 1},
-          {"type", "start"},
-          {"run", run},
-          {"config", config},
-          {"ranks", {0, 1}},
-          {"world_size", 2},
-          {"master_addr", "127.0.0.1"},
-          {"master_port", port}};
-}
-
-bool is_end(const json& m) {
-  return m["type"] == "run_end";
-}
-
-std::vector<int> pgids_of(const std::vector<json>& messages) {
-  for (const auto& m : messages)
-    if (m["type"] == "started") return m["pids"].get<std::vector<int>>();
-  return {};
-}
-
-// Processes of those groups still alive, read from /proc (zombies excluded).
-std::vector<int> alive_in(const std::vector<int>& pgids) {
-  std::vector<int> alive;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const auto name = entry.path().filename().string();
-    if (!std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(in, line)) continue;
-    char state = 0;
-    int ppid = 0, pgrp = 0;
-    std::sscanf(line.c_str() + line.rfind(')') + 1, " %c %d %d", &state, &ppid, &pgrp);
-    for (int g : pgids)
-      if (state != 'Z' && pgrp == g) alive.push_back(std::stoi(name));
-  }
-  return alive;
-}
-
-void expect_contiguous(const std::vector<json>& messages, int64_t first) {
-  int64_t expected = first;
-  for (const auto& m : messages) {
-    if (m["type"] != "record" && m["type"] != "run_end") continue;
-    EXPECT_EQ(m["seq"], expected) << m;
-    expected = m["seq"].get<int64_t>() + 1;
-  }
-}
 
 TEST(Agent, AnswersHelloAndRefusesAnotherProtocolVersion) {
   TempDir home;
@@ -267,6 +112,40 @@ TEST(Agent, TwoRankRunStreamsEveryRecordInOrderAndFinishes) {
     }
   EXPECT_EQ(steps_per_rank, (std::map<int, int>{{0, 4}, {1, 4}}));
   EXPECT_TRUE(alive_in(pgids_of(messages)).empty());
+}
+
+// The permission bits of `path` as octal digits ("700").
+std::string mode_of(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "missing";
+  char digits[8];
+  std::snprintf(digits, sizeof digits, "%o", st.st_mode & 07777);
+  return digits;
+}
+
+TEST(Agent, RunDirectoryIs0700AndItsFiles0600WhateverTheUmask) {
+  TempDir home;
+  // The agent and what it starts inherit the umask: 000 would leave every
+  // file it creates with the mode it asks for, 0644 or 0666 included.
+  const mode_t previous = ::umask(0);
+  AgentProcess agent(home.path());
+  ::umask(previous);
+  agent.hello();
+  agent.send(start_message("run-private", 2, free_tcp_port()));
+  auto messages = agent.until(is_end, std::chrono::seconds(120));
+  ASSERT_FALSE(messages.empty());
+  ASSERT_EQ(messages.back()["outcome"], "finished") << messages.back();
+
+  const auto runs = home.path() / "runs";
+  const auto dir = runs / "run-private";
+  EXPECT_EQ(mode_of(runs), "700");
+  EXPECT_EQ(mode_of(dir), "700");
+  for (const char* name : {"spool.jsonl", "rank-0.log", "rank-1.log", "supervisor.log",
+                           "start.json", "config.json", "final.json", "pgids.json"})
+    EXPECT_EQ(mode_of(dir / name), "600") << name;
+  // Nothing else in there is readable by anyone but its owner.
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(mode_of(entry.path()), entry.is_directory() ? "700" : "600") << entry.path();
 }
 
 TEST(Agent, StopLeavesNoProcessOfTheRun) {

@@ -51,13 +51,17 @@ inline std::vector<pid_t> ranks_alive(const std::string& run) {
 
 class Flotilla {
  public:
-  Flotilla() : db_((dir_.path() / "flotilla.db").string()) {}
+  // The database at `db_name` in the test's directory (a folder of it may be
+  // a file system the test mounts there).
+  explicit Flotilla(const std::string& db_name = "flotilla.db")
+      : db_((dir_.path() / db_name).string()) {}
   // Nothing of a test outlives it, passed or failed: supervisors and ranks
   // carry the agent home (in this test's directory) on their command lines.
   ~Flotilla() {
     for (pid_t pid : live_processes_with({home()})) ::kill(pid, SIGKILL);
   }
   const TempDir& dir() const { return dir_; }
+  const std::string& db() const { return db_; }
   std::string home() const { return (dir_.path() / "agent-home").string(); }
   std::vector<std::string> env(const std::vector<std::string>& extra = {}) const {
     std::vector<std::string> e{"FLOTILLA_HOME=" + home()};

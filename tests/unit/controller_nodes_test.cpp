@@ -4,9 +4,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -160,6 +162,65 @@ const char* kTwoGpus =
     R"("memory_bytes":1,"disk_free_bytes":1,"free_port":0,)"
     R"("gpus":[{"index":0,"name":"NVIDIA A100","memory_bytes":42949672960},)"
     R"({"index":1,"name":"NVIDIA A100","memory_bytes":42949672960}]})";
+
+// The permission bits of `path`, as octal digits ("600").
+std::string mode_of(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "missing";
+  char digits[8];
+  std::snprintf(digits, sizeof digits, "%o", st.st_mode & 07777);
+  return digits;
+}
+
+std::string contents_of(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Restores the umask a test changed, also when it fails.
+struct UmaskFor {
+  explicit UmaskFor(mode_t mask) : previous(::umask(mask)) {}
+  ~UmaskFor() { ::umask(previous); }
+  mode_t previous;
+};
+
+TEST(KnownHosts, ANewFileIs0600InA0700FolderWhateverTheUmask) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "flotilla" / "known_hosts";
+  {
+    UmaskFor open_umask(0);
+    record_known_host(file, "10.77.0.11 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA1\n");
+    record_known_host(file, "[10.77.0.12]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA2");
+  }
+  EXPECT_EQ(mode_of(file), "600");
+  EXPECT_EQ(mode_of(file.parent_path()), "700");
+  EXPECT_EQ(contents_of(file),
+            "10.77.0.11 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA1\n"
+            "[10.77.0.12]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA2\n");
+}
+
+TEST(KnownHosts, AnOpenFileIsMade0600AndKeepsWhatItHeld) {
+  testing::TempDir dir;
+  // A file a person edited: readable by all, no line break at its end.
+  const auto file = dir.write("known_hosts", "10.0.0.1 ssh-ed25519 AAAAold");
+  std::filesystem::permissions(file, std::filesystem::perms(0644));
+  ASSERT_EQ(mode_of(file), "644");
+  record_known_host(file, "10.0.0.2 ssh-ed25519 AAAAnew\n");
+  EXPECT_EQ(mode_of(file), "600");
+  EXPECT_EQ(contents_of(file), "10.0.0.1 ssh-ed25519 AAAAold\n10.0.0.2 ssh-ed25519 AAAAnew\n");
+}
+
+TEST(KnownHosts, AFileThatCannotBeWrittenIsAnErrorNamingIt) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "not-a-folder" / "known_hosts";
+  dir.write("not-a-folder", "a file where the folder should be");
+  try {
+    record_known_host(file, "10.0.0.2 ssh-ed25519 AAAAnew\n");
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+  }
+}
 
 TEST(NodeProbe, AStoredProbeReadsBackAsTheAgentsAnswer) {
   const auto probe = parse_probe(kTwoGpus);

@@ -18,12 +18,14 @@
 
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/store.h"
+#include "small_disk.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::SmallDisk;
 using testing::TempDir;
 
 // Quick to give up on a lock and quick to try again, so that a refusal shows
@@ -268,31 +270,10 @@ TEST(StoreWrites, KeepsRecordsQueuedWhileTheFileIsReadOnlyAndStoresThemOnceItIsW
   expect_each_record_once(store, 100);
 }
 
-// A small file system of its own, filled up by the test.
-class SmallDisk {
- public:
-  explicit SmallDisk(const std::filesystem::path& where) : where_(where) {
-    std::filesystem::create_directories(where);
-    if (::mount("tmpfs", where.c_str(), "tmpfs", 0, "size=4m") != 0)
-      throw std::runtime_error("cannot mount a tmpfs: " + std::string(std::strerror(errno)));
-  }
-  ~SmallDisk() { ::umount2(where_.c_str(), MNT_DETACH); }
-  void fill() {
-    std::ofstream filler(where_ / "filler", std::ios::binary);
-    const std::string block(4096, 'x');
-    while (filler.write(block.data(), block.size()) && filler.flush()) {
-    }
-  }
-  void free() { std::filesystem::remove(where_ / "filler"); }
-
- private:
-  std::filesystem::path where_;
-};
-
 TEST(StoreWrites, KeepsRecordsQueuedWhileTheDiskIsFullAndStoresThemOnceThereIsRoom) {
-  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small file system to fill needs root";
+  if (!SmallDisk::can_mount()) GTEST_SKIP() << "mounting a small file system to fill needs root";
   TempDir dir;
-  SmallDisk disk(dir.path() / "disk");
+  SmallDisk disk(dir.path() / "disk", "4m");
   Store store(q(dir.path() / "disk" / "flotilla.db"), impatient());
   Problems problems(store);
   store.create_run(a_run("r1"));

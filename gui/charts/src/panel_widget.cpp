@@ -18,6 +18,8 @@
 #include <QMenu>
 #include <QMessageBox>
 #include <QScatterSeries>
+#include <QTextDocument>
+#include <QTextOption>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -42,6 +44,18 @@ struct PanelWidget::Drawn {
   QGraphicsTextItem* hover_label = nullptr;
   QString hover_text;
   std::vector<bool> log_axis;  // per y axis
+  // What each series' points were decimated for, and the points.
+  struct Decimation {
+    uint64_t data = 0;  // PanelWidget::data_version_
+    double x0 = 0, x1 = 0;
+    int columns = 0;
+    bool operator==(const Decimation& o) const {
+      return data == o.data && x0 == o.x0 && x1 == o.x1 && columns == o.columns;
+    }
+    bool operator!=(const Decimation& o) const { return !(*this == o); }
+  };
+  std::optional<Decimation> decimated;
+  std::vector<QList<QPointF>> points;  // parallel to the description's series
 };
 
 namespace {
@@ -54,6 +68,9 @@ QColor colour_of(int index) {
 QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
+
+// The room kept between a reference line's label and the plot's edges.
+constexpr qreal kLabelInset = 4;
 
 QString number_text(double v) {
   if (!std::isfinite(v)) return "—";
@@ -70,9 +87,12 @@ QString number_text(double v) {
 // seconds (measured: 1.7 s dashed at 1.6 px against 5 ms at 1 px), and the
 // window's thread stalled on it while a live run streamed. Patterned lines
 // therefore stay 1 px wide, where the cosmetic stroker draws them directly.
+// A rank's thin line is 1 px for the same reason: QtCharts draws a solid line
+// a segment at a time, and each 1.6 px segment went through the general
+// stroker (docs/dashboard.md, Performance, has the figures).
 QPen pen_of(const Series& s) {
   QPen pen(colour_of(s.colour));
-  pen.setWidthF(1.6);
+  pen.setWidthF(1.0);
   switch (s.style) {
     case SeriesStyle::bold:
       pen.setWidthF(3.0);
@@ -236,6 +256,7 @@ void PanelWidget::setPanel(std::shared_ptr<const PreparedPanel> panel) {
     return true;
   }();
   panel_ = std::move(panel);
+  ++data_version_;
   // A live run's median moves with every frame: its label is rewritten in
   // place rather than the chart rebuilt (series, axes and legend) each time.
   if (!same_shape)
@@ -396,6 +417,10 @@ void PanelWidget::rebuild() {
     drawn_->references.push_back(line);
     auto* label = new QGraphicsTextItem(c);
     label->setDefaultTextColor(colour_of(r.colour).darker(115));
+    QTextOption wrapped = label->document()->defaultTextOption();
+    wrapped.setAlignment(Qt::AlignRight);
+    wrapped.setWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
+    label->document()->setDefaultTextOption(wrapped);
     label->setZValue(10);
     drawn_->reference_labels.push_back(label);
   }
@@ -473,29 +498,47 @@ void PanelWidget::redraw() {
     lo[a] = std::min(lo[a], y);
     hi[a] = std::max(hi[a], y);
   };
-  QList<QPointF> previous_stack;
-  for (size_t i = 0; i < d.series.size(); ++i) {
-    const auto& s = d.series[i];
-    const size_t a = size_t(std::clamp(s.axis, 0, int(d.y_axes.size()) - 1));
-    const bool stacked = s.style == SeriesStyle::stacked_area;
-    const auto points = panel_->pyramids[i].decimate(
-        x0_, x1_, columns, stacked ? Reduction::mean : Reduction::min_max);
-    QList<QPointF> drawn;
-    drawn.reserve(qsizetype(points.size()));
-    for (const auto& p : points) {
-      if (drawn_->log_axis[a] && !shown_on_log_axis(p.y)) continue;
-      drawn.push_back({chart_x(p.x), p.y});
-      if (drawn_->series[i]->isVisible() && p.x >= x0_ && p.x <= x1_) extend(s.axis, p.y);
-    }
-    if (stacked) {
-      drawn_->upper[i]->replace(drawn);
-      if (drawn_->lower[i]) drawn_->lower[i]->replace(previous_stack);
-      previous_stack = drawn;
-      extend(s.axis, 0);
-    } else if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) {
-      xy->replace(drawn);
+  // The series' points at this range and width. A redraw that changes
+  // neither (a legend click, a relabel, a resize in height) keeps them, and
+  // QtCharts is not asked to lay them out again.
+  const Drawn::Decimation key{data_version_, x0_, x1_, columns};
+  const bool changed = drawn_->decimated != key;
+  if (changed) {
+    drawn_->decimated = key;
+    drawn_->points.assign(d.series.size(), {});
+    for (size_t i = 0; i < d.series.size(); ++i) {
+      const auto& s = d.series[i];
+      const size_t a = size_t(std::clamp(s.axis, 0, int(d.y_axes.size()) - 1));
+      const bool stacked = s.style == SeriesStyle::stacked_area;
+      const auto points = panel_->pyramids[i].decimate(
+          x0_, x1_, columns, stacked ? Reduction::mean : Reduction::min_max);
+      QList<QPointF>& drawn = drawn_->points[i];
+      drawn.reserve(qsizetype(points.size()));
+      for (const auto& p : points) {
+        if (drawn_->log_axis[a] && !shown_on_log_axis(p.y)) continue;
+        drawn.push_back({chart_x(p.x), p.y});
+      }
     }
   }
+  for (size_t i = 0; i < d.series.size(); ++i) {
+    const auto& s = d.series[i];
+    if (s.style == SeriesStyle::stacked_area) extend(s.axis, 0);
+    if (!drawn_->series[i]->isVisible()) continue;
+    for (const auto& p : std::as_const(drawn_->points[i]))
+      if (p.x() >= chart_x(x0_) && p.x() <= chart_x(x1_)) extend(s.axis, p.y());
+  }
+  // New points go in after the axes' new ranges: a range change lays out
+  // every series' points again, so the series are emptied first and each is
+  // laid out once, with its new points in its new range.
+  if (changed)
+    for (size_t i = 0; i < d.series.size(); ++i) {
+      if (drawn_->upper[i]) {
+        drawn_->upper[i]->clear();
+        if (drawn_->lower[i]) drawn_->lower[i]->clear();
+      } else if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) {
+        xy->clear();
+      }
+    }
   for (size_t r = 0; r < d.references.size(); ++r) {
     const auto& ref = d.references[r];
     drawn_->references[r]->replace({{chart_x(x0_), ref.y}, {chart_x(x1_), ref.y}});
@@ -537,6 +580,16 @@ void PanelWidget::redraw() {
       }
     }
   }
+  const QList<QPointF>* previous_stack = nullptr;  // a stacked area rests on the one before
+  for (size_t i = 0; changed && i < d.series.size(); ++i) {
+    if (drawn_->upper[i]) {
+      drawn_->upper[i]->replace(drawn_->points[i]);
+      if (drawn_->lower[i] && previous_stack) drawn_->lower[i]->replace(*previous_stack);
+      previous_stack = &drawn_->points[i];
+    } else if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) {
+      xy->replace(drawn_->points[i]);
+    }
+  }
   placeLabels();
   if (hover_x_) showHover(*hover_x_);
 }
@@ -552,17 +605,24 @@ void PanelWidget::placeLabels() {
   }
   if (!panel_) return;
   const auto& d = panel_->description;
-  // Each reference's label sits just above its line at the plot's right end.
+  // Each reference's label sits just above its line, right-aligned at the
+  // plot's right end and inside the plot: a label wider than the plot wraps
+  // onto more lines instead of running over the y axis and its title.
+  const qreal room = std::max<qreal>(1, plot.width() - 2 * kLabelInset);
   qreal last_bottom = -1e9;
   for (size_t r = 0; r < drawn_->reference_labels.size(); ++r) {
     auto* label = drawn_->reference_labels[r];
+    label->setTextWidth(-1);
+    if (label->boundingRect().width() > room) label->setTextWidth(room);
     const QPointF at =
         chart()->mapToPosition({d.x_mode == XMode::wall_time ? x1_ * 1000 : x1_, d.references[r].y},
                                drawn_->references[r]);
     const QRectF box = label->boundingRect();
     qreal y = at.y() - box.height() - 1;
     if (y < last_bottom) y = last_bottom;  // labels of nearby lines stack, not overlap
-    label->setPos(plot.right() - box.width() - 4, std::max(plot.top(), y));
+    y = std::min(y, plot.bottom() - box.height());
+    label->setPos(std::max(plot.left() + kLabelInset, plot.right() - box.width() - kLabelInset),
+                  std::max(plot.top(), y));
     label->setVisible(at.y() >= plot.top() - 1 && at.y() <= plot.bottom() + 1);
     last_bottom = label->pos().y() + box.height();
   }

@@ -6,19 +6,14 @@
 #include <optional>
 
 namespace flotilla::charts {
-namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// One pixel column's share of the points while decimating.
-struct Column {
+// What a range of points holds, as a pixel column needs it.
+struct Pyramid::Summary {
   double min = std::numeric_limits<double>::infinity();
   double max = -std::numeric_limits<double>::infinity();
   size_t min_at = 0, max_at = 0;
   double sum = 0;
   size_t finite = 0;
-  size_t first = 0, last = 0;  // the first and last point that fell here, for a mean's x
-  bool any = false;
+  size_t first = 0, last = 0;  // the column's first and last point, for a mean's x
 
   void add(double y, size_t at) {
     if (!std::isfinite(y)) return;
@@ -27,13 +22,7 @@ struct Column {
     sum += y;
     ++finite;
   }
-  void touch(size_t from, size_t to) {
-    if (!any) first = from, any = true;
-    last = to;
-  }
 };
-
-}  // namespace
 
 std::vector<double> smooth_ema(const std::vector<double>& values, double weight) {
   weight = std::clamp(weight, 0.0, 0.999);
@@ -112,6 +101,37 @@ int64_t Pyramid::index_at(double x) const {
   return -1;
 }
 
+Pyramid::Summary Pyramid::summarise(size_t begin, size_t end) const {
+  Summary column;
+  column.first = begin;
+  column.last = end - 1;
+  const auto& ys = *y_;
+  const int largest = kFirstLevel + int(levels_.size()) - 1;  // log2 of the top level's blocks
+  size_t i = begin;
+  while (i < end) {
+    // The largest block that starts at i (its size divides i) and ends
+    // within the range, found in O(1): the range is read as a segment tree
+    // reads it, a few raw points at each end and at most two blocks a level
+    // between them.
+    const int aligned = i == 0 ? 63 : __builtin_ctzll(i);
+    const int fits = 63 - __builtin_clzll(end - i);
+    const int k = std::min({aligned, fits, largest});
+    if (k < kFirstLevel) {
+      column.add(ys[i], i);
+      ++i;
+      continue;
+    }
+    const Block& b = levels_[size_t(k - kFirstLevel)][i >> k];
+    i += size_t{1} << k;
+    if (!b.finite) continue;
+    if (b.min < column.min) column.min = b.min, column.min_at = b.min_at;
+    if (b.max > column.max) column.max = b.max, column.max_at = b.max_at;
+    column.sum += b.sum;
+    column.finite += b.finite;
+  }
+  return column;
+}
+
 std::vector<PlotPoint> Pyramid::decimate(double x0, double x1, int columns,
                                          Reduction reduction) const {
   std::vector<PlotPoint> out;
@@ -136,56 +156,32 @@ std::vector<PlotPoint> Pyramid::decimate(double x0, double x1, int columns,
     for (size_t i = i0; i < i1; ++i)
       if (std::isfinite(ys[i])) out.push_back({xs[i], ys[i]});
   } else {
-    std::vector<Column> cols(static_cast<size_t>(columns));
+    // Column c holds the points with x in [x0 + c w, x0 + (c + 1) w), the
+    // last one x1 too; each column is summarised over exactly its points, so
+    // that its lowest and highest value are kept wherever they fall.
     const double width = (x1 - x0) / columns;
-    auto column_of = [&](size_t i) {
-      const double c = width > 0 ? (xs[i] - x0) / width : 0;
-      return size_t(std::clamp(c, 0.0, double(columns - 1)));
-    };
-    // Blocks of at most half a column's points, so that each column reads
-    // a few of them and a block rarely straddles two columns.
-    const double per_column = double(count) / columns;
-    int level = -1;
-    while (level + 1 < int(levels_.size()) &&
-           double(size_t{1} << (kFirstLevel + level + 1)) <= per_column / 2)
-      ++level;
-    size_t i = i0;
-    if (level >= 0) {
-      const size_t block = size_t{1} << (kFirstLevel + level);
-      const auto& blocks = levels_[size_t(level)];
-      for (; i < i1 && i % block != 0; ++i) {  // the unaligned start, point by point
-        auto& c = cols[column_of(i)];
-        c.add(ys[i], i);
-        c.touch(i, i);
-      }
-      for (; i + block <= i1; i += block) {
-        const Block& b = blocks[i / block];
-        auto& c = cols[column_of(i)];
-        c.touch(i, i + block - 1);
-        if (!b.finite) continue;
-        if (b.min < c.min) c.min = b.min, c.min_at = b.min_at;
-        if (b.max > c.max) c.max = b.max, c.max_at = b.max_at;
-        c.sum += b.sum;
-        c.finite += b.finite;
-      }
-    }
-    for (; i < i1; ++i) {
-      auto& c = cols[column_of(i)];
-      c.add(ys[i], i);
-      c.touch(i, i);
-    }
-    for (const auto& c : cols) {
-      if (!c.finite) continue;
+    size_t a = i0;
+    for (int c = 0; c < columns && a < i1; ++c) {
+      const size_t b =
+          c + 1 == columns
+              ? i1
+              : size_t(std::lower_bound(xs.begin() + std::ptrdiff_t(a),
+                                        xs.begin() + std::ptrdiff_t(i1), x0 + width * (c + 1)) -
+                       xs.begin());
+      if (b == a) continue;
+      const Summary col = summarise(a, b);
+      a = b;
+      if (!col.finite) continue;
       if (reduction == Reduction::mean) {
-        out.push_back({(xs[c.first] + xs[c.last]) / 2, c.sum / double(c.finite)});
-      } else if (c.min_at == c.max_at) {
-        out.push_back({xs[c.min_at], c.min});
-      } else if (c.min_at < c.max_at) {
-        out.push_back({xs[c.min_at], c.min});
-        out.push_back({xs[c.max_at], c.max});
+        out.push_back({(xs[col.first] + xs[col.last]) / 2, col.sum / double(col.finite)});
+      } else if (col.min_at == col.max_at) {
+        out.push_back({xs[col.min_at], col.min});
+      } else if (col.min_at < col.max_at) {
+        out.push_back({xs[col.min_at], col.min});
+        out.push_back({xs[col.max_at], col.max});
       } else {
-        out.push_back({xs[c.max_at], c.max});
-        out.push_back({xs[c.min_at], c.min});
+        out.push_back({xs[col.max_at], col.max});
+        out.push_back({xs[col.min_at], col.min});
       }
     }
   }

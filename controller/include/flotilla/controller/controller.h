@@ -128,6 +128,15 @@ class Controller {
   // After a node's link closed: reconnects and resumes its live runs from the
   // last stored record, retrying until it can or no run there is live.
   void reconnect_later(const std::string& node);
+  // Whether the node's SSH port answers (NodeConnection::answers).
+  bool node_answers(const std::string& node) const;
+  // A node marked unreachable (its link went silent, its port does not
+  // answer) while a node failed the run: the stop cannot reach its ranks.
+  // When every node that has not ended such a run is unreachable, the run
+  // ends failed naming them; their ranks end by their own stall watchdog
+  // and what they recorded since stays in their spools.
+  void end_runs_left_to_unreachable_nodes();
+  void end_if_only_unreachable_nodes_left(const std::string& run);
   // Keeps trying to deliver a kill to a node that could not be reached.
   void retry_stop(const std::string& run, const std::string& node, double grace_s,
                   const std::string& why = {});
@@ -154,6 +163,9 @@ class Controller {
   std::set<std::string> followed_;  // runs this controller streams
   std::set<std::string> killing_;   // runs this controller was asked to kill
   std::set<std::string> failing_;   // runs whose other nodes it stopped after a failure
+  // Nodes whose link went silent and whose SSH port does not answer: since
+  // when (ms since the epoch); cleared once a link to the node opens.
+  std::map<std::string, int64_t> unreachable_since_ms_;
   // Work in the background (reconnects, kill retries, stops after a
   // failure): finished ones are joined whenever another starts, so a
   // long-lived window keeps only the ones still running.

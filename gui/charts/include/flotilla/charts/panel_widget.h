@@ -116,6 +116,7 @@ class PanelWidget : public QFrame {
   bool log_y_ = false;
   QSet<QString> hidden_;
   double x0_ = 0, x1_ = 1;
+  uint64_t data_version_ = 0;  // counts setPanel calls: the drawn points' data
   std::optional<double> hover_x_;
   struct Drawn;
   std::unique_ptr<Drawn> drawn_;  // the chart objects of the current description

@@ -43,10 +43,13 @@ class Pyramid {
   const std::vector<double>& x() const { return *x_; }
   const std::vector<double>& y() const { return *y_; }
 
-  // The points of [x0, x1] reduced to about `columns` pixel columns (at most
-  // two points a column for min_max, one for mean), plus the nearest point
-  // outside each end so that a line runs on to the plot's edge. A range
-  // holding no more than two points a column comes back as it is.
+  // The points of [x0, x1] reduced to `columns` pixel columns of equal width
+  // w = (x1 - x0) / columns, column c holding the points with x in
+  // [x0 + c w, x0 + (c + 1) w) (the last one x1 too): min_max keeps each
+  // column's lowest and highest point (two points at most, in x order), mean
+  // one point at its mean. The nearest point outside each end comes too, so
+  // that a line runs on to the plot's edge. A range holding no more than two
+  // points a column comes back as it is. Costs O(columns log n), not O(n).
   std::vector<PlotPoint> decimate(double x0, double x1, int columns, Reduction reduction) const;
   // The index of the last point with a finite y at or before `x`; -1 when
   // there is none.
@@ -55,6 +58,11 @@ class Pyramid {
   static constexpr int kFirstLevel = 3;  // blocks of 8: below that the raw points are read
 
  private:
+  struct Summary;
+  // The lowest, highest and sum of the points [begin, end): a few raw points
+  // at each end and at most two blocks a level between them.
+  Summary summarise(size_t begin, size_t end) const;
+
   struct Block {
     double min = 0, max = 0, sum = 0;
     uint32_t min_at = 0, max_at = 0;  // index of the extreme point, for its x

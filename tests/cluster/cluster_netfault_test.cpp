@@ -1,0 +1,219 @@
+// A path that drops every packet without a reset (cluster.sh drop: a switch
+// gone silent, not a link down) between the controller and one node of a
+// 2-node DDP run, for 60 s and for good. The figures (time to notice, time
+// to reconnect, records in the store and in the spools) are printed.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "cluster_control.h"
+#include "flotilla/controller/store.h"
+#include "processes.h"
+#include "test_cluster.h"
+
+namespace flotilla::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using controller::RunState;
+using controller::Store;
+using nlohmann::json;
+
+// What issue 15 asks of a silent link.
+constexpr auto kNoticedWithin = 20s;
+constexpr auto kReconnectedWithin = 10s;
+
+std::string two_node_experiment(const std::string& name, int steps, const std::string& extra = {}) {
+  return "name: " + name +
+         "\nmodel: small_cnn\ndataset: fashion_mnist\nstrategy: ddp\n"
+         "nodes: [flh1, flh2]\nranks_per_node: 1\nbatch_size: 64\nepochs: 1\nthreads: 1\n"
+         "max_steps: " +
+         std::to_string(steps) + "\n" + extra;
+}
+
+// Seconds from `since` until `text` shows in the child's output, or nothing
+// if it has not within `limit`.
+std::optional<double> seconds_until_said(const ChildProcess& child, const std::string& text,
+                                         Clock::time_point since, std::chrono::seconds limit) {
+  while (Clock::now() < since + limit) {
+    if (child.output().find(text) != std::string::npos)
+      return std::chrono::duration<double>(Clock::now() - since).count();
+    std::this_thread::sleep_for(100ms);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> run_processes(const TestCluster& cluster, const std::string& host) {
+  std::vector<std::string> found;
+  for (const auto& [pid, cmdline] : cluster.processes_on(host))
+    if (cmdline.find("flotilla-train") != std::string::npos ||
+        cmdline.find("supervise") != std::string::npos)
+      found.push_back(std::to_string(pid) + " " + cmdline);
+  return found;
+}
+
+// Seconds until no process of the run is left on `host`, or nothing after `limit`.
+std::optional<double> seconds_until_nothing_left(const TestCluster& cluster,
+                                                 const std::string& host,
+                                                 std::chrono::seconds limit) {
+  const auto began = Clock::now();
+  while (Clock::now() < began + limit) {
+    if (run_processes(cluster, host).empty())
+      return std::chrono::duration<double>(Clock::now() - began).count();
+    std::this_thread::sleep_for(200ms);
+  }
+  return std::nullopt;
+}
+
+// The stored records of `node`: seq 1..N each once.
+std::vector<controller::RecordRow> contiguous_records_of(const Store& store, const std::string& run,
+                                                         const std::string& node) {
+  std::vector<controller::RecordRow> records;
+  for (auto& r : store.records(run))
+    if (r.node == node) records.push_back(r);
+  for (size_t i = 0; i < records.size(); ++i)
+    EXPECT_EQ(records[i].seq, static_cast<int64_t>(i + 1))
+        << node << ": seq gap or repeat at " << i;
+  return records;
+}
+
+size_t lines_in(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  size_t lines = 0;
+  for (std::string line; std::getline(in, line);) lines += !line.empty();
+  return lines;
+}
+
+TEST(ClusterSilentLink, ASixtySecondOutageIsNoticedReconnectedAndLosesNoRecord) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(2);
+  ClusterControl control(cluster);
+  constexpr int kSteps = 400;
+  const auto file = control.write("silent.yaml", two_node_experiment("silent-60s", kSteps));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+
+  cluster.drop("flh2", true);
+  const auto dropped = Clock::now();
+  const auto noticed = seconds_until_said(*runner, "node flh2 is unreachable", dropped, 60s);
+  ASSERT_TRUE(noticed) << runner->output();
+  std::cout << "silent loss noticed after " << *noticed << " s (limit " << kNoticedWithin.count()
+            << " s)" << std::endl;
+  EXPECT_LT(*noticed, static_cast<double>(kNoticedWithin.count())) << runner->output();
+
+  // The outage lasts 60 s in all; the run goes on on both nodes meanwhile.
+  std::this_thread::sleep_until(dropped + 60s);
+  EXPECT_FALSE(runner->wait(0ms)) << runner->output();
+  for (const auto* host : {"flh1", "flh2"})
+    EXPECT_FALSE(run_processes(cluster, host).empty()) << host << " stopped during the outage";
+  EXPECT_FALSE(controller::is_terminal(control.store().run(run)->state));
+
+  cluster.drop("flh2", false);
+  const auto restored = Clock::now();
+  const auto back = seconds_until_said(*runner, "node flh2: reconnected", restored, 60s);
+  ASSERT_TRUE(back) << runner->output();
+  std::cout << "link reconnected " << *back << " s after the path came back (limit "
+            << kReconnectedWithin.count() << " s)" << std::endl;
+  EXPECT_LT(*back, static_cast<double>(kReconnectedWithin.count())) << runner->output();
+
+  const auto ended = runner->wait(300s);
+  ASSERT_TRUE(ended) << runner->output();
+  EXPECT_EQ(*ended, 0) << runner->output();
+  const auto store = control.store();
+  EXPECT_EQ(store.run(run)->state, RunState::finished);
+  for (const auto& h : cluster.hosts()) {
+    const auto records = contiguous_records_of(store, run, h.name);
+    ASSERT_FALSE(records.empty()) << h.name;
+    EXPECT_EQ(records.back().type, "run_end") << h.name;
+    // Everything its agent spooled is stored: nothing lost, nothing twice.
+    const auto spooled = lines_in(h.remote_dir + "/home/runs/" + run + "/spool.jsonl");
+    EXPECT_EQ(records.size(), spooled) << h.name;
+    std::map<int64_t, std::set<int64_t>> steps_by_rank;
+    for (const auto& r : records)
+      if (r.type == "step") {
+        const auto step = json::parse(r.body)["step"].get<int64_t>();
+        EXPECT_TRUE(steps_by_rank[r.rank].insert(step).second)
+            << h.name << " rank " << r.rank << " step " << step << " stored twice";
+      }
+    ASSERT_EQ(steps_by_rank.size(), 1u) << h.name;
+    EXPECT_EQ(steps_by_rank.begin()->second.size(), static_cast<size_t>(kSteps)) << h.name;
+    std::cout << h.name << ": " << records.size() << " records stored, " << spooled << " spooled, "
+              << steps_by_rank.begin()->second.size() << " of " << kSteps << " steps" << std::endl;
+  }
+  for (const auto& h : cluster.hosts())
+    EXPECT_EQ(run_processes(cluster, h.name), std::vector<std::string>{}) << h.name;
+}
+
+// For good: the node is reported unreachable, the reachable node's ranks
+// stall in their collective and its stall watchdog ends them, and the run
+// ends failed naming the unreachable node (a stop cannot reach it; its own
+// watchdog stops its ranks, and what it recorded since stays in its spool).
+TEST(ClusterSilentLink, APermanentOutageEndsTheRunNamingTheNodeAndLeavesNothingRunning) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(2);
+  ClusterControl control(cluster);
+  constexpr int kStallTimeoutS = 30;
+  const auto file = control.write(
+      "lost.yaml",
+      two_node_experiment("silent-lost", 100000,
+                          "stall_timeout_s: " + std::to_string(kStallTimeoutS) + "\n"));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+
+  cluster.drop("flh2", true);
+  const auto dropped = Clock::now();
+  const auto noticed = seconds_until_said(*runner, "node flh2 is unreachable", dropped, 60s);
+  ASSERT_TRUE(noticed) << runner->output();
+  std::cout << "silent loss noticed after " << *noticed << " s (limit " << kNoticedWithin.count()
+            << " s)" << std::endl;
+  EXPECT_LT(*noticed, static_cast<double>(kNoticedWithin.count())) << runner->output();
+
+  const auto ended = runner->wait(std::chrono::seconds(kStallTimeoutS + 120));
+  ASSERT_TRUE(ended) << runner->output();
+  const double run_ended_after = std::chrono::duration<double>(Clock::now() - dropped).count();
+  EXPECT_EQ(*ended, 1) << runner->output();  // failed
+  const auto store = control.store();
+  const auto row = store.run(run);
+  std::cout << "run ended " << run_ended_after
+            << " s after the path went silent: " << name_of(row->state) << ": " << row->reason
+            << std::endl;
+  EXPECT_EQ(row->state, RunState::failed);
+  EXPECT_NE(row->reason.find("node flh2: unreachable since"), std::string::npos) << row->reason;
+  EXPECT_NE(row->reason.find("node flh1: stalled"), std::string::npos) << row->reason;
+  EXPECT_NE(runner->output().find(row->reason), std::string::npos) << runner->output();
+
+  const auto flh1_clear = seconds_until_nothing_left(cluster, "flh1", 10s);
+  EXPECT_TRUE(flh1_clear) << "flh1 still runs " << run_processes(cluster, "flh1").front();
+  // The unreachable node's own watchdog stops its ranks too.
+  const auto flh2_clear = seconds_until_nothing_left(cluster, "flh2", 60s);
+  EXPECT_TRUE(flh2_clear) << "flh2 still runs " << run_processes(cluster, "flh2").front();
+  if (flh1_clear && flh2_clear)
+    std::cout << "no process of the run left on flh1 " << *flh1_clear
+              << " s after the run ended, on flh2 (unreachable) " << *flh2_clear << " s after that"
+              << std::endl;
+
+  const auto flh1 = contiguous_records_of(store, run, "flh1");
+  ASSERT_FALSE(flh1.empty());
+  EXPECT_EQ(flh1.back().type, "run_end");
+  EXPECT_EQ(flh1.size(),
+            lines_in(cluster.host("flh1").remote_dir + "/home/runs/" + run + "/spool.jsonl"));
+  const auto flh2 = contiguous_records_of(store, run, "flh2");
+  const auto flh2_spooled =
+      lines_in(cluster.host("flh2").remote_dir + "/home/runs/" + run + "/spool.jsonl");
+  std::cout << "flh1: " << flh1.size() << " records stored, all of its spool; flh2: " << flh2.size()
+            << " stored, " << flh2_spooled
+            << " in its spool (the rest wait there: its path never came back)" << std::endl;
+  EXPECT_GE(flh2_spooled, flh2.size());
+}
+
+}  // namespace
+}  // namespace flotilla::testing
