@@ -88,6 +88,8 @@ void SweepDesigner::buildWidgets() {
   repeat_ = new QSpinBox;
   repeat_->setObjectName("sweepRepeat");
   repeat_->setRange(1, 1000);
+  repeat_->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Fixed);
+  repeat_->setMinimumWidth(90);
   repeat_->setToolTip("Runs of each point, with seeds seed, seed+1, … (the ± of a table)");
   auto* head = new QFormLayout;
   head->addRow("Name", name_);
@@ -151,6 +153,8 @@ void SweepDesigner::buildWidgets() {
   studies_->setObjectName("openStudyButton");
   studies_->setText("Open study");
   studies_->setPopupMode(QToolButton::InstantPopup);
+  studies_->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  studies_->setMinimumWidth(studies_->fontMetrics().horizontalAdvance("Open study") + 36);
   auto* studies_menu = new QMenu(studies_);
   for (const auto& study : controller::study_names())
     for (const auto& scale : controller::study_scales(study)) {

@@ -95,6 +95,7 @@ TEST(SweepCompare, ASweepStartedInTheDesignerRunsAndItsRunsOpenInCompare) {
   EXPECT_EQ(window.sweepView()->comparableRuns(), ran);
 
   ASSERT_TRUE(window.sweepView()->compareButton()->isEnabled());
+  save_screenshot(window, "sweep-tab");
   QTest::mouseClick(window.sweepView()->compareButton(), Qt::LeftButton);
   EXPECT_EQ(window.tabs()->currentWidget(), window.compareView());
   EXPECT_EQ(window.compareView()->runs(), ran);

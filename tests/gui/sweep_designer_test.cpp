@@ -16,7 +16,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <QGuiApplication>
+#include <QScreen>
+
 #include "experiment_designer.h"
+#include "flotilla/controller/study.h"
 #include "flotilla/protocol/sweep.h"
 #include "main_window.h"
 #include "sweep_designer.h"
@@ -27,6 +31,17 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
+
+// FLOTILLA_SCREENSHOT_DIR=DIR under Xvfb keeps what a person sees as DIR/NAME.png.
+void save_screenshot(QWidget& widget, const QString& name) {
+  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR");
+  if (dir.isEmpty()) return;
+  QTest::qWait(300);  // the last repaint
+  const QPixmap shot = QGuiApplication::platformName() == "xcb"
+                           ? widget.screen()->grabWindow(widget.winId())
+                           : widget.grab();
+  EXPECT_TRUE(shot.save(dir + "/" + name + ".png")) << name.toStdString();
+}
 
 const char* const kBase =
     "name: sweep-base\nmodel: small_cnn\ndataset: synthetic\nmax_steps: 4\nthreads: 1\n";
@@ -195,6 +210,41 @@ TEST_F(SweepDesignerTest, OpensAStudyAndSavesASweepThatOpensAgainTheSame) {
   EXPECT_TRUE(until(1));
   ASSERT_TRUE(planned());
   EXPECT_EQ(designer_->plan().runs, 12);
+}
+
+// Every carried study at every scale opens, named variants included (kept
+// as the study has them, their labels shown, not editable here), plans to
+// its full grid and saves as the same sweep.
+TEST_F(SweepDesignerTest, EveryStudyOpensPlansAndSavesAsTheSameSweep) {
+  int variant_rows = 0;
+  for (const auto& study : controller::study_names())
+    for (const auto& scale : controller::study_scales(study)) {
+      SCOPED_TRACE(study + " " + scale);
+      ASSERT_TRUE(
+          designer_->openStudy(QString::fromStdString(study), QString::fromStdString(scale)));
+      const auto spec = controller::load_study(study, scale);
+      ASSERT_TRUE(planned()) << designer_->problems().join("; ").toStdString();
+      EXPECT_TRUE(designer_->plan().problems.isEmpty())
+          << designer_->plan().problems.join("; ").toStdString();
+      EXPECT_EQ(designer_->plan().runs, sweep_size(spec));
+      const auto* axes = designer_->axesTable();
+      ASSERT_EQ(axes->rowCount(), int(spec.axes.size()));
+      for (int row = 0; row < axes->rowCount(); ++row) {
+        const auto* values =
+            qobject_cast<QLineEdit*>(axes->cellWidget(row, SweepDesigner::kValuesColumn));
+        EXPECT_EQ(values->isReadOnly(), spec.axes[row].has_variants());
+        variant_rows += spec.axes[row].has_variants();
+      }
+      const QString file =
+          QString::fromStdString((dir_.path() / (study + "." + scale + ".yaml")).string());
+      ASSERT_EQ(designer_->saveTo(file), "");
+      EXPECT_EQ(sweep_to_json(load_sweep(file.toStdString())), sweep_to_json(spec));
+    }
+  EXPECT_GT(variant_rows, 0);
+  ASSERT_TRUE(designer_->openStudy("pipe-vs-ddp-memory", "cpu"));
+  ASSERT_TRUE(planned());
+  designer_->show();
+  save_screenshot(*designer_, "sweep-designer-study");
 }
 
 TEST_F(SweepDesignerTest, AFileThatIsNotASweepIsRefusedNamingTheField) {
