@@ -30,6 +30,7 @@
 #include "flotilla/controller/store.h"
 #include "main_window.h"
 #include "processes.h"
+#include "screenshot.h"
 #include "temp_dir.h"
 #include "wait_until.h"
 
@@ -142,15 +143,6 @@ void expect_table_equals(QTableWidget& table, const json& cli) {
   }
 }
 
-void save_screenshot(QWidget& window) {
-  const QByteArray file = qgetenv("FLOTILLA_SCREENSHOT");
-  if (file.isEmpty()) return;
-  const QPixmap shot = QGuiApplication::platformName() == "xcb"
-                           ? window.screen()->grabWindow(window.winId())
-                           : window.grab();
-  EXPECT_TRUE(shot.save(QString::fromLocal8Bit(file))) << file.constData();
-}
-
 TEST(CompareView, LinesUpThreeRealRunsAsTheCliDoes) {
   testing::TempDir dir;
   Cli cli(dir);
@@ -258,7 +250,7 @@ TEST(CompareView, LinesUpThreeRealRunsAsTheCliDoes) {
     EXPECT_EQ(bold_runs, (std::vector<std::string>{one, two, three})) << charts::name_of(kind);
     EXPECT_EQ(colours.size(), 3u) << charts::name_of(kind);
   }
-  save_screenshot(window);
+  save_screenshot(window, "compare-three-runs");
 
   // Another baseline, chosen in its combo box: the CLI's numbers for it.
   const int before = view->tablesShown();

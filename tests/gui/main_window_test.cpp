@@ -30,6 +30,7 @@
 #include "flotilla/controller/sweep_store.h"
 #include "main_window.h"
 #include "processes.h"
+#include "screenshot.h"
 #include "temp_dir.h"
 #include "test_cluster.h"
 #include "wait_until.h"
@@ -44,16 +45,6 @@ T* child(QWidget& parent, const char* name) {
   auto* widget = parent.findChild<T*>(name);
   EXPECT_TRUE(widget) << "no widget " << name;
   return widget;
-}
-
-void save_screenshot(QWidget& window) {
-  const QByteArray file = qgetenv("FLOTILLA_SCREENSHOT");
-  if (file.isEmpty()) return;
-  // Under a real X server (Xvfb) take the screen's pixels, as a person sees them.
-  const QPixmap shot = QGuiApplication::platformName() == "xcb"
-                           ? window.screen()->grabWindow(window.winId())
-                           : window.grab();
-  EXPECT_TRUE(shot.save(QString::fromLocal8Bit(file))) << file.constData();
 }
 
 TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
@@ -118,7 +109,7 @@ TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
           << charts::name_of(kind);
     EXPECT_TRUE(window.listedState(run) == "running" || window.listedState(run) == "starting")
         << window.listedState(run).toStdString();
-    save_screenshot(window);
+    save_screenshot(window, "live-ddp-run");
     ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 180s))
         << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
     // The last frame holds every step of both ranks.
@@ -258,7 +249,7 @@ TEST(MainWindow, ChartsALivePipelineRunPerStage) {
   EXPECT_DOUBLE_EQ(step_time.references[0].y, 20.0);
   EXPECT_TRUE(
       dashboard->panel(charts::PanelKind::bandwidth)->panel()->description.empty_reason.empty());
-  save_screenshot(window);
+  save_screenshot(window, "live-pipeline-run");
   ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 300s))
       << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
 }

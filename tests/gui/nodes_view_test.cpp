@@ -29,6 +29,7 @@
 #include "node_dialog.h"
 #include "nodes_view.h"
 #include "plan_preview.h"
+#include "screenshot.h"
 #include "temp_dir.h"
 #include "test_cluster.h"
 #include "wait_until.h"
@@ -37,17 +38,6 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-// FLOTILLA_SCREENSHOT_DIR=DIR under Xvfb keeps what a person sees as DIR/NAME.png.
-void save_screenshot(QWidget& window, const QString& name) {
-  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR");
-  if (dir.isEmpty()) return;
-  QTest::qWait(200);  // the last repaint
-  const QPixmap shot = QGuiApplication::platformName() == "xcb"
-                           ? window.screen()->grabWindow(window.winId())
-                           : window.grab();
-  EXPECT_TRUE(shot.save(dir + "/" + name + ".png")) << name.toStdString();
-}
 
 // Fills the node dialog the Add button opens, as a person types, and presses OK.
 class NodeDialogFiller : public QObject {

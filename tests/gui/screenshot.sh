@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Runs the GUI test under Xvfb on the real X platform and saves the window,
-# mid-run with a live chart, as a person sees it: tests/gui/screenshot.sh [OUT.png]
+# Runs window tests under Xvfb on the real X platform and keeps what a person
+# sees, each test's windows as DIR/NAME.png (a live DDP run, a live pipeline,
+# the Compare tab, the nodes view, ...):
+#   tests/gui/screenshot.sh [DIR] [GTEST_FILTER]
+# DIR defaults to build/screenshots, the filter to MainWindow.* (root runs
+# the cluster ones too, e.g. 'NodesView.*').
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out="$(realpath -m "${1:-build/flotilla-window.png}")"
+dir="$(realpath -m "${1:-build/screenshots}")"
+filter="${2:-MainWindow.*}"
+mkdir -p "$dir"
 cmake --build --preset default --target gui_tests
-QT_QPA_PLATFORM=xcb FLOTILLA_SCREENSHOT="$out" \
-  xvfb-run -a -s "-screen 0 1400x950x24" ./build/bin/gui_tests --gtest_filter='MainWindow.*'
-echo "screenshot: $out"
+QT_QPA_PLATFORM=xcb FLOTILLA_SCREENSHOT_DIR="$dir" \
+  xvfb-run -a -s "-screen 0 1400x950x24" ./build/bin/gui_tests --gtest_filter="$filter"
+ls -1 "$dir"/*.png

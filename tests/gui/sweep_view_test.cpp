@@ -16,6 +16,7 @@
 
 #include "flotilla/controller/store.h"
 #include "flotilla/controller/sweep_store.h"
+#include "screenshot.h"
 #include "sweep_view.h"
 #include "temp_dir.h"
 #include "wait_until.h"
@@ -24,17 +25,6 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-// FLOTILLA_SCREENSHOT_DIR=DIR under Xvfb keeps what a person sees as DIR/NAME.png.
-void save_screenshot(QWidget& widget, const QString& name) {
-  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR");
-  if (dir.isEmpty()) return;
-  QTest::qWait(200);  // the last repaint
-  const QPixmap shot = QGuiApplication::platformName() == "xcb"
-                           ? widget.screen()->grabWindow(widget.winId())
-                           : widget.grab();
-  EXPECT_TRUE(shot.save(dir + "/" + name + ".png")) << name.toStdString();
-}
 
 QString cell(const QTableWidget* table, int row, int column) {
   const auto* item = table->item(row, column);

@@ -35,6 +35,7 @@
 #include "main_window.h"
 #include "nodes_view.h"
 #include "run_list.h"
+#include "screenshot.h"
 #include "temp_dir.h"
 #include "wait_until.h"
 
@@ -82,13 +83,14 @@ class History {
 
 // Shows the window (view only: nothing is resumed or started) and waits for
 // its lists. `for_keys`: the test types shortcuts, which reach only the
-// active window; a bare X server without a window manager (the screenshot
-// runs) may never activate one, which other tests need not wait for.
+// active window.
 void open_window(MainWindow& window, int runs, int experiments, bool for_keys = false) {
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
-  QApplication::setActiveWindow(&window);
   if (for_keys) {
+    // Asks the X server for the input focus itself, as no window manager
+    // gives it under a bare Xvfb.
+    window.activateWindow();
     ASSERT_TRUE(QTest::qWaitForWindowActive(&window));
   }
   auto* experiment_list = window.findChild<QListWidget*>("experimentList");
@@ -97,17 +99,6 @@ void open_window(MainWindow& window, int runs, int experiments, bool for_keys = 
         return window.runList()->runs().size() == runs && experiment_list->count() == experiments;
       },
       10s));
-}
-
-// FLOTILLA_SCREENSHOT_DIR=DIR under Xvfb keeps what a person sees as DIR/NAME.png.
-void save_screenshot(QWidget& widget, const QString& name) {
-  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR");
-  if (dir.isEmpty()) return;
-  QTest::qWait(200);  // the last repaint
-  const QPixmap shot = QGuiApplication::platformName() == "xcb"
-                           ? widget.screen()->grabWindow(widget.winId())
-                           : widget.grab();
-  EXPECT_TRUE(shot.save(dir + "/" + name + ".png")) << name.toStdString();
 }
 
 // Answers the next question box with `button`, keeping its text.
