@@ -4,9 +4,7 @@
 // tab opens on the runs of its points that ran.
 #include <gtest/gtest.h>
 
-#include <QGuiApplication>
 #include <QPushButton>
-#include <QScreen>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTest>
@@ -14,6 +12,7 @@
 #include "compare_view.h"
 #include "experiment_designer.h"
 #include "main_window.h"
+#include "screenshot.h"
 #include "sweep_designer.h"
 #include "sweep_view.h"
 #include "temp_dir.h"
@@ -23,17 +22,6 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-// FLOTILLA_SCREENSHOT_DIR=DIR under Xvfb keeps what a person sees as DIR/NAME.png.
-void save_screenshot(QWidget& widget, const QString& name) {
-  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR");
-  if (dir.isEmpty()) return;
-  QTest::qWait(300);  // the last repaint
-  const QPixmap shot = QGuiApplication::platformName() == "xcb"
-                           ? widget.screen()->grabWindow(widget.winId())
-                           : widget.grab();
-  EXPECT_TRUE(shot.save(dir + "/" + name + ".png")) << name.toStdString();
-}
 
 QString cell(const QTableWidget* table, int row, int column) {
   const auto* item = table->item(row, column);

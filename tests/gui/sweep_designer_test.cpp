@@ -16,13 +16,11 @@
 #include <fstream>
 #include <sstream>
 
-#include <QGuiApplication>
-#include <QScreen>
-
 #include "experiment_designer.h"
 #include "flotilla/controller/study.h"
 #include "flotilla/protocol/sweep.h"
 #include "main_window.h"
+#include "screenshot.h"
 #include "sweep_designer.h"
 #include "temp_dir.h"
 #include "wait_until.h"
@@ -31,17 +29,6 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-// FLOTILLA_SCREENSHOT_DIR=DIR under Xvfb keeps what a person sees as DIR/NAME.png.
-void save_screenshot(QWidget& widget, const QString& name) {
-  const QString dir = qEnvironmentVariable("FLOTILLA_SCREENSHOT_DIR");
-  if (dir.isEmpty()) return;
-  QTest::qWait(300);  // the last repaint
-  const QPixmap shot = QGuiApplication::platformName() == "xcb"
-                           ? widget.screen()->grabWindow(widget.winId())
-                           : widget.grab();
-  EXPECT_TRUE(shot.save(dir + "/" + name + ".png")) << name.toStdString();
-}
 
 const char* const kBase =
     "name: sweep-base\nmodel: small_cnn\ndataset: synthetic\nmax_steps: 4\nthreads: 1\n";

@@ -135,7 +135,11 @@ TEST(SweepView, CompareOpensTheRunsThatFinishedOrRanOutOfMemory) {
   EXPECT_EQ(compare.front().front().toStringList(), (QStringList{"run-a", "run-b"}));
   // The same command from the sweep list's own menu and its shortcut.
   EXPECT_TRUE(view.sweepTable()->actions().contains(view.compareAction()));
+  // Shortcuts reach only the active window: asks the X server for the
+  // focus itself, as no window manager gives it under a bare Xvfb.
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
   view.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&view));
   sweeps->setFocus();
   QTest::keyClick(sweeps, Qt::Key_C, Qt::ControlModifier | Qt::AltModifier);
   ASSERT_EQ(compare.count(), 2);
