@@ -8,6 +8,7 @@
 
 #include "cli_console.h"
 #include "flotilla/controller/compare.h"
+#include "flotilla/controller/sweep_plan.h"
 #include "flotilla/controller/sweep_runner.h"
 #include "flotilla/controller/sweep_store.h"
 #include "sweep_report.h"
@@ -46,26 +47,6 @@ class SweepPrinter final : public SweepObserver {
   int64_t points_;
 };
 
-// The stored experiment a sweep names as its base, inline.
-void resolve_base(Store& store, SweepSpec& spec) {
-  if (spec.base_experiment.empty()) return;
-  const auto stored = store.experiment(spec.base_experiment);
-  if (!stored)
-    throw ConfigError({"base: no stored experiment \"" + spec.base_experiment +
-                       "\" (`flotilla experiments list` shows them)"});
-  spec.base_json = stored->config_json;
-  spec.base_experiment.clear();
-}
-
-std::string grid_shape(const SweepSpec& spec) {
-  std::string shape;
-  for (const auto& axis : spec.axes)
-    shape += (shape.empty() ? "" : " x ") + std::to_string(axis.values.size()) + " " + axis.key;
-  if (spec.repeat > 1)
-    shape += (shape.empty() ? "" : " x ") + std::to_string(spec.repeat) + " repeats";
-  return shape.empty() ? "one point" : shape;
-}
-
 std::vector<SweepPointRow> rows_of(const std::vector<SweepPoint>& points) {
   std::vector<SweepPointRow> rows;
   for (const auto& p : points) {
@@ -95,29 +76,7 @@ int launch_sweep(Store& store, SweepSpec spec, const SweepLaunch& launch,
   std::vector<SweepPoint> points;
   ConsoleController console(store, options);
   try {
-    resolve_base(store, spec);
-    std::vector<std::string> nodes;
-    if (!launch.nodes.empty()) {
-      for (const auto& axis : spec.axes)
-        if (axis.key == "nodes")
-          throw ConfigError(
-              {"--nodes: the sweep varies nodes (axis nodes); give one or the other"});
-      nodes = split_list(launch.nodes);
-    }
-    const int64_t runs = sweep_size(spec);
-    if (runs > kSweepRunsWithoutYes && !launch.yes)
-      throw ConfigError({"axes: the grid is " + std::to_string(runs) + " runs (" +
-                         grid_shape(spec) + "), more than " + std::to_string(kSweepRunsWithoutYes) +
-                         "; pass --yes to queue them all"});
-    points = expand_sweep(spec, nodes);
-    // What the nodes cannot host is refused with the validator's refusals.
-    for (auto& point : points) {
-      if (point.refused()) continue;
-      for (auto& problem :
-           console.controller.hosting_problems(parse_experiment(point.config_json, spec.name)))
-        point.problems.push_back(std::move(problem));
-      if (point.refused()) point.config_json.clear();
-    }
+    points = plan_sweep(store, &console.controller, spec, {launch.nodes, launch.yes});
   } catch (const ConfigError& e) {
     print_config_error(launch.source, e);
     return kExitBadInput;
@@ -125,8 +84,9 @@ int launch_sweep(Store& store, SweepSpec spec, const SweepLaunch& launch,
 
   const auto rows = rows_of(points);
   const auto progress = progress_of(rows);
-  std::cout << "sweep " << spec.name << ": " << progress.total << " run(s) (" << grid_shape(spec)
-            << "), " << progress.queued << " to run, " << progress.refused << " refused\n"
+  std::cout << "sweep " << spec.name << ": " << progress.total << " run(s) ("
+            << sweep_grid_shape(spec) << "), " << progress.queued << " to run, " << progress.refused
+            << " refused\n"
             << render_table(sweep_table(spec, rows, nullptr), "table");
   if (progress.refused > 0) {
     std::cout << "refused before anything starts:\n";

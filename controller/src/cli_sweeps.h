@@ -12,6 +12,7 @@
 #include "cli_console.h"
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/store.h"
+#include "flotilla/controller/sweep_plan.h"
 #include "flotilla/protocol/sweep.h"
 
 namespace flotilla::controller {
@@ -55,8 +56,5 @@ std::optional<int> run_sweep_commands(Store& store, const SweepCommands& command
 // or the sweeps' when that is worse; whether any sweep was taken goes to `any`.
 int with_live_sweeps(Store& store, ConsoleController& console, const std::function<int()>& follow,
                      bool* any = nullptr);
-
-// More runs than this in one sweep need --yes.
-inline constexpr int64_t kSweepRunsWithoutYes = 1000;
 
 }  // namespace flotilla::controller

@@ -2,10 +2,12 @@
 
 #include "flotilla/controller/sweep_store.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "flotilla/controller/nodes.h"
 #include "flotilla/controller/report.h"
+#include "flotilla/controller/sweep_plan.h"
 
 namespace flotilla::gui {
 
@@ -19,6 +21,7 @@ ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent
   qRegisterMetaType<QVector<NodeItem>>();
   qRegisterMetaType<NodeItem>();
   qRegisterMetaType<NodeProbeResult>();
+  qRegisterMetaType<SweepPlanItem>();
   qRegisterMetaType<std::shared_ptr<const controller::CompareTable>>();
   connect_.agent_binary = agent_binary_;
 }
@@ -193,6 +196,66 @@ void ControllerWorker::writeReport(const QStringList& runs, const QString& basel
       emit reportFailed(QString::fromStdString(e.what()));
     }
   });
+}
+
+namespace {
+QStringList problem_lines(const ConfigError& e) {
+  QStringList lines;
+  for (const auto& p : e.problems()) lines << QString::fromStdString(p);
+  return lines;
+}
+}  // namespace
+
+void ControllerWorker::planSweep(const QString& sweep_text, quint64 request) {
+  SweepPlanItem plan;
+  if (!store_) {
+    plan.problems << "the database " + database_ + " is not open";
+    return emit sweepPlanned(plan, request);
+  }
+  try {
+    auto spec = parse_sweep(sweep_text.toStdString(), "sweep");
+    plan.name = QString::fromStdString(spec.name);
+    const auto points = controller::plan_sweep(*store_, controller_.get(), spec);
+    plan.runs = static_cast<qint64>(points.size());
+    plan.shape = QString::fromStdString(controller::sweep_grid_shape(spec));
+    for (const auto& point : points) {
+      if (!point.refused()) {
+        ++plan.to_run;
+        continue;
+      }
+      SweepPlanItem::Refused refused{
+          point.index + 1, QString::fromStdString(point.values_json), {}};
+      for (const auto& p : point.problems) refused.problems << QString::fromStdString(p);
+      plan.refused.push_back(refused);
+    }
+  } catch (const ConfigError& e) {
+    plan.problems = problem_lines(e);
+  } catch (const std::exception& e) {
+    plan.problems << QString::fromStdString(e.what());
+  }
+  emit sweepPlanned(plan, request);
+}
+
+void ControllerWorker::startSweep(const QString& sweep_text, const QString& source) {
+  if (!controller_ || !sweeps_)
+    return emit sweepRefused("the window only views this database: it starts nothing");
+  try {
+    auto spec = parse_sweep(sweep_text.toStdString(), source.toStdString());
+    const auto points = controller::plan_sweep(*store_, controller_.get(), spec);
+    if (std::all_of(points.begin(), points.end(), [](const auto& p) { return p.refused(); }))
+      return emit sweepRefused("every point of sweep " + QString::fromStdString(spec.name) +
+                               " is refused: nothing to run");
+    // Stored without an owner: the pool takes it over at once, as it takes a
+    // sweep whose controller is gone, and runs it on a thread of its own.
+    controller::SweepStore(*store_).create(spec, points, source.toStdString(), "");
+    sweeps_->continue_live_sweeps();
+    emit sweepStarted(QString::fromStdString(spec.name));
+    refresh();
+  } catch (const ConfigError& e) {
+    emit sweepRefused(problem_lines(e).join("\n"));
+  } catch (const std::exception& e) {
+    emit sweepRefused(QString::fromStdString(e.what()));
+  }
 }
 
 void ControllerWorker::killSweep(const QString& name) {

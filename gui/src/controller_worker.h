@@ -62,6 +62,23 @@ struct NodeItem {
 // The row the store keeps for a node as the window edits it.
 controller::NodeRow node_row_of(const NodeItem& node);
 
+// What a sweep would run (flotilla::controller::plan_sweep, as `flotilla
+// sweep --dry-run` prints it), for the sweep designer.
+struct SweepPlanItem {
+  QString name;
+  // Why the sweep as a whole cannot run, each "key: what is wrong"; when
+  // there are any, the counts below are empty.
+  QStringList problems;
+  qint64 runs = 0, to_run = 0;
+  QString shape;  // "3 ranks_per_node x 4 batch_size"
+  struct Refused {
+    qint64 index = 0;  // from 1, as the Sweeps tab numbers points
+    QString values_json;
+    QStringList problems;
+  };
+  QVector<Refused> refused;
+};
+
 // How one node's probe went.
 struct NodeProbeResult {
   QString node;
@@ -115,6 +132,13 @@ class ControllerWorker : public QObject,
   // own (seconds), so neither the window nor this worker waits for them.
   // Answered by reportWritten() or reportFailed().
   void writeReport(const QStringList& runs, const QString& baseline, const QString& directory);
+  // The plan of the sweep file `sweep_text` (YAML or JSON), its nodes
+  // checked as a run's are: answered by sweepPlanned with the same `request`.
+  void planSweep(const QString& sweep_text, quint64 request);
+  // Stores the sweep with its points and runs it on the sweep pool (a
+  // thread of its own, as a sweep the window continues): sweepStarted, or
+  // sweepRefused with every problem when it cannot run.
+  void startSweep(const QString& sweep_text, const QString& source);
 
  signals:
   void opened(const QString& database);
@@ -138,6 +162,9 @@ class ControllerWorker : public QObject,
   // The report's Markdown file, and the charts that could not be drawn.
   void reportWritten(const QString& markdown, const QStringList& problems);
   void reportFailed(const QString& message);
+  void sweepPlanned(const flotilla::gui::SweepPlanItem& plan, quint64 request);
+  void sweepStarted(const QString& sweep);
+  void sweepRefused(const QString& message);
 
  private:
   // ControllerObserver: called on the agent links' threads. Records are not
@@ -167,3 +194,4 @@ Q_DECLARE_METATYPE(flotilla::gui::ExperimentItem)
 Q_DECLARE_METATYPE(flotilla::gui::RunItem)
 Q_DECLARE_METATYPE(flotilla::gui::NodeItem)
 Q_DECLARE_METATYPE(flotilla::gui::NodeProbeResult)
+Q_DECLARE_METATYPE(flotilla::gui::SweepPlanItem)

@@ -31,6 +31,7 @@
 #include "nodes_view.h"
 #include "presets.h"
 #include "run_list.h"
+#include "sweep_designer.h"
 #include "sweep_view.h"
 
 namespace flotilla::gui {
@@ -175,6 +176,8 @@ void MainWindow::buildActions() {
   refresh_action_ = action("Re&fresh", "actionRefresh", QKeySequence(Qt::Key_F5));
   compare_action_ = action("Co&mpare selected runs", "actionCompare",
                            QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
+  new_sweep_action_ =
+      action("New s&weep…", "actionNewSweep", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_N));
 
   auto* experiment_menu = menuBar()->addMenu("&Experiment");
   experiment_menu->addAction(new_action_);
@@ -189,6 +192,7 @@ void MainWindow::buildActions() {
   }
   if (presets.isEmpty()) presets_menu_->addAction("No presets found")->setEnabled(false);
   experiment_menu->addAction(save_action_);
+  experiment_menu->addAction(new_sweep_action_);
   experiment_menu->addSeparator();
   experiment_menu->addAction(import_action_);
   experiment_menu->addAction(export_action_);
@@ -222,6 +226,9 @@ void MainWindow::buildActions() {
     emit requestStart(form_->configJson());
   });
   connect(kill_action_, &QAction::triggered, this, &MainWindow::killSelected);
+  connect(new_sweep_action_, &QAction::triggered, this, &MainWindow::openSweepDesigner);
+  connect(sweep_view_, &SweepView::newSweepRequested, this, &MainWindow::openSweepDesigner);
+  connect(sweep_view_, &SweepView::compareRequested, this, &MainWindow::compareRuns);
   connect(clone_action_, &QAction::triggered, this, [this] { cloneRun(run_list_->selected()); });
   connect(refresh_action_, &QAction::triggered, this, &MainWindow::requestRefresh);
   connect(compare_action_, &QAction::triggered, this, [this] {
@@ -449,6 +456,25 @@ void MainWindow::showRun(const QString& run) {
   run_list_->select(run);
   dashboard_->showRun(run);
   tabs_->setCurrentWidget(dashboard_);
+}
+
+SweepDesigner* MainWindow::openSweepDesigner() {
+  auto* designer = new SweepDesigner(this);
+  designer->setAttribute(Qt::WA_DeleteOnClose);
+  connect(designer, &SweepDesigner::planRequested, worker_, &ControllerWorker::planSweep);
+  connect(worker_, &ControllerWorker::sweepPlanned, designer, &SweepDesigner::showPlan);
+  connect(designer, &SweepDesigner::startRequested, worker_, &ControllerWorker::startSweep);
+  connect(worker_, &ControllerWorker::sweepStarted, designer, &SweepDesigner::sweepStarted);
+  connect(worker_, &ControllerWorker::sweepRefused, designer, &SweepDesigner::sweepRefused);
+  connect(designer, &SweepDesigner::started, this, [this](const QString& sweep) {
+    statusBar()->showMessage("Sweep " + sweep + " queued", 10000);
+    tabs_->setCurrentWidget(sweep_view_);
+    sweep_view_->selectSweep(sweep);
+    sweep_view_->refresh();
+  });
+  designer->startFrom(form_->configJson());
+  designer->show();
+  return designer;
 }
 
 QStringList MainWindow::selectedRuns() const {

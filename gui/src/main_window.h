@@ -32,6 +32,7 @@ class ExperimentDesigner;
 class NodesView;
 class RunList;
 struct ConfigSource;
+class SweepDesigner;
 class SweepView;
 
 class MainWindow : public QMainWindow {
@@ -66,6 +67,10 @@ class MainWindow : public QMainWindow {
   void compareRuns(QStringList runs);
   // The runs selected in the run list, oldest first.
   QStringList selectedRuns() const;
+  // "New sweep…": the sweep designer over the Experiment tab's experiment,
+  // planning and starting through the worker; when it starts a sweep, the
+  // Sweeps tab shows it.
+  SweepDesigner* openSweepDesigner();
 
  signals:
   // To the worker thread.
@@ -113,6 +118,7 @@ class MainWindow : public QMainWindow {
   QPushButton *run_button_, *kill_button_, *save_button_, *compare_button_;
   QAction *new_action_, *save_action_, *import_action_, *export_action_, *diff_action_;
   QAction *run_action_, *kill_action_, *clone_action_, *refresh_action_, *compare_action_;
+  QAction* new_sweep_action_;
   QMenu* presets_menu_;
 };
 

@@ -1,5 +1,6 @@
 #include "sweep_view.h"
 
+#include <QAction>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -26,20 +27,19 @@ QString first_line(const std::string& text) {
   return q(text.substr(0, text.find('\n')));
 }
 
-// "batch_size 128, ranks_per_node 2"
-QString values_text(const std::string& values_json) {
-  const auto values = nlohmann::ordered_json::parse(values_json, nullptr, false);
-  if (!values.is_object()) return q(values_json);
+const QStringList kSweepColumns{"Sweep",  "State", "Points", "Done",    "Running",
+                                "Queued", "OOM",   "Failed", "Skipped", "Refused"};
+
+}  // namespace
+
+QString point_values_text(const QString& values_json) {
+  const auto values = nlohmann::ordered_json::parse(values_json.toStdString(), nullptr, false);
+  if (!values.is_object()) return values_json;
   QString out;
   for (const auto& [key, value] : values.items())
     out += (out.isEmpty() ? "" : ", ") + q(key) + " " + q(value_text(value.dump()));
   return out;
 }
-
-const QStringList kSweepColumns{"Sweep",  "State", "Points", "Done",    "Running",
-                                "Queued", "OOM",   "Failed", "Skipped", "Refused"};
-
-}  // namespace
 
 SweepLoader::SweepLoader(QString database) : database_(std::move(database)) {}
 SweepLoader::~SweepLoader() = default;
@@ -67,7 +67,7 @@ void SweepLoader::load() {
       item.skipped = p.skipped;
       item.refused = p.refused;
       for (const auto& point : points)
-        item.points.push_back({point.index + 1, values_text(point.values_json),
+        item.points.push_back({point.index + 1, point_values_text(q(point.values_json)),
                                q(std::string(name_of(point.state))), q(point.run_id),
                                first_line(point.reason)});
       items.push_back(std::move(item));
@@ -106,6 +106,21 @@ SweepView::SweepView(const QString& database, QWidget* parent)
   kill_ = new QPushButton("Kill sweep");
   kill_->setObjectName("killSweepButton");
   kill_->setEnabled(false);
+  compare_ = new QPushButton("Compare");
+  compare_->setObjectName("compareSweepButton");
+  compare_->setEnabled(false);
+  new_sweep_ = new QPushButton("New sweep…");
+  new_sweep_->setObjectName("newSweepButton");
+  new_sweep_->setToolTip("Design a sweep over the experiment in the Experiment tab");
+  // The same command on the sweep list's own menu (right click) and its shortcut.
+  compare_action_ = new QAction("Compare the sweep's runs", this);
+  compare_action_->setObjectName("actionCompareSweep");
+  compare_action_->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key_C));
+  compare_action_->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  compare_action_->setEnabled(false);
+  addAction(compare_action_);
+  sweeps_->setContextMenuPolicy(Qt::ActionsContextMenu);
+  sweeps_->addAction(compare_action_);
   status_ = new QLabel("Reading the sweeps…");
   status_->setObjectName("sweepStatus");
   status_->setWordWrap(true);
@@ -114,6 +129,8 @@ SweepView::SweepView(const QString& database, QWidget* parent)
   layout->addWidget(sweeps_, 1);
   auto* row = new QHBoxLayout;
   row->addWidget(status_, 1);
+  row->addWidget(new_sweep_);
+  row->addWidget(compare_);
   row->addWidget(kill_);
   layout->addLayout(row);
   layout->addWidget(points_, 2);
@@ -137,6 +154,12 @@ SweepView::SweepView(const QString& database, QWidget* parent)
                               QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
     if (answer == QMessageBox::Yes) emit killRequested(sweep);
   });
+  connect(compare_, &QPushButton::clicked, compare_action_, &QAction::trigger);
+  connect(compare_action_, &QAction::triggered, this, [this] {
+    const auto runs = comparableRuns();
+    if (runs.size() >= 2) emit compareRequested(runs);
+  });
+  connect(new_sweep_, &QPushButton::clicked, this, &SweepView::newSweepRequested);
   connect(timer_, &QTimer::timeout, this, &SweepView::refresh);
   thread_.start();
   timer_->start(2000);
@@ -150,6 +173,25 @@ SweepView::~SweepView() {
 
 void SweepView::refresh() {
   emit loadRequested();
+}
+
+void SweepView::selectSweep(const QString& name) {
+  to_select_ = name;
+  for (int r = 0; r < sweeps_->rowCount(); ++r)
+    if (sweeps_->item(r, 0) && sweeps_->item(r, 0)->text() == name) {
+      sweeps_->selectRow(r);
+      to_select_.clear();
+    }
+}
+
+QStringList SweepView::comparableRuns() const {
+  const auto name = selectedSweep();
+  QStringList runs;
+  for (const auto& s : shown_)
+    if (s.name == name)
+      for (const auto& p : s.points)
+        if (!p.run.isEmpty() && (p.state == "finished" || p.state == "oom")) runs << p.run;
+  return runs;
 }
 
 QString SweepView::selectedSweep() const {
@@ -184,8 +226,11 @@ void SweepView::showSweeps(const QVector<SweepItem>& sweeps) {
   }
   for (int r = 0; r < sweeps.size(); ++r)
     if (sweeps[r].name == selected) sweeps_->selectRow(r);
+  if (!to_select_.isEmpty()) selectSweep(to_select_);
   if (sweeps.isEmpty())
-    status_->setText("No sweep yet: `flotilla sweep FILE` or `flotilla study run` starts one.");
+    status_->setText(
+        "No sweep yet: New sweep… designs one; `flotilla sweep FILE` or `flotilla study run` "
+        "starts one.");
   else if (selectedSweep().isEmpty())
     status_->setText("Select a sweep to see its points.");
   showPoints();
@@ -197,6 +242,17 @@ void SweepView::showPoints() {
   for (const auto& s : shown_)
     if (s.name == name) sweep = &s;
   kill_->setEnabled(sweep && sweep->state == "running");
+  const int comparable = comparableRuns().size();
+  compare_->setEnabled(comparable >= 2);
+  compare_action_->setEnabled(comparable >= 2);
+  const QString compare_tip =
+      "Open the Compare tab on the runs of the selected sweep that "
+      "finished or ran out of memory (" +
+      compare_action_->shortcut().toString(QKeySequence::NativeText) + ")";
+  compare_->setToolTip(!sweep || comparable >= 2
+                           ? compare_tip
+                           : compare_tip + "; not yet: " + QString::number(comparable) +
+                                 " such run(s), Compare needs two");
   points_->setRowCount(sweep ? sweep->points.size() : 0);
   if (!sweep) return;
   status_->setText(QString("%1: %2 of %3 point(s) done, %4 running, %5 queued")

@@ -1,9 +1,11 @@
 #pragma once
 // The window's Sweeps tab: every sweep with how many of its points are done,
 // running, queued, oom, failed, skipped and refused, the selected sweep's
-// points (values, state, run, reason), and "Kill sweep". The store is read
-// on a thread of its own (SweepLoader, every two seconds), never on the
-// window's; the kill goes to the controller's worker through killRequested.
+// points (values, state, run, reason), "Kill sweep", "Compare" (the
+// Compare tab on the runs of the selected sweep) and "New sweep…" (the
+// sweep designer). The store is read on a thread of its own (SweepLoader,
+// every two seconds), never on the window's; the kill goes to the
+// controller's worker through killRequested.
 
 #include <QObject>
 #include <QString>
@@ -13,6 +15,7 @@
 
 #include <memory>
 
+class QAction;
 class QLabel;
 class QPushButton;
 class QTableWidget;
@@ -23,6 +26,9 @@ class Store;
 }
 
 namespace flotilla::gui {
+
+// "batch_size 128, ranks_per_node 2": a point's values as one phrase.
+QString point_values_text(const QString& values_json);
 
 struct SweepPointItem {
   qint64 index = 0;
@@ -65,7 +71,16 @@ class SweepView : public QWidget {
   QTableWidget* sweepTable() const { return sweeps_; }
   QTableWidget* pointTable() const { return points_; }
   QPushButton* killButton() const { return kill_; }
+  QPushButton* compareButton() const { return compare_; }
+  QPushButton* newSweepButton() const { return new_sweep_; }
+  QAction* compareAction() const { return compare_action_; }
   QString selectedSweep() const;
+  // Selects the sweep of that name once it is listed (now, or on a later read).
+  void selectSweep(const QString& name);
+  // The runs of the selected sweep that Compare opens: those of its points
+  // that finished or ran out of memory (the compare table keeps OOM rows,
+  // as the seeds' tables do), in point order.
+  QStringList comparableRuns() const;
 
  public slots:
   // Reads the store again now (it also does every two seconds).
@@ -74,6 +89,9 @@ class SweepView : public QWidget {
  signals:
   // "Kill sweep" confirmed: for the worker, which owns the controller.
   void killRequested(const QString& sweep);
+  // "Compare": the runs to open the Compare tab on (two or more).
+  void compareRequested(const QStringList& runs);
+  void newSweepRequested();
   void loadRequested();
 
  private:
@@ -87,7 +105,11 @@ class SweepView : public QWidget {
   QTableWidget* sweeps_;
   QTableWidget* points_;
   QPushButton* kill_;
+  QPushButton* compare_;
+  QPushButton* new_sweep_;
+  QAction* compare_action_;
   QLabel* status_;
+  QString to_select_;  // a sweep asked for before it was listed
 };
 
 }  // namespace flotilla::gui

@@ -113,6 +113,61 @@ TEST(SweepView, ShowsEachSweepsProgressAndItsPointsAndAsksBeforeKilling) {
   EXPECT_FALSE(view.killButton()->isEnabled());
 }
 
+TEST(SweepView, CompareOpensTheRunsThatFinishedOrRanOutOfMemory) {
+  testing::TempDir dir;
+  const QString db = QString::fromStdString((dir.path() / "sweeps.db").string());
+  store_ladder(db);
+  SweepView view(db);
+  view.show();
+  auto* sweeps = view.sweepTable();
+  ASSERT_TRUE(wait_until([&] { return sweeps->rowCount() == 1; }, 10s));
+  EXPECT_FALSE(view.compareButton()->isEnabled());  // nothing selected
+  EXPECT_FALSE(view.compareAction()->isEnabled());
+
+  sweeps->selectRow(0);
+  // run-a finished, run-b out of memory (an OOM row, as the seeds keep);
+  // the skipped and the queued point have no run.
+  EXPECT_EQ(view.comparableRuns(), (QStringList{"run-a", "run-b"}));
+  ASSERT_TRUE(view.compareButton()->isEnabled());
+  QSignalSpy compare(&view, &SweepView::compareRequested);
+  QTest::mouseClick(view.compareButton(), Qt::LeftButton);
+  ASSERT_EQ(compare.count(), 1);
+  EXPECT_EQ(compare.front().front().toStringList(), (QStringList{"run-a", "run-b"}));
+  // The same command from the sweep list's own menu and its shortcut.
+  EXPECT_TRUE(view.sweepTable()->actions().contains(view.compareAction()));
+  // Shortcuts reach only the active window: asks the X server for the
+  // focus itself, as no window manager gives it under a bare Xvfb.
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));
+  view.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&view));
+  sweeps->setFocus();
+  QTest::keyClick(sweeps, Qt::Key_C, Qt::ControlModifier | Qt::AltModifier);
+  ASSERT_EQ(compare.count(), 2);
+}
+
+TEST(SweepView, CompareWaitsForTwoRunsAndSaysWhy) {
+  testing::TempDir dir;
+  const QString db = QString::fromStdString((dir.path() / "one.db").string());
+  {
+    controller::Store store(db);
+    controller::SweepStore stored(store);
+    const auto spec = parse_sweep(
+        "name: one\nbase: {model: small_cnn, dataset: synthetic, max_steps: 2}\n"
+        "axes: {batch_size: [8, 16]}\n");
+    const auto id = stored.create(spec, expand_sweep(spec), "one.yaml", "test-owner");
+    ASSERT_TRUE(stored.claim(id, 0, "run-a", "test-owner"));
+    ASSERT_TRUE(stored.end_point(id, 0, controller::PointState::finished, ""));
+  }
+  SweepView view(db);
+  view.show();
+  ASSERT_TRUE(wait_until([&] { return view.sweepTable()->rowCount() == 1; }, 10s));
+  view.sweepTable()->selectRow(0);
+  EXPECT_EQ(view.comparableRuns(), QStringList{"run-a"});
+  EXPECT_FALSE(view.compareButton()->isEnabled());
+  EXPECT_TRUE(view.compareButton()->toolTip().contains("Compare needs two"))
+      << view.compareButton()->toolTip().toStdString();
+}
+
 TEST(SweepView, SaysSoWhenThereIsNoSweep) {
   testing::TempDir dir;
   const QString db = QString::fromStdString((dir.path() / "empty.db").string());
