@@ -78,7 +78,7 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
           gib);
     } else {
       add_rank_field(panel, run, rank, "mem_peak",
-                     {who + " RSS high-water (engine)", run.run.id, "GiB",
+                     {who + " peak RSS (engine)", run.run.id, "GiB",
                       "mem_peak / 2^30 (the kernel's ru_maxrss of the rank, on the CPU)",
                       SeriesStyle::dashed, int(r)},
                      o, gib);
@@ -93,7 +93,7 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
       const auto rank = run.ranks.find(r);
       if (o.ranks && !o.ranks->count(r)) continue;
       add_line(panel,
-               {"rank " + std::to_string(r) + " RSS (agent, 1 s samples)", run.run.id, "GiB",
+               {"rank " + std::to_string(r) + " RSS (agent, 1 s)", run.run.id, "GiB",
                 "system rank_rss / 2^30", SeriesStyle::thin,
                 rank == run.ranks.end() ? int(r) : int(rank->first)},
                frame, take(rss, frame, gib), o);
