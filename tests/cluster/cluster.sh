@@ -14,8 +14,10 @@
 #   cluster.sh status                 the folder, the owner and the hosts
 #   cluster.sh pids HOST              live pids inside HOST's namespace
 #   cluster.sh link HOST up|down      HOST's veth (root side) up or down
-#   cluster.sh drop HOST on|off       silent loss: every packet to and from HOST
-#                                     dropped, the link left up (nftables)
+#   cluster.sh drop HOST on|off [PEER]
+#                                     silent loss: every packet to and from HOST
+#                                     (only those to and from address PEER, if
+#                                     given) dropped, the link left up (nftables)
 #   cluster.sh rekey HOST [--dir DIR] new host key for HOST, its sshd restarted
 #
 # DIR may also come as the argument after N (up) or first (down, rekey).
@@ -364,16 +366,27 @@ down() {  # DIR OWNER FORCE ALL
 # A switch port that drops every frame without a reset or a carrier change:
 # nftables' netdev ingress and egress hooks on the host's own interface, in
 # its namespace. Its TCP peers see no error, only silence (link down is a
-# different fault: the carrier goes). Needs nft (Debian's nftables).
-drop() {  # HOST on|off
-  local host=$1
+# different fault: the carrier goes). With PEER, only the path between the
+# host and that address goes quiet (e.g. the controller's, 10.77.0.1), while
+# the host's other traffic, its ranks' among them, flows. Needs nft (Debian's
+# nftables).
+drop() {  # HOST on|off [PEER]
+  local host=$1 peer=${3:-} ingress egress
   command -v nft >/dev/null || die "drop: nft is missing (Debian's nftables)"
   ip netns exec "$host" nft delete table netdev flotilla_drop 2>/dev/null || true
   [[ $2 == on ]] || return 0
+  if [[ -n $peer ]]; then
+    [[ $peer =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "drop: PEER is an IPv4 address, not '$peer'"
+    ingress="ip saddr $peer drop;"
+    egress="ip daddr $peer drop;"
+  else
+    ingress="policy drop;"
+    egress="policy drop;"
+  fi
   ip netns exec "$host" nft -f - <<RULES
 table netdev flotilla_drop {
-  chain ingress { type filter hook ingress device eth0 priority 0; policy drop; }
-  chain egress { type filter hook egress device eth0 priority 0; policy drop; }
+  chain ingress { type filter hook ingress device eth0 priority 0; $ingress }
+  chain egress { type filter hook egress device eth0 priority 0; $egress }
 }
 RULES
 }
@@ -458,10 +471,10 @@ main() {
       ip link set "flv$index" "${args[1]}"
       ;;
     drop)
-      ((${#args[@]} == 2)) || usage
+      ((${#args[@]} == 2 || ${#args[@]} == 3)) || usage
       [[ ${args[1]} == on || ${args[1]} == off ]] || die "drop: on or off, not '${args[1]}'"
       host_index "${args[0]}" >/dev/null
-      drop "${args[0]}" "${args[1]}"
+      drop "${args[0]}" "${args[1]}" "${args[2]:-}"
       ;;
     rekey)
       ((${#args[@]} >= 1 && ${#args[@]} <= 2)) || usage

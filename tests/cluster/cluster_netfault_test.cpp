@@ -2,6 +2,12 @@
 // gone silent, not a link down) between the controller and one node of a
 // 2-node DDP run, for 60 s and for good. The figures (time to notice, time
 // to reconnect, records in the store and in the spools) are printed.
+//
+// The 60 s outage silences only the controller's path to the node: its
+// ranks' own traffic flows, so the run can go on, as the issue asks. When
+// the whole node goes silent mid-run, its ranks' Gloo sockets may time out
+// within the minute (seen: "pair.cc Read error … Connection timed out" after
+// about 20 s) and the run then fails, which the permanent case covers.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -95,13 +101,15 @@ TEST(ClusterSilentLink, ASixtySecondOutageIsNoticedReconnectedAndLosesNoRecord) 
   SKIP_WITHOUT_CLUSTER();
   TestCluster cluster(2);
   ClusterControl control(cluster);
-  constexpr int kSteps = 400;
-  const auto file = control.write("silent.yaml", two_node_experiment("silent-60s", kSteps));
+  // More steps than the outage lasts, on any machine: the run is killed once
+  // the node is back and its records flow again.
+  const auto file =
+      control.write("silent.yaml", two_node_experiment("silent-60s", 100000, "epochs: 1000\n"));
   auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
   const auto run = control.wait_for_records(5, 120s);
   ASSERT_FALSE(run.empty()) << runner->output();
 
-  cluster.drop("flh2", true);
+  cluster.drop("flh2", true, TestCluster::kControllerAddress);
   const auto dropped = Clock::now();
   const auto noticed = seconds_until_said(*runner, "node flh2 is unreachable", dropped, 60s);
   ASSERT_TRUE(noticed) << runner->output();
@@ -124,11 +132,22 @@ TEST(ClusterSilentLink, ASixtySecondOutageIsNoticedReconnectedAndLosesNoRecord) 
             << kReconnectedWithin.count() << " s)" << std::endl;
   EXPECT_LT(*back, static_cast<double>(kReconnectedWithin.count())) << runner->output();
 
-  const auto ended = runner->wait(300s);
-  ASSERT_TRUE(ended) << runner->output();
-  EXPECT_EQ(*ended, 0) << runner->output();
+  // Records written on flh2 during the outage and after it reach the store.
+  const auto stored_on = [&](const std::string& node) {
+    size_t n = 0;
+    for (const auto& r : control.store().records(run)) n += r.node == node;
+    return n;
+  };
+  const auto stored_at_return = stored_on("flh2");
+  const auto flowing_by = Clock::now() + 60s;
+  while (stored_on("flh2") <= stored_at_return + 20 && Clock::now() < flowing_by)
+    std::this_thread::sleep_for(200ms);
+  ASSERT_GT(stored_on("flh2"), stored_at_return + 20) << runner->output();
+  const auto [kill_status, kill_output] = control.flotilla({"kill", run});
+  EXPECT_EQ(kill_status, 0) << kill_output;
+  ASSERT_TRUE(runner->wait(120s)) << runner->output();
   const auto store = control.store();
-  EXPECT_EQ(store.run(run)->state, RunState::finished);
+  EXPECT_EQ(store.run(run)->state, RunState::killed) << runner->output();
   for (const auto& h : cluster.hosts()) {
     const auto records = contiguous_records_of(store, run, h.name);
     ASSERT_FALSE(records.empty()) << h.name;
@@ -144,9 +163,11 @@ TEST(ClusterSilentLink, ASixtySecondOutageIsNoticedReconnectedAndLosesNoRecord) 
             << h.name << " rank " << r.rank << " step " << step << " stored twice";
       }
     ASSERT_EQ(steps_by_rank.size(), 1u) << h.name;
-    EXPECT_EQ(steps_by_rank.begin()->second.size(), static_cast<size_t>(kSteps)) << h.name;
+    // Steps 1..last, none missing.
+    const auto& steps = steps_by_rank.begin()->second;
+    EXPECT_EQ(static_cast<int64_t>(steps.size()), *steps.rbegin()) << h.name;
     std::cout << h.name << ": " << records.size() << " records stored, " << spooled << " spooled, "
-              << steps_by_rank.begin()->second.size() << " of " << kSteps << " steps" << std::endl;
+              << steps.size() << " steps" << std::endl;
   }
   for (const auto& h : cluster.hosts())
     EXPECT_EQ(run_processes(cluster, h.name), std::vector<std::string>{}) << h.name;

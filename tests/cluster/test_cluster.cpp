@@ -204,8 +204,10 @@ void TestCluster::link(const std::string& host, bool up) const {
     throw std::runtime_error("cluster.sh link " + host + ": " + result.output);
 }
 
-void TestCluster::drop(const std::string& host, bool on) const {
-  const auto result = script({"drop", this->host(host).name, on ? "on" : "off"});
+void TestCluster::drop(const std::string& host, bool on, const std::string& peer) const {
+  std::vector<std::string> args{"drop", this->host(host).name, on ? "on" : "off"};
+  if (!peer.empty()) args.push_back(peer);
+  const auto result = script(args);
   if (result.status != 0)
     throw std::runtime_error("cluster.sh drop " + host + ": " + result.output);
 }

@@ -49,8 +49,11 @@ class TestCluster {
   // The host's veth, root side: down is a cable pulled, connections hang.
   void link(const std::string& host, bool up) const;
   // Silent loss: every packet to and from the host dropped while the link
-  // stays up (a switch gone quiet), or the path restored.
-  void drop(const std::string& host, bool on) const;
+  // stays up (a switch gone quiet), or the path restored. With `peer` (an
+  // address: kControllerAddress) only the path between the two goes quiet.
+  void drop(const std::string& host, bool on, const std::string& peer = {}) const;
+  // Where the tests' controller reaches the hosts from: the bridge's address.
+  static constexpr const char* kControllerAddress = "10.77.0.1";
   // A new host key and its sshd restarted; known_hosts() follows.
   void rekey(const std::string& host) const;
 
