@@ -4,10 +4,12 @@
 // SVG) hold what the panel shows.
 #include <gtest/gtest.h>
 #include <QChart>
+#include <QChartView>
 #include <QCoreApplication>
 #include <QFile>
 #include <QGraphicsTextItem>
 #include <QImage>
+#include <QTest>
 #include <QXmlStreamReader>
 
 #include <nlohmann/json.hpp>
@@ -392,6 +394,43 @@ TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
     // Right-aligned at the line's end (the plot's right edge), unless it fills the plot.
     EXPECT_NEAR(box.right(), plot.right() - 4, 1.0);
   }
+}
+
+// PlotJuggler's tracker: the mouse over one panel puts a cursor at that x on
+// every panel of the same sync, each listing its visible series' values there.
+TEST_F(StoredRun, HoverOnOnePanelShowsEachPanelsValuesAtThatStep) {
+  const RunData run = load();
+  PanelSync sync;
+  PanelWidget throughput(&sync), bandwidth(&sync);
+  throughput.setPanel(prepare(build_panel(PanelKind::throughput, {&run}, {})));
+  bandwidth.setPanel(prepare(build_panel(PanelKind::bandwidth, {&run}, {})));
+  for (auto* widget : {&throughput, &bandwidth}) {
+    widget->resize(900, 400);
+    widget->show();
+  }
+  QCoreApplication::sendPostedEvents();
+  QCoreApplication::processEvents();
+  (void)throughput.grab();
+  // Where step 17 is drawn on the throughput panel, in its view's pixels.
+  auto* chart = throughput.chart();
+  ASSERT_FALSE(chart->series().isEmpty());
+  const QPointF in_chart = chart->mapToPosition(QPointF(17, 0), chart->series().first());
+  const QPoint in_view = throughput.chartView()->mapFromScene(chart->mapToScene(in_chart));
+  QTest::mouseMove(throughput.chartView()->viewport(), in_view);
+  QCoreApplication::processEvents();
+
+  const QString text = throughput.hoverText();
+  EXPECT_TRUE(text.startsWith("step 17")) << text.toStdString();
+  // The value it lists for rank 0 is the stored rate at that step.
+  const QString line = text.section('\n', 1, 1);
+  ASSERT_TRUE(line.startsWith("rank 0: ")) << text.toStdString();
+  const double shown = line.section(": ", 1, 1).section(' ', 0, 0).toDouble();
+  const double stored = step_body(0, 17)["samples_per_s"].get<double>() / 2;
+  EXPECT_NEAR(shown, stored, 0.001 * stored) << text.toStdString();
+  // The other panel of the sync follows with its own series at the same step.
+  EXPECT_TRUE(bandwidth.hoverText().startsWith("step 17")) << bandwidth.hoverText().toStdString();
+  EXPECT_TRUE(bandwidth.hoverText().contains("rank 1 sent: "))
+      << bandwidth.hoverText().toStdString();
 }
 
 TEST(Transforms, SmoothingLeavesNonFiniteValuesOut) {

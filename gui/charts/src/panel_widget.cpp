@@ -28,35 +28,9 @@
 #include <cmath>
 
 #include "panel_chart_view.h"
+#include "panel_widget_drawn.h"
 
 namespace flotilla::charts {
-
-struct PanelWidget::Drawn {
-  std::vector<QAbstractSeries*> series;    // parallel to the description's series
-  std::vector<QLineSeries*> upper, lower;  // stacked areas' edges (null elsewhere)
-  std::vector<QAbstractAxis*> y_axes;
-  QAbstractAxis* x_axis = nullptr;
-  std::vector<QLineSeries*> references;
-  std::vector<QGraphicsTextItem*> reference_labels;  // on a light box: readable over lines
-  QGraphicsTextItem* empty_text = nullptr;
-  QGraphicsLineItem* cursor = nullptr;
-  QGraphicsRectItem* hover_box = nullptr;
-  QGraphicsTextItem* hover_label = nullptr;
-  QString hover_text;
-  std::vector<bool> log_axis;  // per y axis
-  // What each series' points were decimated for, and the points.
-  struct Decimation {
-    uint64_t data = 0;  // PanelWidget::data_version_
-    double x0 = 0, x1 = 0;
-    int columns = 0;
-    bool operator==(const Decimation& o) const {
-      return data == o.data && x0 == o.x0 && x1 == o.x1 && columns == o.columns;
-    }
-    bool operator!=(const Decimation& o) const { return !(*this == o); }
-  };
-  std::optional<Decimation> decimated;
-  std::vector<QList<QPointF>> points;  // parallel to the description's series
-};
 
 namespace {
 
@@ -65,21 +39,8 @@ QColor colour_of(int index) {
   return QColor(QString::fromLatin1(name.data(), int(name.size())));
 }
 
-QString q(const std::string& s) {
-  return QString::fromStdString(s);
-}
-
 // The room kept between a reference line's label and the plot's edges.
 constexpr qreal kLabelInset = 4;
-
-QString number_text(double v) {
-  if (!std::isfinite(v)) return "—";
-  const double magnitude = std::abs(v);
-  if (magnitude >= 1e6 || (magnitude > 0 && magnitude < 1e-3)) return QString::number(v, 'g', 4);
-  if (magnitude >= 100) return QString::number(v, 'f', 1);
-  if (magnitude >= 1) return QString::number(v, 'f', 3);
-  return QString::number(v, 'f', 4);
-}
 
 // QtCharts draws a solid line segment by segment but a dashed or dotted one
 // as one path; Qt's raster engine strokes a path wider than 1 px by filling
@@ -116,14 +77,6 @@ QPen pen_of(const Series& s) {
       break;
   }
   return pen;
-}
-
-// The name the legend shows for series `i` (a raw series shares its smoothed line's).
-QString legend_name(const PanelDescription& d, size_t i) {
-  const auto& s = d.series[i];
-  if (s.style == SeriesStyle::faint_raw && s.raw_of >= 0 && size_t(s.raw_of) < d.series.size())
-    return q(d.series[size_t(s.raw_of)].name);
-  return q(s.name);
 }
 
 }  // namespace
@@ -626,88 +579,6 @@ void PanelWidget::placeLabels() {
     label->setVisible(at.y() >= plot.top() - 1 && at.y() <= plot.bottom() + 1);
     last_bottom = label->pos().y() + box.height();
   }
-}
-
-QString PanelWidget::hoverText() const {
-  return drawn_->hover_text;
-}
-
-qsizetype PanelWidget::drawnPoints(const QString& name) const {
-  if (!panel_) return 0;
-  for (size_t i = 0; i < drawn_->series.size(); ++i) {
-    if (legend_name(panel_->description, i) != name ||
-        panel_->description.series[i].style == SeriesStyle::faint_raw)
-      continue;
-    if (drawn_->upper[i]) return drawn_->upper[i]->count();
-    if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) return xy->count();
-  }
-  return 0;
-}
-
-void PanelWidget::showHover(double x) {
-  hover_x_ = x;
-  if (!panel_ || !panel_->description.empty_reason.empty() || !(x >= x0_ && x <= x1_)) {
-    if (drawn_->cursor) drawn_->cursor->hide();
-    if (drawn_->hover_box) drawn_->hover_box->hide();
-    drawn_->hover_text.clear();
-    return;
-  }
-  const auto& d = panel_->description;
-  const QRectF plot = chart()->plotArea();
-  const double px = plot.left() + (x - x0_) / (x1_ - x0_) * plot.width();
-  if (!drawn_->cursor) {
-    drawn_->cursor = new QGraphicsLineItem(chart());
-    drawn_->cursor->setPen(QPen(QColor(60, 60, 60), 1, Qt::SolidLine));
-    drawn_->cursor->setZValue(20);
-    drawn_->hover_box = new QGraphicsRectItem(chart());
-    drawn_->hover_box->setBrush(QColor(255, 255, 255, 225));
-    drawn_->hover_box->setPen(QPen(QColor(150, 150, 150)));
-    drawn_->hover_box->setZValue(21);
-    drawn_->hover_label = new QGraphicsTextItem(drawn_->hover_box);
-  }
-  drawn_->cursor->setLine(px, plot.top(), px, plot.bottom());
-  drawn_->cursor->show();
-  QStringList lines;
-  switch (d.x_mode) {
-    case XMode::step:
-      lines << "step " + QString::number(x, 'f', 0);
-      break;
-    case XMode::wall_time:
-      lines << QDateTime::fromMSecsSinceEpoch(qint64(x * 1000)).toString("HH:mm:ss.zzz");
-      break;
-    case XMode::relative_time:
-      lines << QString::number(x, 'f', 2) + " s";
-      break;
-  }
-  int shown = 0, more = 0;
-  for (size_t i = 0; i < d.series.size(); ++i) {
-    const auto& s = d.series[i];
-    if (s.style == SeriesStyle::faint_raw || !drawn_->series[i]->isVisible()) continue;
-    const int64_t at = panel_->pyramids[i].index_at(x);
-    if (at < 0) continue;
-    if (++shown > 14) {
-      ++more;
-      continue;
-    }
-    const double v = (*s.y)[size_t(at)];
-    lines << q(s.name) + ": " + number_text(v) + (s.unit.empty() ? "" : " " + q(s.unit));
-  }
-  if (more) lines << QString("… and %1 more").arg(more);
-  drawn_->hover_text = lines.join("\n");
-  drawn_->hover_label->setPlainText(drawn_->hover_text);
-  const QRectF text = drawn_->hover_label->boundingRect();
-  double left = px + 8;
-  if (left + text.width() > plot.right()) left = px - 8 - text.width();
-  drawn_->hover_box->setRect(0, 0, text.width(), text.height());
-  drawn_->hover_box->setPos(std::max(plot.left(), left), plot.top() + 2);
-  drawn_->hover_box->show();
-}
-
-void PanelWidget::hideHover() {
-  hover_x_.reset();
-  drawn_->hover_text.clear();
-  if (drawn_->cursor) drawn_->cursor->hide();
-  if (drawn_->hover_box) drawn_->hover_box->hide();
 }
 
 void PanelWidget::exportTo(const QString& format) {
