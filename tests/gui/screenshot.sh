@@ -12,5 +12,5 @@ filter="${2:-MainWindow.*}"
 mkdir -p "$dir"
 cmake --build --preset default --target gui_tests
 QT_QPA_PLATFORM=xcb FLOTILLA_SCREENSHOT_DIR="$dir" \
-  xvfb-run -a -s "-screen 0 1400x950x24" ./build/bin/gui_tests --gtest_filter="$filter"
+  xvfb-run -a -s "-screen 0 1600x1000x24" ./build/bin/gui_tests --gtest_filter="$filter"
 ls -1 "$dir"/*.png
