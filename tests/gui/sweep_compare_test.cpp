@@ -15,6 +15,7 @@
 #include "screenshot.h"
 #include "sweep_designer.h"
 #include "sweep_view.h"
+#include "table_cell.h"
 #include "temp_dir.h"
 #include "wait_until.h"
 
@@ -22,11 +23,6 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-QString cell(const QTableWidget* table, int row, int column) {
-  const auto* item = table->item(row, column);
-  return item ? item->text() : QString();
-}
 
 TEST(SweepCompare, ASweepStartedInTheDesignerRunsAndItsRunsOpenInCompare) {
   testing::TempDir dir;

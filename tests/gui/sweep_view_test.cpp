@@ -18,6 +18,7 @@
 #include "flotilla/controller/sweep_store.h"
 #include "screenshot.h"
 #include "sweep_view.h"
+#include "table_cell.h"
 #include "temp_dir.h"
 #include "wait_until.h"
 
@@ -25,11 +26,6 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-QString cell(const QTableWidget* table, int row, int column) {
-  const auto* item = table->item(row, column);
-  return item ? item->text() : QString();
-}
 
 // A ladder of four batches: the first finished, the second out of memory,
 // the third skipped after it, the fourth still queued.
