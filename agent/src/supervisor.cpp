@@ -43,6 +43,10 @@ sigset_t supervisor_signals() {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a rank may take to load its data and meet its peers before its
+// first record: the engine's rendezvous gives up after 5 minutes.
+constexpr std::chrono::seconds kRendezvousAllowance{300};
+
 // Seconds since the Unix epoch on this node's clock, to the microsecond.
 double wall_seconds() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -99,6 +103,7 @@ struct Rank {
   std::deque<std::string> last_err;  // the last lines of stderr, for the failure message
   std::optional<RankEnd> end;        // what its end record said, when it wrote a well-formed one
   Clock::time_point last_record;     // when it last wrote a record (or started)
+  bool wrote_record = false;
   std::optional<int64_t> last_step;
   bool exited = false;
   int status = 0;
@@ -199,7 +204,12 @@ class Supervisor {
     const auto now = Clock::now();
     std::string stalled;
     for (const auto& r : ranks_) {
-      if (r->exited || now - r->last_record < std::chrono::seconds(stall_timeout_s_)) continue;
+      // A rank's first record comes after it loaded its data and met its
+      // peers, which has its own time limit: the watchdog allows that too,
+      // or a short stall_timeout_s fails a run on a busy node as it starts.
+      const auto allowed = std::chrono::seconds(stall_timeout_s_) +
+                           (r->wrote_record ? std::chrono::seconds(0) : kRendezvousAllowance);
+      if (r->exited || now - r->last_record < allowed) continue;
       stalled += (stalled.empty() ? "rank " : ", rank ") + std::to_string(r->rank) +
                  " (last step " + (r->last_step ? std::to_string(*r->last_step) : "none") + ")";
     }
@@ -305,6 +315,7 @@ class Supervisor {
       return;
     }
     r.last_record = Clock::now();
+    r.wrote_record = true;
     if (record->step) r.last_step = record->step;
     if (record->is_end) {
       r.end = read_rank_end(record->record_json);

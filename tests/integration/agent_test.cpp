@@ -409,6 +409,24 @@ TEST(Agent, ARankThatStallsEndsTheRunFailedNamingItAndItsLastStep) {
   EXPECT_TRUE(alive_in(pgids).empty());
 }
 
+// Loading data and meeting the peers comes before a rank's first record and
+// has its own limit: a rank slower to start than stall_timeout_s is not
+// stalled (the stand-in takes 3 s to start against a 1 s watchdog).
+TEST(Agent, ARankSlowerToStartThanTheStallTimeoutIsNotStalled) {
+  TempDir home;
+  const auto rank = home.write(
+      "fake-train.sh", "#!/bin/sh\nsleep 3\necho '{\"type\":\"step\",\"step\":1}'\n");
+  std::filesystem::permissions(rank, std::filesystem::perms::owner_all);
+  AgentProcess agent(home.path(), {}, rank.string());
+  agent.hello();
+  auto start = start_message("run-slow-start", 1, free_tcp_port());
+  start["config"]["stall_timeout_s"] = 1;
+  agent.send(start);
+  auto messages = agent.until(is_end, std::chrono::seconds(30));
+  ASSERT_EQ(messages.back()["type"], "run_end");
+  EXPECT_EQ(messages.back()["outcome"], "finished") << messages.back();
+}
+
 TEST(Agent, ASecondStreamOfARunReplacesTheFirstWithoutBlocking) {
   TempDir home;
   AgentProcess agent(home.path());
