@@ -281,6 +281,7 @@ TEST(Cluster, ARunWhoseThirdNodeCannotTrainFailsWithItsReasonAndLeavesNoRankAnyw
     train << "#!/bin/sh\necho 'flotilla-train: this node is broken on purpose' >&2\nexit 3\n";
   }
   std::filesystem::permissions(broken / "flotilla-train", std::filesystem::perms::owner_all);
+  cluster.give_to_login(broken);
   const auto [added, added_out] = control.flotilla(
       {"nodes", "add", "broken", "--host", host.address, "--user", host.user, "--key",
        cluster.key_file().string(), "--remote-dir", host.remote_dir + "/broken-home",
@@ -317,6 +318,10 @@ TEST(Cluster, DataMissingOrDamagedOnOneNodeFailsTheRunNamingTheNodeAndTheFile) {
     std::filesystem::copy_file(installed + "/" + name, damaged.path() / name);
   const auto cut = damaged.path() / "t10k-images-idx3-ubyte.gz";  // an interrupted copy
   std::filesystem::resize_file(cut, std::filesystem::file_size(cut) / 2);
+  // Mounted over the data set's folder, each reads as its own folder (0700):
+  // the login user's, as the installed data set is readable by it.
+  cluster.give_to_login(empty.path());
+  cluster.give_to_login(damaged.path());
   const auto file = control.write("ddp.yaml", ddp_experiment("data", 40));
   const auto fails_on = [&](const std::string& host, const std::string& words) {
     const auto [status, output] =
