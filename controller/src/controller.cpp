@@ -625,11 +625,14 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     if (!error->run.empty()) {
       const auto row = store_.run(error->run);
       if (row && !is_terminal(row->state)) {
-        end_run(error->run, RunState::failed, "node " + node + ": " + error->message);
         std::vector<std::string> others;
         for (const auto& n : row->nodes)
           if (n != node) others.push_back(n);
+        // The stops are queued before the end is stored: the end wakes the
+        // CLI, which then closes this controller, and a closing controller
+        // starts no more background work (the stops were lost under load).
         stop_after_failure(error->run, "node " + node, others);
+        end_run(error->run, RunState::failed, "node " + node + ": " + error->message);
         return;
       }
     }
