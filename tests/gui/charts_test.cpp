@@ -266,6 +266,53 @@ TEST_F(StoredRun, AnEmptyPanelSaysWhy) {
   }
 }
 
+// Compared beside a DDP run, a one-rank run has no traffic: its line of
+// zeros is left out and a note names it; with no run that sent anything,
+// the panel says why instead of drawing an empty frame.
+TEST_F(StoredRun, ComparedBandwidthNamesARunThatSentNothing) {
+  {
+    Store store(database());
+    RunRow run;
+    run.id = "one-rank-run";
+    run.experiment_name = "alone";
+    run.config_json = R"({"name":"alone","strategy":"ddp","device":"cpu","nodes":["local"]})";
+    run.nodes = {"local"};
+    run.world_size = 1;
+    store.create_run(run);
+    int64_t seq = 0;
+    auto append = [&](const std::string& type, json body) {
+      body["type"] = type;
+      store.append_record(run.id, RecordRow{++seq, "local", 0, type, body.dump()});
+    };
+    append("start", {{"rank", 0}, {"world_size", 1}, {"device", "cpu"}, {"time", kStartTime}});
+    for (int step = 1; step <= 5; ++step) {
+      json body = step_body(0, step);
+      body["bytes_sent"] = 0.0;
+      body["bytes_recv"] = 0.0;
+      body.erase("algbw_gbps");
+      body.erase("busbw_gbps");
+      append("step", body);
+    }
+    store.flush();
+  }
+  const RunData ddp = load();
+  const Store store(database(), controller::StoreAccess::read_only);
+  const RunData alone = load_run(store, "one-rank-run");
+
+  const auto beside = build_panel(PanelKind::bandwidth, {&ddp, &alone}, {});
+  EXPECT_TRUE(beside.empty_reason.empty()) << beside.empty_reason;
+  ASSERT_FALSE(beside.series.empty());
+  for (const auto& s : beside.series) EXPECT_NE(s.run, "one-rank-run") << s.name;
+  ASSERT_EQ(beside.notes.size(), 1u);
+  EXPECT_EQ(beside.notes[0],
+            "alone \u00b7 -run: one rank (strategy ddp): nothing crosses between ranks");
+
+  const auto both_alone = build_panel(PanelKind::bandwidth, {&alone, &alone}, {});
+  EXPECT_TRUE(both_alone.series.empty());
+  EXPECT_NE(both_alone.empty_reason.find("nothing crosses between ranks"), std::string::npos)
+      << both_alone.empty_reason;
+}
+
 // CSV: one row a point, every value as stored.
 TEST_F(StoredRun, CsvHoldsEveryStoredValue) {
   const RunData run = load();

@@ -33,6 +33,20 @@ const RankColumns* lead_of(const RunData& run) {
   return it == run.ranks.end() ? nullptr : &it->second;
 }
 
+// Why a run's bandwidth panel has nothing to draw.
+std::string nothing_sent_reason(const RunData& run) {
+  if (run.ranks.empty()) return no_steps_reason(run);
+  if (run.shape.world_size <= 1)
+    return "one rank (strategy " + run.shape.strategy + "): nothing crosses between ranks";
+  return "no bytes sent or received by the ranks and nodes chosen";
+}
+
+std::string joined(const std::vector<std::string>& lines, const std::string& separator) {
+  std::string text;
+  for (const auto& line : lines) text += (text.empty() ? "" : separator) + line;
+  return text;
+}
+
 }  // namespace
 
 PanelDescription memory_panel(const std::vector<const RunData*>& runs, const PanelOptions& o) {
@@ -162,6 +176,12 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
       }
       const auto* lead = lead_of(run);
       if (!lead || !lead->has("bytes_sent")) continue;
+      // A run whose ranks sent nothing (one rank, or a filter) would draw a
+      // line of zeros: it is named in a note instead.
+      if (!any_nonzero(run, "bytes_sent", o) && !any_nonzero(run, "busbw_gbps", o)) {
+        panel.notes.push_back(run_label(run) + ": " + nothing_sent_reason(run));
+        continue;
+      }
       const XFrame frame = rank_frame(run, *lead, o.x);
       add_line(panel,
                {run_label(run) + " sent (" + rank_label(*lead) + ")", run.run.id, "MB/s",
@@ -171,6 +191,10 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
                      {run_label(run) + " all-reduce busbw", run.run.id, "MB/s", "busbw_gbps x 1000",
                       SeriesStyle::dashed, int(i)},
                      o, [](double v) { return v * 1000; });
+    }
+    if (panel.series.empty() && !panel.notes.empty()) {
+      panel.empty_reason = joined(panel.notes, "; ");
+      panel.notes.clear();
     }
     return panel;
   }
@@ -240,13 +264,7 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
   if (!traffic && !nic_traffic) {
     panel.series.clear();
     panel.notes.clear();
-    if (run.ranks.empty())
-      panel.empty_reason = no_steps_reason(run);
-    else if (run.shape.world_size <= 1)
-      panel.empty_reason =
-          "one rank (strategy " + run.shape.strategy + "): nothing crosses between ranks";
-    else
-      panel.empty_reason = "no bytes sent or received by the ranks and nodes chosen";
+    panel.empty_reason = nothing_sent_reason(run);
   }
   return panel;
 }
