@@ -65,16 +65,24 @@ json step_body(int rank, int step) {
   return body;
 }
 
+// A local CPU DDP run of `world_size` ranks, as the store keeps it.
+RunRow ddp_run_row(const std::string& id, const std::string& experiment, int world_size) {
+  RunRow run;
+  run.id = id;
+  run.experiment_name = experiment;
+  run.config_json =
+      json{{"name", experiment}, {"strategy", "ddp"}, {"device", "cpu"}, {"nodes", {"local"}}}
+          .dump();
+  run.nodes = {"local"};
+  run.world_size = world_size;
+  return run;
+}
+
 class StoredRun : public ::testing::Test {
  protected:
   void SetUp() override {
     Store store(database());
-    RunRow run;
-    run.id = "ddp-run";
-    run.experiment_name = "charts";
-    run.config_json = R"({"name":"charts","strategy":"ddp","device":"cpu","nodes":["local"]})";
-    run.nodes = {"local"};
-    run.world_size = 2;
+    const RunRow run = ddp_run_row("ddp-run", "charts", 2);
     store.create_run(run);
     int64_t seq = 0;
     auto append = [&](int rank, const std::string& type, const json& body) {
@@ -272,12 +280,7 @@ TEST_F(StoredRun, AnEmptyPanelSaysWhy) {
 TEST_F(StoredRun, ComparedBandwidthNamesARunThatSentNothing) {
   {
     Store store(database());
-    RunRow run;
-    run.id = "one-rank-run";
-    run.experiment_name = "alone";
-    run.config_json = R"({"name":"alone","strategy":"ddp","device":"cpu","nodes":["local"]})";
-    run.nodes = {"local"};
-    run.world_size = 1;
+    const RunRow run = ddp_run_row("one-rank-run", "alone", 1);
     store.create_run(run);
     int64_t seq = 0;
     auto append = [&](const std::string& type, json body) {
