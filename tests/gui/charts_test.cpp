@@ -9,6 +9,8 @@
 #include <QFile>
 #include <QGraphicsTextItem>
 #include <QImage>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QTest>
 #include <QXmlStreamReader>
 
@@ -444,6 +446,11 @@ TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
     // Right-aligned at the line's end (the plot's right edge), unless it fills the plot.
     EXPECT_NEAR(box.right(), plot.right() - 4, 1.0);
   }
+  // The legend, which cuts long names ("median aft..."), names the line
+  // only: the figure is in the label beside it.
+  QStringList entries;
+  for (const auto* marker : widget.chart()->legend()->markers()) entries << marker->label();
+  EXPECT_TRUE(entries.contains("median")) << entries.join(" | ").toStdString();
 }
 
 // PlotJuggler's tracker: the mouse over one panel puts a cursor at that x on

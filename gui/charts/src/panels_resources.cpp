@@ -122,6 +122,7 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
       if (std::isfinite(g.mem_total))
         panel.references.push_back({gpu_label(node, index, g, several_nodes) + " total " +
                                         label_number(gib(g.mem_total), 3) + " GiB",
+                                    gpu_label(node, index, g, several_nodes) + " total",
                                     gib(g.mem_total), 0, kLimitColour});
     }
   }
@@ -140,7 +141,8 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
       const std::string memory =
           "node " + node.name + " memory " + label_number(gib(node.memory_bytes), 3) + " GiB";
       if (highest >= 0.5 * gib(node.memory_bytes))
-        panel.references.push_back({memory, gib(node.memory_bytes), 0, kLimitColour});
+        panel.references.push_back(
+            {memory, "node " + node.name + " memory", gib(node.memory_bytes), 0, kLimitColour});
       else
         panel.notes.push_back(memory + " (far above the RSS: not drawn)");
     }
