@@ -190,7 +190,7 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
                 "bytes_sent / step_ms / 1000", SeriesStyle::bold, int(i)},
                frame, take_rows(frame, mb_s(*lead, "bytes_sent")), o);
       add_rank_field(panel, run, *lead, "busbw_gbps",
-                     {run_label(run) + " all-reduce busbw", run.run.id, "MB/s", "busbw_gbps x 1000",
+                     {run_label(run) + " busbw", run.run.id, "MB/s", "all-reduce busbw_gbps x 1000",
                       SeriesStyle::dashed, int(i)},
                      o, [](double v) { return v * 1000; });
     }

@@ -123,7 +123,7 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
           panel, run, lead->second, "step_ms",
           {run_label(run) + " step", run.run.id, "ms", "step_ms", SeriesStyle::bold, int(i)}, o);
       add_rank_field(panel, run, lead->second, "comm_ms",
-                     {run_label(run) + " exposed comm", run.run.id, "ms", "comm_ms",
+                     {run_label(run) + " comm", run.run.id, "ms", "comm_ms (exposed communication)",
                       SeriesStyle::dashed, int(i)},
                      o);
     }
