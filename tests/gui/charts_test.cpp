@@ -453,6 +453,33 @@ TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
   EXPECT_TRUE(entries.contains("median")) << entries.join(" | ").toStdString();
 }
 
+// A sweep of 22 runs drew 22 median labels over each other and over the
+// plot: past four runs the legend entry carries the figure, with no label.
+TEST_F(StoredRun, ManyComparedRunsNameTheirMedianInTheLegendOnly) {
+  const RunData run = load();
+  const auto four = build_panel(PanelKind::throughput, {&run, &run, &run, &run}, {});
+  ASSERT_EQ(four.references.size(), 4u);
+  EXPECT_NE(four.references[0].label.find("median after warm-up"), std::string::npos);
+  const auto five = build_panel(PanelKind::throughput, {&run, &run, &run, &run, &run}, {});
+  ASSERT_EQ(five.references.size(), 5u);
+  for (const auto& reference : five.references) {
+    EXPECT_TRUE(reference.label.empty()) << reference.label;
+    EXPECT_NE(reference.legend.find(" median "), std::string::npos) << reference.legend;
+  }
+  PanelWidget widget(nullptr);
+  widget.setPanel(prepare(five));
+  widget.resize(900, 400);
+  widget.show();
+  QCoreApplication::sendPostedEvents();
+  (void)widget.grab();
+  for (auto* item : widget.chart()->childItems()) {
+    auto* text = dynamic_cast<QGraphicsTextItem*>(item);
+    if (text && text->isVisible()) {
+      EXPECT_FALSE(text->toPlainText().contains("median"));
+    }
+  }
+}
+
 // PlotJuggler's tracker: the mouse over one panel puts a cursor at that x on
 // every panel of the same sync, each listing its visible series' values there.
 TEST_F(StoredRun, HoverOnOnePanelShowsEachPanelsValuesAtThatStep) {

@@ -375,6 +375,7 @@ void PanelWidget::rebuild() {
     wrapped.setWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
     label->document()->setDefaultTextOption(wrapped);
     label->setZValue(10);
+    label->setVisible(!r.label.empty());
     drawn_->reference_labels.push_back(label);
   }
   relabelReferences();
@@ -563,6 +564,10 @@ void PanelWidget::placeLabels() {
   qreal last_bottom = -1e9;
   for (size_t r = 0; r < drawn_->reference_labels.size(); ++r) {
     auto* label = drawn_->reference_labels[r];
+    if (d.references[r].label.empty()) {  // a line named by its legend entry only
+      label->setVisible(false);
+      continue;
+    }
     label->setTextWidth(-1);
     if (label->boundingRect().width() > room) label->setTextWidth(room);
     const QPointF at =

@@ -10,6 +10,9 @@
 namespace flotilla::charts::detail {
 namespace {
 
+// Up to this many compared runs, each median's label sits beside its line.
+constexpr size_t kLabelledRuns = 4;
+
 // The ranks that speak for their data-parallel replica: the loss-computing
 // last stage of each pipeline, or every rank outside pipelines.
 std::vector<const RankColumns*> replica_ranks(const RunData& run) {
@@ -97,10 +100,17 @@ PanelDescription throughput_panel(const std::vector<const RunData*>& runs, const
         {prefix + "job", run.run.id, "samples/s", "sum over replicas of samples_per_s / replicas",
          SeriesStyle::bold, several ? int(i) : kJobColour},
         o);
-    if (const auto median = run_throughput(run))
-      panel.references.push_back(
-          {prefix + "median after warm-up " + label_number(*median) + " samples/s",
-           prefix + "median", *median, 0, several ? int(i) : kJobColour});
+    // Beside their lines, the labels of more than a few runs cover each other
+    // and the plot: then the legend entry carries the figure instead.
+    if (const auto median = run_throughput(run)) {
+      if (runs.size() <= kLabelledRuns)
+        panel.references.push_back(
+            {prefix + "median after warm-up " + label_number(*median) + " samples/s",
+             prefix + "median", *median, 0, several ? int(i) : kJobColour});
+      else
+        panel.references.push_back(
+            {"", prefix + "median " + label_number(*median), *median, 0, int(i)});
+    }
   }
   if (panel.series.empty() && runs.size() == 1) panel.empty_reason = no_steps_reason(*runs[0]);
   return panel;
