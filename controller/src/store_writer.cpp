@@ -13,6 +13,7 @@
 #include "flotilla/controller/store.h"
 #include "migrations.h"
 #include "sql_query.h"
+#include "store_buckets.h"
 
 namespace flotilla::controller {
 namespace {
@@ -87,11 +88,12 @@ void Store::report(const StoreProblem& problem) {
   for (auto& [id, listener] : listeners_) listener(problem);
 }
 
-std::string Store::commit(QSqlDatabase& db, std::deque<Item>& batch,
-                          std::vector<std::exception_ptr>& errors) {
+std::string Store::commit(QSqlDatabase& db, const StepNumberReader& step_numbers,
+                          std::deque<Item>& batch, std::vector<std::exception_ptr>& errors) {
   SqlQuery transaction(db, path_);
   try {
     transaction.run("BEGIN IMMEDIATE");
+    StepBucketBatch buckets(db, path_, step_numbers);
     QSqlQuery insert(db);
     insert.prepare(
         "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
@@ -105,7 +107,12 @@ std::string Store::commit(QSqlDatabase& db, std::deque<Item>& batch,
         insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.rank));
         insert.addBindValue(qs(r->record.type));
         insert.addBindValue(qs(r->record.body));
-        if (insert.exec()) continue;
+        if (insert.exec()) {
+          // Ignored as seen before, a record joins no bucket again.
+          if (insert.numRowsAffected() == 1)
+            buckets.add(r->run, r->record.rank, r->record.type, r->record.body);
+          continue;
+        }
         const std::string why = insert.lastError().text().toStdString();
         if (refuses_writes(insert.lastError()))
           throw DatabaseRefused("database " + path_.toStdString() + ": " + why);
@@ -115,6 +122,9 @@ std::string Store::commit(QSqlDatabase& db, std::deque<Item>& batch,
             r->record.node + " cannot be stored in " + path_.toStdString() + ": " + why));
         continue;
       }
+      // The buckets so far are stored first: the write may read them, or
+      // delete a run and its buckets.
+      buckets.flush();
       // A write of several statements is undone alone when it fails.
       transaction.run("SAVEPOINT queued_write");
       try {
@@ -128,6 +138,7 @@ std::string Store::commit(QSqlDatabase& db, std::deque<Item>& batch,
         transaction.run("RELEASE queued_write");
       }
     }
+    buckets.flush();
     transaction.run("COMMIT");
     return {};
   } catch (const std::exception& e) {
@@ -143,9 +154,11 @@ void Store::writer_loop() {
     ~Remove() { QSqlDatabase::removeDatabase(name); }
   } remove{writer_connection_};
   QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", writer_connection_);
+  std::optional<StepNumberReader> step_numbers;
   try {
     open_writer(db, path_, options_.busy_timeout);
     migrate(db);
+    step_numbers.emplace(step_bucket_fields(db));
   } catch (const std::exception& e) {
     open_error_ = e.what();
     writer_ready_.set_value();
@@ -169,7 +182,7 @@ void Store::writer_loop() {
       stopping = stopping_;
     }
     std::vector<std::exception_ptr> errors(batch.size());
-    const std::string refusal = commit(db, batch, errors);
+    const std::string refusal = commit(db, *step_numbers, batch, errors);
     if (refusal.empty()) {
       ++commits_;
       for (size_t i = 0; i < batch.size(); ++i) {

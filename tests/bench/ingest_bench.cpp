@@ -10,11 +10,11 @@
 //  1. decode: the spool read in 64 KiB chunks, split into lines and decoded
 //     into store rows, as the controller's link reader does;
 //  2. store: Store::append_record for each row (the queue), then flush until
-//     committed (the writer thread: SQLite inserts, the step_buckets trigger,
-//     the commit);
-//  3. SQLite alone, inside one of the store's write transactions: the store's
-//     INSERT for every row, timed apart from its COMMIT, with and without
-//     the step_buckets trigger (migration 0004);
+//     committed (the writer thread: SQLite inserts, the step buckets, the
+//     commit);
+//  3. the writer's parts, inside one of the store's write transactions: the
+//     store's INSERT for every row, the step numbers read from the bodies,
+//     the buckets folded and upserted, the COMMIT, each timed apart;
 //  4. end to end: a real flotilla-agent on the local transport follows the
 //     run (Controller::attach, a Resume from seq 0), streams the spool over
 //     its stdout pipe, and the controller decodes and stores it: from the
@@ -49,6 +49,7 @@
 #include "rank_records.h"
 #include "run_directory.h"
 #include "spool.h"
+#include "store_buckets.h"
 
 namespace {
 
@@ -59,6 +60,8 @@ using flotilla::controller::ControllerOptions;
 using flotilla::controller::RecordRow;
 using flotilla::controller::RunRow;
 using flotilla::controller::RunState;
+using flotilla::controller::StepBucketBatch;
+using flotilla::controller::StepNumberReader;
 using flotilla::controller::Store;
 namespace protocol = flotilla::protocol;
 namespace records = flotilla::records;
@@ -200,17 +203,17 @@ void store_only(const fs::path& dir, const std::vector<RecordRow>& rows) {
                 rows.size());
 }
 
-// 3. SQLite alone: the store's INSERT in one transaction of the writer,
-// INSERT timed apart from COMMIT; `trigger` false drops step_buckets' trigger.
-void sqlite_only(const fs::path& dir, const std::vector<RecordRow>& rows, bool trigger) {
-  Store store(db_path(dir, trigger ? "sqlite_trigger.db" : "sqlite_no_trigger.db"));
+// 3. The writer's parts, inside one write transaction of the store: the
+// store's INSERT for every row, then the step buckets of those rows (each
+// body's numbers read, then the buckets folded and upserted as the writer
+// does), then the COMMIT, each timed apart.
+void writer_parts(const fs::path& dir, const std::vector<RecordRow>& rows) {
+  Store store(db_path(dir, "writer_parts.db"));
   a_running_run(store);
-  if (!trigger)
-    store.write_transaction(
-        [](QSqlDatabase& db) { QSqlQuery(db).exec("DROP TRIGGER step_buckets_on_insert"); });
   const QString run = QString::fromStdString(kRun);
   QElapsedTimer t;
-  double inserted = 0;
+  double inserted = 0, read = 0, bucketed = 0;
+  int64_t steps = 0;
   t.start();
   store.write_transaction([&](QSqlDatabase& db) {
     QSqlQuery insert(db);
@@ -227,12 +230,24 @@ void sqlite_only(const fs::path& dir, const std::vector<RecordRow>& rows, bool t
       if (!insert.exec()) throw std::runtime_error("the bench's insert failed");
     }
     inserted = seconds(t);
+    const StepNumberReader reader(flotilla::controller::step_bucket_fields(db));
+    for (const auto& r : rows) steps += reader.read(r.body).has_value();
+    read = seconds(t) - inserted;
+    StepBucketBatch buckets(db, store.path(), reader);
+    for (const auto& r : rows) buckets.add(kRun, r.rank, r.type, r.body);
+    buckets.flush();
+    bucketed = seconds(t) - inserted - read;
   });
   const double committed = seconds(t);
   const auto n = double(rows.size());
-  std::printf("   %s trigger: INSERT %.2f s (%.0f/s), COMMIT %.3f s\n",
-              trigger ? "with the step_buckets" : "without the step_buckets", inserted,
-              n / inserted, committed - inserted);
+  std::printf(
+      "3. the writer's parts in one write transaction of the store:\n"
+      "   INSERT %.2f s (%.0f/s); step numbers read from the bodies %.2f s (%.0f/s, %lld "
+      "steps);\n"
+      "   buckets (numbers read again, folded, upserted) %.2f s (%.0f/s); COMMIT %.3f s;\n"
+      "   all %.2f s: %.0f records/s\n",
+      inserted, n / inserted, read, n / read, static_cast<long long>(steps), bucketed, n / bucketed,
+      committed - inserted - read - bucketed, committed - read, n / (committed - read));
 }
 
 // 4. End to end. Counts what the controller hands the store, and when.
@@ -303,9 +318,7 @@ void bench(int64_t n) {
   std::printf("1. decode: %.2f s, %.0f records/s (64 KiB reads, lines, protocol::decode, rows)\n",
               decoding, double(rows.size()) / decoding);
   store_only(dir, rows);
-  std::printf("3. SQLite in one write transaction of the store (the store's INSERT):\n");
-  sqlite_only(dir, rows, true);
-  sqlite_only(dir, rows, false);
+  writer_parts(dir, rows);
   end_to_end(dir, n);
   fs::remove_all(dir);
   std::printf("\n");

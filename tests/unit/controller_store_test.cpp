@@ -333,7 +333,7 @@ TEST(Store, AppliesAMigrationNumberedBelowTheVersionTheDatabaseReached) {
     db.setDatabaseName(db_in(dir));
     ASSERT_TRUE(db.open());
     QSqlQuery q(db);
-    ASSERT_TRUE(q.exec("DROP TRIGGER step_buckets_on_insert"));
+    ASSERT_TRUE(q.exec("DROP TRIGGER IF EXISTS step_buckets_on_insert"));
     ASSERT_TRUE(q.exec("DROP TABLE step_buckets"));
     ASSERT_TRUE(q.exec("DROP TABLE applied_migrations"));
     ASSERT_TRUE(q.exec("UPDATE schema_version SET version = 6"));
