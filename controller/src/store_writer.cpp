@@ -14,15 +14,12 @@
 #include "migrations.h"
 #include "sql_query.h"
 #include "store_buckets.h"
+#include "store_insert.h"
 
 namespace flotilla::controller {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-QString qs(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 // WAL, so that readers never wait for the writer; NORMAL sync, which WAL
 // keeps safe; foreign keys, which SQLite leaves off unless asked.
@@ -94,32 +91,24 @@ std::string Store::commit(QSqlDatabase& db, const StepNumberReader& step_numbers
   try {
     transaction.run("BEGIN IMMEDIATE");
     StepBucketBatch buckets(db, path_, step_numbers);
-    QSqlQuery insert(db);
-    insert.prepare(
-        "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
-        "VALUES (?, ?, ?, ?, ?, ?)");
+    RecordInsert insert(db, path_);
     for (size_t i = 0; i < batch.size(); ++i) {
       errors[i] = nullptr;
       if (auto* r = std::get_if<QueuedRecord>(&batch[i].what)) {
-        insert.addBindValue(qs(r->run));
-        insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.seq));
-        insert.addBindValue(qs(r->record.node));
-        insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.rank));
-        insert.addBindValue(qs(r->record.type));
-        insert.addBindValue(qs(r->record.body));
-        if (insert.exec()) {
-          // Ignored as seen before, a record joins no bucket again.
-          if (insert.numRowsAffected() == 1)
+        switch (insert.insert(r->run, r->record)) {
+          case RecordInsert::Outcome::inserted:
             buckets.add(r->run, r->record.rank, r->record.type, r->record.body);
-          continue;
+            break;
+          case RecordInsert::Outcome::seen_before:  // in its buckets already
+            break;
+          case RecordInsert::Outcome::failed:
+            // The record's own fault (no such run): no retry would store it.
+            errors[i] = std::make_exception_ptr(
+                StoreError("record " + r->run + "#" + std::to_string(r->record.seq) + " of node " +
+                           r->record.node + " cannot be stored in " + path_.toStdString() + ": " +
+                           insert.error()));
+            break;
         }
-        const std::string why = insert.lastError().text().toStdString();
-        if (refuses_writes(insert.lastError()))
-          throw DatabaseRefused("database " + path_.toStdString() + ": " + why);
-        // The record's own fault (no such run): no retry would store it.
-        errors[i] = std::make_exception_ptr(StoreError(
-            "record " + r->run + "#" + std::to_string(r->record.seq) + " of node " +
-            r->record.node + " cannot be stored in " + path_.toStdString() + ": " + why));
         continue;
       }
       // The buckets so far are stored first: the write may read them, or

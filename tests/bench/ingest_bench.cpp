@@ -14,7 +14,8 @@
 //     commit);
 //  3. the writer's parts, inside one of the store's write transactions: the
 //     store's INSERT for every row, the step numbers read from the bodies,
-//     the buckets folded and upserted, the COMMIT, each timed apart;
+//     the buckets folded and upserted, the COMMIT, each timed apart; and the
+//     same INSERT through QtSql, as the writer made it before;
 //  4. end to end: a real flotilla-agent on the local transport follows the
 //     run (Controller::attach, a Resume from seq 0), streams the spool over
 //     its stdout pipe, and the controller decodes and stores it: from the
@@ -50,6 +51,7 @@
 #include "run_directory.h"
 #include "spool.h"
 #include "store_buckets.h"
+#include "store_insert.h"
 
 namespace {
 
@@ -57,6 +59,7 @@ namespace fs = std::filesystem;
 using flotilla::controller::Controller;
 using flotilla::controller::ControllerObserver;
 using flotilla::controller::ControllerOptions;
+using flotilla::controller::RecordInsert;
 using flotilla::controller::RecordRow;
 using flotilla::controller::RunRow;
 using flotilla::controller::RunState;
@@ -204,31 +207,23 @@ void store_only(const fs::path& dir, const std::vector<RecordRow>& rows) {
 }
 
 // 3. The writer's parts, inside one write transaction of the store: the
-// store's INSERT for every row, then the step buckets of those rows (each
-// body's numbers read, then the buckets folded and upserted as the writer
-// does), then the COMMIT, each timed apart.
+// store's INSERT for every row (RecordInsert: SQLite's own interface, UTF-8
+// bound as it is), then the step buckets of those rows (each body's numbers
+// read, then the buckets folded and upserted as the writer does), then the
+// COMMIT, each timed apart. For comparison, the same INSERT through QtSql
+// (each text bound through UTF-16), as the writer did it before.
 void writer_parts(const fs::path& dir, const std::vector<RecordRow>& rows) {
   Store store(db_path(dir, "writer_parts.db"));
   a_running_run(store);
-  const QString run = QString::fromStdString(kRun);
   QElapsedTimer t;
   double inserted = 0, read = 0, bucketed = 0;
   int64_t steps = 0;
   t.start();
   store.write_transaction([&](QSqlDatabase& db) {
-    QSqlQuery insert(db);
-    insert.prepare(
-        "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
-        "VALUES (?, ?, ?, ?, ?, ?)");
-    for (const auto& r : rows) {
-      insert.addBindValue(run);
-      insert.addBindValue(QVariant::fromValue<qlonglong>(r.seq));
-      insert.addBindValue(QString::fromStdString(r.node));
-      insert.addBindValue(QVariant::fromValue<qlonglong>(r.rank));
-      insert.addBindValue(QString::fromStdString(r.type));
-      insert.addBindValue(QString::fromStdString(r.body));
-      if (!insert.exec()) throw std::runtime_error("the bench's insert failed");
-    }
+    RecordInsert insert(db, store.path());
+    for (const auto& r : rows)
+      if (insert.insert(kRun, r) != RecordInsert::Outcome::inserted)
+        throw std::runtime_error("the bench's insert failed: " + insert.error());
     inserted = seconds(t);
     const StepNumberReader reader(flotilla::controller::step_bucket_fields(db));
     for (const auto& r : rows) steps += reader.read(r.body).has_value();
@@ -248,6 +243,33 @@ void writer_parts(const fs::path& dir, const std::vector<RecordRow>& rows) {
       "   all %.2f s: %.0f records/s\n",
       inserted, n / inserted, read, n / read, static_cast<long long>(steps), bucketed, n / bucketed,
       committed - inserted - read - bucketed, committed - read, n / (committed - read));
+}
+
+void insert_through_qtsql(const fs::path& dir, const std::vector<RecordRow>& rows) {
+  Store store(db_path(dir, "qtsql_insert.db"));
+  a_running_run(store);
+  const QString run = QString::fromStdString(kRun);
+  QElapsedTimer t;
+  double inserted = 0;
+  t.start();
+  store.write_transaction([&](QSqlDatabase& db) {
+    QSqlQuery insert(db);
+    insert.prepare(
+        "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
+        "VALUES (?, ?, ?, ?, ?, ?)");
+    for (const auto& r : rows) {
+      insert.addBindValue(run);
+      insert.addBindValue(QVariant::fromValue<qlonglong>(r.seq));
+      insert.addBindValue(QString::fromStdString(r.node));
+      insert.addBindValue(QVariant::fromValue<qlonglong>(r.rank));
+      insert.addBindValue(QString::fromStdString(r.type));
+      insert.addBindValue(QString::fromStdString(r.body));
+      if (!insert.exec()) throw std::runtime_error("the bench's insert failed");
+    }
+    inserted = seconds(t);
+  });
+  std::printf("   the same INSERT through QtSql (texts bound as UTF-16): %.2f s (%.0f/s)\n",
+              inserted, double(rows.size()) / inserted);
 }
 
 // 4. End to end. Counts what the controller hands the store, and when.
@@ -319,6 +341,7 @@ void bench(int64_t n) {
               decoding, double(rows.size()) / decoding);
   store_only(dir, rows);
   writer_parts(dir, rows);
+  insert_through_qtsql(dir, rows);
   end_to_end(dir, n);
   fs::remove_all(dir);
   std::printf("\n");
