@@ -99,8 +99,8 @@ PanelDescription throughput_panel(const std::vector<const RunData*>& runs, const
         o);
     if (const auto median = run_throughput(run))
       panel.references.push_back(
-          {prefix + "median after warm-up " + label_number(*median) + " samples/s", *median, 0,
-           several ? int(i) : kJobColour});
+          {prefix + "median after warm-up " + label_number(*median) + " samples/s",
+           prefix + "median", *median, 0, several ? int(i) : kJobColour});
   }
   if (panel.series.empty() && runs.size() == 1) panel.empty_reason = no_steps_reason(*runs[0]);
   return panel;
@@ -123,7 +123,7 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
           panel, run, lead->second, "step_ms",
           {run_label(run) + " step", run.run.id, "ms", "step_ms", SeriesStyle::bold, int(i)}, o);
       add_rank_field(panel, run, lead->second, "comm_ms",
-                     {run_label(run) + " exposed comm", run.run.id, "ms", "comm_ms",
+                     {run_label(run) + " comm", run.run.id, "ms", "comm_ms (exposed communication)",
                       SeriesStyle::dashed, int(i)},
                      o);
     }
@@ -200,8 +200,8 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
     const double bubble = 100 * (p - 1) / (m + p - 1);
     // The legend beside the plot cuts a long name: the line says the figure,
     // the note under the panel how it is made.
-    panel.references.push_back(
-        {"GPipe bubble " + label_number(bubble, 3) + " %", bubble, 1, kLimitColour});
+    panel.references.push_back({"GPipe bubble " + label_number(bubble, 3) + " %", "GPipe bubble",
+                                bubble, 1, kLimitColour});
     panel.notes.push_back(
         "GPipe bubble = (p-1)/(m+p-1) with p = " + std::to_string(run.shape.stages) +
         " stages and m = " + std::to_string(run.shape.chunks) + " micro-batches");
