@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up (Debian packages only), builds and runs every Flotilla test.
-#   --quick   leave out the tests labelled `long` (for the edit-build loop)
+#   --quick   leave out the tests labelled `long` and the fuzzing of
+#             scripts/hardening_tests.sh (for the edit-build loop)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,4 +12,5 @@ if [ "${1:-}" = "--quick" ]; then
   ctest --preset quick -j2
 else
   ctest --preset default -j2
+  bash scripts/hardening_tests.sh
 fi

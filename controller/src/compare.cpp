@@ -74,8 +74,15 @@ std::string repeat_key(const RunRow& run) {
   return j.dump();
 }
 
+// A node's NIC counters as its agent sampled them: cumulative bytes over
+// every interface but the loopback, as vnstat counts them.
+struct NicSpan {
+  int64_t least_rx = 0, most_rx = 0, least_tx = 0, most_tx = 0;
+};
+
 struct LoadedRun {
   metrics::RunRecords records;
+  std::map<std::string, NicSpan> nics;  // by node
   int64_t steps_per_epoch = 0;
   int64_t malformed = 0;
 };
@@ -100,6 +107,20 @@ LoadedRun load(const Store& store, const RunRow& run, bool gpu) {
        [&](records::End e) { out.records.ends.push_back(std::move(e)); });
   read("start", 0, records::start_from_line,
        [&](records::Start s) { out.steps_per_epoch = s.steps_per_epoch; });
+  // The agents' NIC counters on every node, GPU or not: the traffic a node
+  // moved while the run lived is the span of its cumulative counters.
+  for (const auto& r : store.records(run.id, RecordFilter{"system", -1, std::nullopt})) {
+    const auto j = json::parse(r.body, nullptr, false);
+    if (!j.is_object() || !j.contains("nic_rx") || !j.contains("nic_tx")) continue;
+    if (!j["nic_rx"].is_number_integer() || !j["nic_tx"].is_number_integer()) continue;
+    const auto rx = j["nic_rx"].get<int64_t>(), tx = j["nic_tx"].get<int64_t>();
+    const auto [it, first] = out.nics.try_emplace(r.node, NicSpan{rx, rx, tx, tx});
+    auto& span = it->second;
+    span.least_rx = std::min(span.least_rx, rx);
+    span.most_rx = std::max(span.most_rx, rx);
+    span.least_tx = std::min(span.least_tx, tx);
+    span.most_tx = std::max(span.most_tx, tx);
+  }
   // CPU memory is the ranks' RSS, which the agents sample once a second.
   if (!gpu)
     read("system", -1, records::rank_rss_from_line, [&](std::map<int64_t, int64_t> rss) {
@@ -120,6 +141,20 @@ void set_number(CompareRow& row, const std::string& key, std::optional<double> v
 }
 void set_text(CompareRow& row, const std::string& key, std::string value) {
   row.cells[key].text = std::move(value);
+}
+
+// "flh1 612.3/611.9, flh2 ...": each node's rx/tx MB an epoch, as seed 003
+// tabulated vnstat's rx/tx per server per epoch; empty without epochs.
+std::string nic_per_epoch(const std::map<std::string, NicSpan>& nics, size_t epochs) {
+  if (epochs == 0) return {};
+  const auto per_epoch = [&](int64_t bytes) {
+    return format_fixed(static_cast<double>(bytes) / 1e6 / static_cast<double>(epochs), 1);
+  };
+  std::string text;
+  for (const auto& [node, span] : nics)
+    text += (text.empty() ? "" : ", ") + node + " " + per_epoch(span.most_rx - span.least_rx) +
+            "/" + per_epoch(span.most_tx - span.least_tx);
+  return text;
 }
 
 std::optional<double> percent(std::optional<double> fraction) {
@@ -179,6 +214,7 @@ void fill_own_cells(CompareRow& row, const ConfigFacts& facts, const LoadedRun& 
   set_number(row, "comm_hidden_pct", percent(s.comm_hidden));
   if (s.peak_memory)
     set_number(row, "peak_mem_mib", static_cast<double>(*s.peak_memory) / 1048576.0);
+  set_text(row, "nic_mb_epoch", nic_per_epoch(loaded.nics, loaded.records.epochs.size()));
   set_number(row, "epoch_s", s.epoch_s);
   std::optional<double> run_s = s.run_s;
   if (row.live && run.running_ms) run_s = static_cast<double>(now - *run.running_ms) / 1000.0;

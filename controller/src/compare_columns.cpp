@@ -33,6 +33,8 @@ const std::vector<CompareColumn>& compare_columns() {
       {"comm_hidden_pct", "comm hidden %", 1, "1 - comm_ms / comm_busy_ms"},
       {"peak_mem_mib", "peak mem MiB", 0,
        "largest rank's peak memory (GPU: mem_peak; CPU: RSS), MiB"},
+      {"nic_mb_epoch", "NIC rx/tx MB/epoch per node", -1,
+       "each node's NIC bytes received/sent (agents' counters, loopback left out) / epochs, MB"},
       {"epoch_s", "epoch s", 1, "median epoch time, the first epoch left out when there are more"},
       {"run_s", "run s", 1, "whole-run time (a live run: so far)"},
       {"acc_test_pct", "test acc %", 2, "final acc_test"},
@@ -58,7 +60,7 @@ std::vector<std::string> default_compare_columns() {
   std::vector<std::string> keys;
   for (const auto& c : compare_columns())
     if (c.key != "compute_s" && c.key != "comm_s" && c.key != "ring_gbps" &&
-        c.key != "link_busbw_gbps")
+        c.key != "link_busbw_gbps" && c.key != "nic_mb_epoch")
       keys.push_back(c.key);
   return keys;
 }

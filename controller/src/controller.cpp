@@ -32,6 +32,7 @@ Controller::Controller(Store& store, ControllerOptions options)
   // the runs hears of it (the CLI prints a line, the window its status).
   store_listener_ = store_.add_problem_listener(
       [this](const StoreProblem& problem) { note_problem(problem.message); });
+  in_background([this] { watch_for_stalls(); });
 }
 
 std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
@@ -403,6 +404,7 @@ void Controller::attach(const std::string& run) {
   for (const auto& node : row->nodes) {
     try {
       link_for(node).send(protocol::Resume{run, store_.last_seq(run, node)});
+      heard_from(run, node);  // the stall watchdog's clock starts now
     } catch (const std::exception& e) {
       note_problem("attach " + run + ": " + e.what());
     }
@@ -594,6 +596,7 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     RecordRow row{record->seq, record->node.empty() ? node : record->node, record->rank,
                   record->record_type.empty() ? "unknown" : record->record_type,
                   record->record_json};
+    heard_from(record->run, node, record);
     store_.append_record(record->run, row);
     if (observer_) observer_->record_received(record->run, row);
     return;
@@ -618,6 +621,7 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     return;
   }
   if (const auto* started = std::get_if<protocol::Started>(&message)) {
+    heard_from(started->run, node);
     move_run(started->run, RunState::running);
     return;
   }

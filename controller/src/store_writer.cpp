@@ -13,15 +13,13 @@
 #include "flotilla/controller/store.h"
 #include "migrations.h"
 #include "sql_query.h"
+#include "store_buckets.h"
+#include "store_insert.h"
 
 namespace flotilla::controller {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-QString qs(const std::string& s) {
-  return QString::fromStdString(s);
-}
 
 // WAL, so that readers never wait for the writer; NORMAL sync, which WAL
 // keeps safe; foreign keys, which SQLite leaves off unless asked.
@@ -87,34 +85,35 @@ void Store::report(const StoreProblem& problem) {
   for (auto& [id, listener] : listeners_) listener(problem);
 }
 
-std::string Store::commit(QSqlDatabase& db, std::deque<Item>& batch,
-                          std::vector<std::exception_ptr>& errors) {
+std::string Store::commit(QSqlDatabase& db, const StepNumberReader& step_numbers,
+                          std::deque<Item>& batch, std::vector<std::exception_ptr>& errors) {
   SqlQuery transaction(db, path_);
   try {
     transaction.run("BEGIN IMMEDIATE");
-    QSqlQuery insert(db);
-    insert.prepare(
-        "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
-        "VALUES (?, ?, ?, ?, ?, ?)");
+    StepBucketBatch buckets(db, path_, step_numbers);
+    RecordInsert insert(db, path_);
     for (size_t i = 0; i < batch.size(); ++i) {
       errors[i] = nullptr;
       if (auto* r = std::get_if<QueuedRecord>(&batch[i].what)) {
-        insert.addBindValue(qs(r->run));
-        insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.seq));
-        insert.addBindValue(qs(r->record.node));
-        insert.addBindValue(QVariant::fromValue<qlonglong>(r->record.rank));
-        insert.addBindValue(qs(r->record.type));
-        insert.addBindValue(qs(r->record.body));
-        if (insert.exec()) continue;
-        const std::string why = insert.lastError().text().toStdString();
-        if (refuses_writes(insert.lastError()))
-          throw DatabaseRefused("database " + path_.toStdString() + ": " + why);
-        // The record's own fault (no such run): no retry would store it.
-        errors[i] = std::make_exception_ptr(StoreError(
-            "record " + r->run + "#" + std::to_string(r->record.seq) + " of node " +
-            r->record.node + " cannot be stored in " + path_.toStdString() + ": " + why));
+        switch (insert.insert(r->run, r->record)) {
+          case RecordInsert::Outcome::inserted:
+            buckets.add(r->run, r->record.rank, r->record.type, r->record.body);
+            break;
+          case RecordInsert::Outcome::seen_before:  // in its buckets already
+            break;
+          case RecordInsert::Outcome::failed:
+            // The record's own fault (no such run): no retry would store it.
+            errors[i] = std::make_exception_ptr(
+                StoreError("record " + r->run + "#" + std::to_string(r->record.seq) + " of node " +
+                           r->record.node + " cannot be stored in " + path_.toStdString() + ": " +
+                           insert.error()));
+            break;
+        }
         continue;
       }
+      // The buckets so far are stored first: the write may read them, or
+      // delete a run and its buckets.
+      buckets.flush();
       // A write of several statements is undone alone when it fails.
       transaction.run("SAVEPOINT queued_write");
       try {
@@ -128,6 +127,7 @@ std::string Store::commit(QSqlDatabase& db, std::deque<Item>& batch,
         transaction.run("RELEASE queued_write");
       }
     }
+    buckets.flush();
     transaction.run("COMMIT");
     return {};
   } catch (const std::exception& e) {
@@ -143,9 +143,11 @@ void Store::writer_loop() {
     ~Remove() { QSqlDatabase::removeDatabase(name); }
   } remove{writer_connection_};
   QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", writer_connection_);
+  std::optional<StepNumberReader> step_numbers;
   try {
     open_writer(db, path_, options_.busy_timeout);
     migrate(db);
+    step_numbers.emplace(step_bucket_fields(db));
   } catch (const std::exception& e) {
     open_error_ = e.what();
     writer_ready_.set_value();
@@ -169,7 +171,7 @@ void Store::writer_loop() {
       stopping = stopping_;
     }
     std::vector<std::exception_ptr> errors(batch.size());
-    const std::string refusal = commit(db, batch, errors);
+    const std::string refusal = commit(db, *step_numbers, batch, errors);
     if (refusal.empty()) {
       ++commits_;
       for (size_t i = 0; i < batch.size(); ++i) {

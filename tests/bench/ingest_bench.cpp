@@ -10,11 +10,12 @@
 //  1. decode: the spool read in 64 KiB chunks, split into lines and decoded
 //     into store rows, as the controller's link reader does;
 //  2. store: Store::append_record for each row (the queue), then flush until
-//     committed (the writer thread: SQLite inserts, the step_buckets trigger,
-//     the commit);
-//  3. SQLite alone, inside one of the store's write transactions: the store's
-//     INSERT for every row, timed apart from its COMMIT, with and without
-//     the step_buckets trigger (migration 0004);
+//     committed (the writer thread: SQLite inserts, the step buckets, the
+//     commit);
+//  3. the writer's parts, inside one of the store's write transactions: the
+//     store's INSERT for every row, the step numbers read from the bodies,
+//     the buckets folded and upserted, the COMMIT, each timed apart; and the
+//     same INSERT through QtSql, as the writer made it before;
 //  4. end to end: a real flotilla-agent on the local transport follows the
 //     run (Controller::attach, a Resume from seq 0), streams the spool over
 //     its stdout pipe, and the controller decodes and stores it: from the
@@ -49,6 +50,8 @@
 #include "rank_records.h"
 #include "run_directory.h"
 #include "spool.h"
+#include "store_buckets.h"
+#include "store_insert.h"
 
 namespace {
 
@@ -56,9 +59,12 @@ namespace fs = std::filesystem;
 using flotilla::controller::Controller;
 using flotilla::controller::ControllerObserver;
 using flotilla::controller::ControllerOptions;
+using flotilla::controller::RecordInsert;
 using flotilla::controller::RecordRow;
 using flotilla::controller::RunRow;
 using flotilla::controller::RunState;
+using flotilla::controller::StepBucketBatch;
+using flotilla::controller::StepNumberReader;
 using flotilla::controller::Store;
 namespace protocol = flotilla::protocol;
 namespace records = flotilla::records;
@@ -200,14 +206,48 @@ void store_only(const fs::path& dir, const std::vector<RecordRow>& rows) {
                 rows.size());
 }
 
-// 3. SQLite alone: the store's INSERT in one transaction of the writer,
-// INSERT timed apart from COMMIT; `trigger` false drops step_buckets' trigger.
-void sqlite_only(const fs::path& dir, const std::vector<RecordRow>& rows, bool trigger) {
-  Store store(db_path(dir, trigger ? "sqlite_trigger.db" : "sqlite_no_trigger.db"));
+// 3. The writer's parts, inside one write transaction of the store: the
+// store's INSERT for every row (RecordInsert: SQLite's own interface, UTF-8
+// bound as it is), then the step buckets of those rows (each body's numbers
+// read, then the buckets folded and upserted as the writer does), then the
+// COMMIT, each timed apart. For comparison, the same INSERT through QtSql
+// (each text bound through UTF-16), as the writer did it before.
+void writer_parts(const fs::path& dir, const std::vector<RecordRow>& rows) {
+  Store store(db_path(dir, "writer_parts.db"));
   a_running_run(store);
-  if (!trigger)
-    store.write_transaction(
-        [](QSqlDatabase& db) { QSqlQuery(db).exec("DROP TRIGGER step_buckets_on_insert"); });
+  QElapsedTimer t;
+  double inserted = 0, read = 0, bucketed = 0;
+  int64_t steps = 0;
+  t.start();
+  store.write_transaction([&](QSqlDatabase& db) {
+    RecordInsert insert(db, store.path());
+    for (const auto& r : rows)
+      if (insert.insert(kRun, r) != RecordInsert::Outcome::inserted)
+        throw std::runtime_error("the bench's insert failed: " + insert.error());
+    inserted = seconds(t);
+    const StepNumberReader reader(flotilla::controller::step_bucket_fields(db));
+    for (const auto& r : rows) steps += reader.read(r.body).has_value();
+    read = seconds(t) - inserted;
+    StepBucketBatch buckets(db, store.path(), reader);
+    for (const auto& r : rows) buckets.add(kRun, r.rank, r.type, r.body);
+    buckets.flush();
+    bucketed = seconds(t) - inserted - read;
+  });
+  const double committed = seconds(t);
+  const auto n = double(rows.size());
+  std::printf(
+      "3. the writer's parts in one write transaction of the store:\n"
+      "   INSERT %.2f s (%.0f/s); step numbers read from the bodies %.2f s (%.0f/s, %lld "
+      "steps);\n"
+      "   buckets (numbers read again, folded, upserted) %.2f s (%.0f/s); COMMIT %.3f s;\n"
+      "   all %.2f s: %.0f records/s\n",
+      inserted, n / inserted, read, n / read, static_cast<long long>(steps), bucketed, n / bucketed,
+      committed - inserted - read - bucketed, committed - read, n / (committed - read));
+}
+
+void insert_through_qtsql(const fs::path& dir, const std::vector<RecordRow>& rows) {
+  Store store(db_path(dir, "qtsql_insert.db"));
+  a_running_run(store);
   const QString run = QString::fromStdString(kRun);
   QElapsedTimer t;
   double inserted = 0;
@@ -228,11 +268,8 @@ void sqlite_only(const fs::path& dir, const std::vector<RecordRow>& rows, bool t
     }
     inserted = seconds(t);
   });
-  const double committed = seconds(t);
-  const auto n = double(rows.size());
-  std::printf("   %s trigger: INSERT %.2f s (%.0f/s), COMMIT %.3f s\n",
-              trigger ? "with the step_buckets" : "without the step_buckets", inserted,
-              n / inserted, committed - inserted);
+  std::printf("   the same INSERT through QtSql (texts bound as UTF-16): %.2f s (%.0f/s)\n",
+              inserted, double(rows.size()) / inserted);
 }
 
 // 4. End to end. Counts what the controller hands the store, and when.
@@ -303,9 +340,8 @@ void bench(int64_t n) {
   std::printf("1. decode: %.2f s, %.0f records/s (64 KiB reads, lines, protocol::decode, rows)\n",
               decoding, double(rows.size()) / decoding);
   store_only(dir, rows);
-  std::printf("3. SQLite in one write transaction of the store (the store's INSERT):\n");
-  sqlite_only(dir, rows, true);
-  sqlite_only(dir, rows, false);
+  writer_parts(dir, rows);
+  insert_through_qtsql(dir, rows);
   end_to_end(dir, n);
   fs::remove_all(dir);
   std::printf("\n");

@@ -8,6 +8,13 @@
 // the whole node goes silent mid-run, its ranks' Gloo sockets may time out
 // within the minute (seen: "pair.cc Read error … Connection timed out" after
 // about 20 s) and the run then fails, which the permanent case covers.
+//
+// A frozen host is the other silence: every process of the run on one node
+// stopped (SIGSTOP), its sshd and kernel still answering, so its link stays
+// up and nothing on the node runs to notice. The controller's stall
+// watchdog ends the run.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -15,6 +22,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -234,6 +242,122 @@ TEST(ClusterSilentLink, APermanentOutageEndsTheRunNamingTheNodeAndLeavesNothingR
             << " stored, " << flh2_spooled
             << " in its spool (the rest wait there: its path never came back)" << std::endl;
   EXPECT_GE(flh2_spooled, flh2.size());
+}
+
+// The processes of the run on `host` and the agent that serves it: what a
+// frozen host stops (its sshd and kernel go on).
+std::vector<int> flotilla_processes(const TestCluster& cluster, const std::string& host) {
+  std::vector<int> found;
+  for (const auto& [pid, cmdline] : cluster.processes_on(host))
+    if (cmdline.find("flotilla-agent") != std::string::npos ||
+        cmdline.find("flotilla-train") != std::string::npos)
+      found.push_back(pid);
+  return found;
+}
+
+// Stops processes as a frozen host would, and lets them go on when it goes
+// out of scope, also when the test fails or throws.
+class Freeze {
+ public:
+  explicit Freeze(std::vector<int> pids) : pids_(std::move(pids)) {
+    for (int pid : pids_) ::kill(pid, SIGSTOP);
+  }
+  ~Freeze() { thaw(); }
+  Freeze(const Freeze&) = delete;
+  Freeze& operator=(const Freeze&) = delete;
+  void thaw() {
+    for (int pid : pids_) ::kill(pid, SIGCONT);
+    pids_.clear();
+  }
+
+ private:
+  std::vector<int> pids_;
+};
+
+// The highest step stored for each rank of `node`.
+std::map<int64_t, int64_t> last_steps(const Store& store, const std::string& run,
+                                      const std::string& node) {
+  std::map<int64_t, int64_t> last;
+  for (const auto& r : store.records(run))
+    if (r.node == node && r.type == "step") {
+      const auto step = json::parse(r.body)["step"].get<int64_t>();
+      last[r.rank] = std::max(last[r.rank], step);
+    }
+  return last;
+}
+
+// Issue 15's stall watchdog with a node's host frozen: its agent, supervisor
+// and ranks stopped, its SSH link still up. The run ends failed naming the
+// node and its rank's last step within stall_timeout_s and a margin; after
+// the host runs again no process of the run is left anywhere.
+TEST(ClusterFrozenHost, EndsTheRunStalledNamingTheNodeAndItsRanksLastStep) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(2);
+  ClusterControl control(cluster);
+  constexpr int kStallTimeoutS = 20;
+  // The check runs every second and then asks whether the node's SSH port
+  // answers (up to 1 s); the run's end is then stored and the CLI exits.
+  constexpr auto kMargin = 10s;
+  const auto file =
+      control.write("frozen.yaml", two_node_experiment("frozen-host", 100000,
+                                                       "epochs: 1000\nstall_timeout_s: " +
+                                                           std::to_string(kStallTimeoutS) + "\n"));
+  auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
+  const auto run = control.wait_for_records(5, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  // Training, not starting: flh2's rank has stored steps.
+  const auto training_by = Clock::now() + 120s;
+  while (last_steps(control.store(), run, "flh2").empty() && Clock::now() < training_by)
+    std::this_thread::sleep_for(200ms);
+  ASSERT_FALSE(last_steps(control.store(), run, "flh2").empty()) << runner->output();
+
+  const auto pids = flotilla_processes(cluster, "flh2");
+  ASSERT_GE(pids.size(), 3u) << "expected the agent, its supervisor and a rank on flh2";
+  Freeze freeze(pids);
+  const auto frozen = Clock::now();
+  const size_t stored_at_freeze = contiguous_records_of(control.store(), run, "flh2").size();
+
+  const auto ended = runner->wait(std::chrono::seconds(kStallTimeoutS) + kMargin + 30s);
+  ASSERT_TRUE(ended) << runner->output();
+  const double detected = std::chrono::duration<double>(Clock::now() - frozen).count();
+  EXPECT_EQ(*ended, 1) << runner->output();  // failed
+  const auto store = control.store();
+  const auto row = store.run(run);
+  std::cout << "frozen host detected " << detected << " s after the freeze (stall_timeout_s "
+            << kStallTimeoutS << "): " << name_of(row->state) << ": " << row->reason << std::endl;
+  EXPECT_LT(detected,
+            static_cast<double>((std::chrono::seconds(kStallTimeoutS) + kMargin).count()));
+  EXPECT_EQ(row->state, RunState::failed);
+  EXPECT_NE(runner->output().find(row->reason), std::string::npos) << runner->output();
+  // flh2 holds rank 1; its last step is the last one the controller stored.
+  std::smatch named;
+  ASSERT_TRUE(std::regex_search(
+      row->reason, named,
+      std::regex("^stalled: no record for 20 s from node flh2 \\(rank 1 last step ([0-9]+)\\); "
+                 "its supervisor or host is not running")))
+      << row->reason;
+  const auto flh2_steps = last_steps(store, run, "flh2");
+  ASSERT_EQ(flh2_steps.count(1), 1u);
+  EXPECT_EQ(std::stoll(named[1]), flh2_steps.at(1)) << row->reason;
+
+  // Every record flh2 sent before the freeze is stored, once, in order.
+  const auto flh2 = contiguous_records_of(store, run, "flh2");
+  EXPECT_GE(flh2.size(), stored_at_freeze);
+  const auto flh1 = contiguous_records_of(store, run, "flh1");
+  EXPECT_FALSE(flh1.empty());
+
+  // The reachable node was stopped; the frozen one stops once it runs again
+  // (it reads the stop, and its own watchdog finds its ranks stalled).
+  const auto flh1_clear = seconds_until_nothing_left(cluster, "flh1", 30s);
+  EXPECT_TRUE(flh1_clear) << "flh1 still runs " << run_processes(cluster, "flh1").front();
+  freeze.thaw();
+  const auto flh2_clear = seconds_until_nothing_left(cluster, "flh2", 60s);
+  EXPECT_TRUE(flh2_clear) << "flh2 still runs " << run_processes(cluster, "flh2").front();
+  if (flh1_clear && flh2_clear)
+    std::cout << "no process of the run left on flh1 " << *flh1_clear
+              << " s after the run ended, on flh2 " << *flh2_clear << " s after it was let go on; "
+              << "flh2: " << flh2.size() << " records stored (" << stored_at_freeze
+              << " at the freeze), flh1: " << flh1.size() << std::endl;
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <QFile>
 #include <QGraphicsTextItem>
 #include <QImage>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QTest>
 #include <QXmlStreamReader>
 
@@ -65,16 +67,24 @@ json step_body(int rank, int step) {
   return body;
 }
 
+// A local CPU DDP run of `world_size` ranks, as the store keeps it.
+RunRow ddp_run_row(const std::string& id, const std::string& experiment, int world_size) {
+  RunRow run;
+  run.id = id;
+  run.experiment_name = experiment;
+  run.config_json =
+      json{{"name", experiment}, {"strategy", "ddp"}, {"device", "cpu"}, {"nodes", {"local"}}}
+          .dump();
+  run.nodes = {"local"};
+  run.world_size = world_size;
+  return run;
+}
+
 class StoredRun : public ::testing::Test {
  protected:
   void SetUp() override {
     Store store(database());
-    RunRow run;
-    run.id = "ddp-run";
-    run.experiment_name = "charts";
-    run.config_json = R"({"name":"charts","strategy":"ddp","device":"cpu","nodes":["local"]})";
-    run.nodes = {"local"};
-    run.world_size = 2;
+    const RunRow run = ddp_run_row("ddp-run", "charts", 2);
     store.create_run(run);
     int64_t seq = 0;
     auto append = [&](int rank, const std::string& type, const json& body) {
@@ -266,6 +276,48 @@ TEST_F(StoredRun, AnEmptyPanelSaysWhy) {
   }
 }
 
+// Compared beside a DDP run, a one-rank run has no traffic: its line of
+// zeros is left out and a note names it; with no run that sent anything,
+// the panel says why instead of drawing an empty frame.
+TEST_F(StoredRun, ComparedBandwidthNamesARunThatSentNothing) {
+  {
+    Store store(database());
+    const RunRow run = ddp_run_row("one-rank-run", "alone", 1);
+    store.create_run(run);
+    int64_t seq = 0;
+    auto append = [&](const std::string& type, json body) {
+      body["type"] = type;
+      store.append_record(run.id, RecordRow{++seq, "local", 0, type, body.dump()});
+    };
+    append("start", {{"rank", 0}, {"world_size", 1}, {"device", "cpu"}, {"time", kStartTime}});
+    for (int step = 1; step <= 5; ++step) {
+      json body = step_body(0, step);
+      body["bytes_sent"] = 0.0;
+      body["bytes_recv"] = 0.0;
+      body.erase("algbw_gbps");
+      body.erase("busbw_gbps");
+      append("step", body);
+    }
+    store.flush();
+  }
+  const RunData ddp = load();
+  const Store store(database(), controller::StoreAccess::read_only);
+  const RunData alone = load_run(store, "one-rank-run");
+
+  const auto beside = build_panel(PanelKind::bandwidth, {&ddp, &alone}, {});
+  EXPECT_TRUE(beside.empty_reason.empty()) << beside.empty_reason;
+  ASSERT_FALSE(beside.series.empty());
+  for (const auto& s : beside.series) EXPECT_NE(s.run, "one-rank-run") << s.name;
+  ASSERT_EQ(beside.notes.size(), 1u);
+  EXPECT_EQ(beside.notes[0],
+            "alone \u00b7 -run: one rank (strategy ddp): nothing crosses between ranks");
+
+  const auto both_alone = build_panel(PanelKind::bandwidth, {&alone, &alone}, {});
+  EXPECT_TRUE(both_alone.series.empty());
+  EXPECT_NE(both_alone.empty_reason.find("nothing crosses between ranks"), std::string::npos)
+      << both_alone.empty_reason;
+}
+
 // CSV: one row a point, every value as stored.
 TEST_F(StoredRun, CsvHoldsEveryStoredValue) {
   const RunData run = load();
@@ -393,6 +445,38 @@ TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
     EXPECT_LE(box.bottom(), plot.bottom() + 0.5);
     // Right-aligned at the line's end (the plot's right edge), unless it fills the plot.
     EXPECT_NEAR(box.right(), plot.right() - 4, 1.0);
+  }
+  // The legend, which cuts long names ("median aft..."), names the line
+  // only: the figure is in the label beside it.
+  QStringList entries;
+  for (const auto* marker : widget.chart()->legend()->markers()) entries << marker->label();
+  EXPECT_TRUE(entries.contains("median")) << entries.join(" | ").toStdString();
+}
+
+// A sweep of 22 runs drew 22 median labels over each other and over the
+// plot: past four runs the legend entry carries the figure, with no label.
+TEST_F(StoredRun, ManyComparedRunsNameTheirMedianInTheLegendOnly) {
+  const RunData run = load();
+  const auto four = build_panel(PanelKind::throughput, {&run, &run, &run, &run}, {});
+  ASSERT_EQ(four.references.size(), 4u);
+  EXPECT_NE(four.references[0].label.find("median after warm-up"), std::string::npos);
+  const auto five = build_panel(PanelKind::throughput, {&run, &run, &run, &run, &run}, {});
+  ASSERT_EQ(five.references.size(), 5u);
+  for (const auto& reference : five.references) {
+    EXPECT_TRUE(reference.label.empty()) << reference.label;
+    EXPECT_NE(reference.legend.find(" median "), std::string::npos) << reference.legend;
+  }
+  PanelWidget widget(nullptr);
+  widget.setPanel(prepare(five));
+  widget.resize(900, 400);
+  widget.show();
+  QCoreApplication::sendPostedEvents();
+  (void)widget.grab();
+  for (auto* item : widget.chart()->childItems()) {
+    auto* text = dynamic_cast<QGraphicsTextItem*>(item);
+    if (text && text->isVisible()) {
+      EXPECT_FALSE(text->toPlainText().contains("median"));
+    }
   }
 }
 

@@ -29,6 +29,12 @@
 #include "plan_preview.h"
 #include "temp_dir.h"
 
+// A preset's path as ctest lists it beside the test's name, not QString's
+// bytes. QString lives in the global namespace, where gtest looks for it.
+void PrintTo(const QString& text, std::ostream* out) {
+  *out << text.toStdString();
+}
+
 namespace flotilla::gui {
 namespace {
 

@@ -104,6 +104,11 @@ struct BadAxis {
   const char* expected;
 };
 
+// What ctest lists beside the test's name: the case's label, not its bytes.
+void PrintTo(const BadAxis& bad, std::ostream* out) {
+  *out << bad.label;
+}
+
 class SweepDesignerBadInput : public SweepDesignerTest,
                               public ::testing::WithParamInterface<BadAxis> {};
 

@@ -414,8 +414,8 @@ TEST(Agent, ARankThatStallsEndsTheRunFailedNamingItAndItsLastStep) {
 // stalled (the stand-in takes 3 s to start against a 1 s watchdog).
 TEST(Agent, ARankSlowerToStartThanTheStallTimeoutIsNotStalled) {
   TempDir home;
-  const auto rank = home.write(
-      "fake-train.sh", "#!/bin/sh\nsleep 3\necho '{\"type\":\"step\",\"step\":1}'\n");
+  const auto rank =
+      home.write("fake-train.sh", "#!/bin/sh\nsleep 3\necho '{\"type\":\"step\",\"step\":1}'\n");
   std::filesystem::permissions(rank, std::filesystem::perms::owner_all);
   AgentProcess agent(home.path(), {}, rank.string());
   agent.hello();

@@ -230,6 +230,18 @@ TEST(ExperimentConfig, TextThatIsNotUtf8IsRefusedNamingLineAndColumn) {
   EXPECT_EQ(parse_experiment("name: caf\xC3\xA9\n", "test.yaml").name, "caf\xC3\xA9");
 }
 
+// yaml-cpp reads text that starts "\x01\0\0\0" as UTF-32LE and turned the
+// rest into bytes that are not UTF-8, which nlohmann threw on (fuzzing:
+// tests/fuzz/corpus/config/crash-nul-reads-as-utf32).
+TEST(ExperimentConfig, TextHoldingANulIsRefusedNamingLineAndColumn) {
+  EXPECT_EQ(problems_of(std::string("\x01\0\0\0synthetic\nname: a\n", 22)),
+            std::vector<std::string>{
+                "test.yaml: line 1, column 2: a NUL byte, which YAML and JSON text cannot hold"});
+  EXPECT_EQ(problems_of(std::string("name: a\nmodel: small\0cnn\n", 25)),
+            std::vector<std::string>{
+                "test.yaml: line 2, column 13: a NUL byte, which YAML and JSON text cannot hold"});
+}
+
 TEST(ExperimentConfig, TopLevelMustBeAMapping) {
   EXPECT_EQ(problems_of("- a\n- b\n"),
             std::vector<std::string>{"test.yaml: expected a mapping of keys, got [\"a\",\"b\"]"});

@@ -41,8 +41,9 @@ class ScratchDb {
     for (auto s : states) store.transition(id, s, is_terminal(s) ? reason : "");
     return id;
   }
-  void add(const std::string& run, int64_t rank, const std::string& type, const std::string& body) {
-    store.append_record(run, {++seq_[run], "local", rank, type, body});
+  void add(const std::string& run, int64_t rank, const std::string& type, const std::string& body,
+           const std::string& node = "local") {
+    store.append_record(run, {++seq_[run], node, rank, type, body});
   }
   // `steps` steps of `rank`, samples/s 100 + offset + step, 20 ms each
   // (testing::twenty_ms_step).
@@ -354,6 +355,47 @@ TEST(Compare, CpuMemoryIsTheLargestRankRssTheAgentsSaw) {
   db.store.flush();
   const auto t = compare_runs(db.store, {"mem"});
   EXPECT_DOUBLE_EQ(*number(t, "mem", "peak_mem_mib"), 200.0);
+}
+
+// Seed 003's rx/tx per server per epoch: each node's counter span over the
+// run's epochs; a node's readings out of order still give the span.
+TEST(Compare, NicTrafficIsEachNodesCounterSpanPerEpoch) {
+  ScratchDb db;
+  auto config = ddp(1);
+  config.nodes = {"flh1", "flh2"};
+  db.add_run("nic", config);
+  db.add_steps("nic", 0, 6, 0);
+  db.add_epoch("nic", 0, 10.0, 0.5);
+  db.add_epoch("nic", 1, 10.0, 0.6);
+  const auto system = [&](const std::string& node, int64_t rx, int64_t tx) {
+    db.add("nic", -1, "system",
+           R"({"type":"system","nic_rx":)" + std::to_string(rx) + R"(,"nic_tx":)" +
+               std::to_string(tx) + "}",
+           node);
+  };
+  system("flh1", 5'000'000, 7'000'000);
+  system("flh2", 1'000'000, 2'000'000);
+  system("flh1", 405'000'000, 207'000'000);
+  system("flh2", 61'000'000, 82'000'000);
+  system("flh2", 31'000'000, 42'000'000);  // sampled earlier, stored later
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"nic"}, {std::nullopt, {"run", "nic_mb_epoch"}});
+  // flh1: 400 MB rx, 200 MB tx over 2 epochs; flh2: 60 and 80 MB.
+  EXPECT_EQ(text(t, "nic", "nic_mb_epoch"), "flh1 200.0/100.0, flh2 30.0/40.0");
+}
+
+TEST(Compare, NicTrafficWithoutEpochsOrCountersIsEmpty) {
+  ScratchDb db;
+  db.add_run("bare", ddp(1));
+  db.add_steps("bare", 0, 6, 0);
+  db.add("bare", -1, "system", R"({"type":"system","nic_rx":5,"nic_tx":6})");
+  db.add_run("quiet", ddp(1));
+  db.add_steps("quiet", 0, 6, 0);
+  db.add_epoch("quiet", 0, 10.0, 0.5);
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"bare", "quiet"}, {std::nullopt, {"nic_mb_epoch"}});
+  EXPECT_EQ(text(t, "bare", "nic_mb_epoch"), "—");   // no epoch to divide by
+  EXPECT_EQ(text(t, "quiet", "nic_mb_epoch"), "—");  // no agent counters
 }
 
 TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {

@@ -145,6 +145,30 @@ TEST(Store, StoresARecordOnceHoweverOftenItArrives) {
   EXPECT_EQ(store.records("r1", 6).size(), 2u);  // seq 7 and 8 of local
 }
 
+// The writer binds a record's UTF-8 as it is; bytes that are not UTF-8 are
+// stored as QtSql stored them (each bad byte replaced), and the stored text
+// is the same however it was bound.
+TEST(Store, StoresTextAsItCameAndTextThatIsNotUtf8WithItsBadBytesReplaced) {
+  TempDir dir;
+  Store store(db_in(dir));
+  store.create_run(a_run("r1"));
+  const std::string accented = "{\"note\":\"d\u00e9j\u00e0 \xc3\xa9t\xc3\xa9 \xf0\x9f\x9a\x80\"}";
+  const std::string broken = "{\"note\":\"a\xff\xc3z\"}";
+  store.append_record("r1", {1, "local", 0, "note", accented});
+  store.append_record("r1", {2, "local", 0, "note", broken});
+  store.append_record("r1", {3, "n\xe9", 0, "note\xff", "{}"});
+  store.flush();
+  const auto rows = store.records("r1");
+  ASSERT_EQ(rows.size(), 3u);
+  // Ordered by node: "local" before "n\ufffd".
+  EXPECT_EQ(rows[0].body, accented);
+  EXPECT_EQ(rows[1].body, QString::fromStdString(broken).toStdString());
+  EXPECT_EQ(rows[1].body, "{\"note\":\"a\xef\xbf\xbd\xef\xbf\xbdz\"}");
+  EXPECT_EQ(rows[2].node, "n\xef\xbf\xbd");
+  EXPECT_EQ(rows[2].type, "note\xef\xbf\xbd");
+  EXPECT_EQ(count_rows(db_in(dir), "SELECT count(*) FROM records WHERE typeof(body) = 'text'"), 3);
+}
+
 TEST(Store, MovesARunThroughItsLifeOnceWithTimestampsAndReasons) {
   TempDir dir;
   Store store(db_in(dir));
@@ -333,7 +357,7 @@ TEST(Store, AppliesAMigrationNumberedBelowTheVersionTheDatabaseReached) {
     db.setDatabaseName(db_in(dir));
     ASSERT_TRUE(db.open());
     QSqlQuery q(db);
-    ASSERT_TRUE(q.exec("DROP TRIGGER step_buckets_on_insert"));
+    ASSERT_TRUE(q.exec("DROP TRIGGER IF EXISTS step_buckets_on_insert"));
     ASSERT_TRUE(q.exec("DROP TABLE step_buckets"));
     ASSERT_TRUE(q.exec("DROP TABLE applied_migrations"));
     ASSERT_TRUE(q.exec("UPDATE schema_version SET version = 6"));

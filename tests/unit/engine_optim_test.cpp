@@ -19,6 +19,11 @@ struct OptimCase {
   OptimizerConfig optimizer;
 };
 
+// What ctest lists beside the test's name: the case's name, not its bytes.
+void PrintTo(const OptimCase& c, std::ostream* out) {
+  *out << c.name;
+}
+
 OptimizerConfig sgd(double momentum, double weight_decay) {
   return {OptimizerKind::sgd, 0.05, momentum, weight_decay};
 }

@@ -20,6 +20,11 @@ struct TensorCodecCase {
   std::vector<int64_t> shape;
 };
 
+// What ctest lists beside the test's name: the case's name, not its bytes.
+void PrintTo(const TensorCodecCase& c, std::ostream* out) {
+  *out << c.name;
+}
+
 class TensorOpsCodec : public ::testing::TestWithParam<TensorCodecCase> {};
 
 TEST_P(TensorOpsCodec, EncodesTheCpuPathsBytesAndDecodesBothWaysIdentically) {

@@ -201,6 +201,18 @@ TEST(Sweep, AFileThatIsNotUtf8IsRefusedNamingLineAndColumn) {
   }
 }
 
+// "b\0\0\0" reads as UTF-32LE to yaml-cpp, which decoded the rest into bytes
+// that are not UTF-8 (fuzzing: tests/fuzz/corpus/sweep/crash-nul-reads-as-utf32).
+TEST(Sweep, AFileHoldingANulIsRefusedNamingLineAndColumn) {
+  try {
+    parse_sweep(std::string("b\0\0\0ack)\nname: s\n", 17), "s.yaml");
+    FAIL() << "a file holding NULs parsed";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.problems().front(),
+              "s.yaml: line 1, column 2: a NUL byte, which YAML and JSON text cannot hold");
+  }
+}
+
 TEST(Sweep, StoredFormReadsBackTheSameSweep) {
   const auto spec = parse_sweep(std::string(kBase) + R"(
 description: a ladder

@@ -80,18 +80,23 @@ void emit(YAML::Emitter& out, const Json& v) {
 }
 
 // The offset of the first byte of `text` that is not part of well-formed
-// UTF-8 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF), or
-// npos. yaml-cpp passes any bytes through, and nlohmann then throws from
-// dump() on the first message or export that quotes them (found by fuzzing
-// the config and sweep parsers).
-size_t invalid_utf8_at(std::string_view text) {
+// UTF-8 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF) or is
+// a NUL, or npos. yaml-cpp passes any bytes through, and nlohmann then throws
+// from dump() on the first message or export that quotes them (found by
+// fuzzing the config and sweep parsers). A NUL is refused too: yaml-cpp
+// takes NULs among the first bytes for UTF-16 or UTF-32 ("b\0\0\0" reads as
+// UTF-32LE) and decodes the rest into bytes that are not UTF-8 (found again
+// by fuzzing once the first fix was in).
+size_t first_byte_not_text(std::string_view text) {
   size_t i = 0;
   while (i < text.size()) {
     const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
     const unsigned char lead = byte(i);
     size_t length = 0;
     unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
-    if (lead < 0x80) {
+    if (lead == 0) {
+      return i;
+    } else if (lead < 0x80) {
       ++i;
       continue;
     } else if (lead >= 0xC2 && lead <= 0xDF) {
@@ -117,7 +122,7 @@ size_t invalid_utf8_at(std::string_view text) {
 
 template <typename Json>
 Json parse_as(std::string_view text, std::string_view source) {
-  if (const size_t bad = invalid_utf8_at(text); bad != std::string_view::npos) {
+  if (const size_t bad = first_byte_not_text(text); bad != std::string_view::npos) {
     const auto before = text.substr(0, bad);
     const size_t line_start =
         before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
@@ -126,10 +131,12 @@ Json parse_as(std::string_view text, std::string_view source) {
         std::to_chars(hex, hex + 2, static_cast<unsigned>(static_cast<unsigned char>(text[bad])),
                       16)
             .ptr;
+    const std::string what = text[bad] == '\0'
+                                 ? "a NUL byte, which YAML and JSON text cannot hold"
+                                 : "not UTF-8 text (byte 0x" + std::string(hex, hex_end) + ")";
     throw std::runtime_error(std::string(source) + ": line " +
                              std::to_string(std::count(before.begin(), before.end(), '\n') + 1) +
-                             ", column " + std::to_string(bad - line_start + 1) +
-                             ": not UTF-8 text (byte 0x" + std::string(hex, hex_end) + ")");
+                             ", column " + std::to_string(bad - line_start + 1) + ": " + what);
   }
   try {
     return to_json<Json>(YAML::Load(std::string(text)));

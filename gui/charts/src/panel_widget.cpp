@@ -363,7 +363,7 @@ void PanelWidget::rebuild() {
     pen.setStyle(Qt::DashDotLine);
     pen.setWidthF(1.8);
     line->setPen(pen);
-    line->setName(q(r.label));
+    line->setName(legend_name(r));
     c->addSeries(line);
     line->attachAxis(drawn_->x_axis);
     line->attachAxis(drawn_->y_axes.at(size_t(std::clamp(r.axis, 0, int(d.y_axes.size()) - 1))));
@@ -375,6 +375,7 @@ void PanelWidget::rebuild() {
     wrapped.setWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
     label->document()->setDefaultTextOption(wrapped);
     label->setZValue(10);
+    label->setVisible(!r.label.empty());
     drawn_->reference_labels.push_back(label);
   }
   relabelReferences();
@@ -400,7 +401,7 @@ void PanelWidget::rebuild() {
   // A long legend under the plot gets its names cut ("ran..."): beside the
   // plot each entry has a line of its own.
   size_t entries = d.references.size(), letters = 0;
-  for (const auto& r : d.references) letters += r.label.size();
+  for (const auto& r : d.references) letters += size_t(legend_name(r).size());
   for (const auto& x : d.series)
     if (x.style != SeriesStyle::faint_raw) ++entries, letters += x.name.size();
   c->legend()->setAlignment(entries > 5 || letters > 60 ? Qt::AlignRight : Qt::AlignBottom);
@@ -410,10 +411,8 @@ void PanelWidget::relabelReferences() {
   const auto& references = panel_->description.references;
   for (size_t r = 0; r < references.size() && r < drawn_->references.size(); ++r) {
     const QString text = q(references[r].label);
-    if (drawn_->references[r]->name() == text &&
-        !drawn_->reference_labels[r]->toPlainText().isEmpty())
-      continue;
-    drawn_->references[r]->setName(text);
+    if (drawn_->reference_labels[r]->toPlainText() == text) continue;
+    drawn_->references[r]->setName(legend_name(references[r]));
     drawn_->reference_labels[r]->setHtml(
         "<span style=\"background-color: rgba(255, 255, 255, 215)\">" + text.toHtmlEscaped() +
         "</span>");
@@ -565,6 +564,10 @@ void PanelWidget::placeLabels() {
   qreal last_bottom = -1e9;
   for (size_t r = 0; r < drawn_->reference_labels.size(); ++r) {
     auto* label = drawn_->reference_labels[r];
+    if (d.references[r].label.empty()) {  // a line named by its legend entry only
+      label->setVisible(false);
+      continue;
+    }
     label->setTextWidth(-1);
     if (label->boundingRect().width() > room) label->setTextWidth(room);
     const QPointF at =

@@ -65,6 +65,11 @@ inline QString number_text(double v) {
   return QString::number(v, 'f', 4);
 }
 
+// The name the legend shows for a reference line.
+inline QString legend_name(const ReferenceLine& r) {
+  return q(r.legend.empty() ? r.label : r.legend);
+}
+
 // The name the legend shows for series `i` (a raw series shares its smoothed line's).
 inline QString legend_name(const PanelDescription& d, size_t i) {
   const auto& s = d.series[i];

@@ -33,6 +33,20 @@ const RankColumns* lead_of(const RunData& run) {
   return it == run.ranks.end() ? nullptr : &it->second;
 }
 
+// Why a run's bandwidth panel has nothing to draw.
+std::string nothing_sent_reason(const RunData& run) {
+  if (run.ranks.empty()) return no_steps_reason(run);
+  if (run.shape.world_size <= 1)
+    return "one rank (strategy " + run.shape.strategy + "): nothing crosses between ranks";
+  return "no bytes sent or received by the ranks and nodes chosen";
+}
+
+std::string joined(const std::vector<std::string>& lines, const std::string& separator) {
+  std::string text;
+  for (const auto& line : lines) text += (text.empty() ? "" : separator) + line;
+  return text;
+}
+
 }  // namespace
 
 PanelDescription memory_panel(const std::vector<const RunData*>& runs, const PanelOptions& o) {
@@ -108,6 +122,7 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
       if (std::isfinite(g.mem_total))
         panel.references.push_back({gpu_label(node, index, g, several_nodes) + " total " +
                                         label_number(gib(g.mem_total), 3) + " GiB",
+                                    gpu_label(node, index, g, several_nodes) + " total",
                                     gib(g.mem_total), 0, kLimitColour});
     }
   }
@@ -126,7 +141,8 @@ PanelDescription memory_panel(const std::vector<const RunData*>& runs, const Pan
       const std::string memory =
           "node " + node.name + " memory " + label_number(gib(node.memory_bytes), 3) + " GiB";
       if (highest >= 0.5 * gib(node.memory_bytes))
-        panel.references.push_back({memory, gib(node.memory_bytes), 0, kLimitColour});
+        panel.references.push_back(
+            {memory, "node " + node.name + " memory", gib(node.memory_bytes), 0, kLimitColour});
       else
         panel.notes.push_back(memory + " (far above the RSS: not drawn)");
     }
@@ -162,15 +178,25 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
       }
       const auto* lead = lead_of(run);
       if (!lead || !lead->has("bytes_sent")) continue;
+      // A run whose ranks sent nothing (one rank, or a filter) would draw a
+      // line of zeros: it is named in a note instead.
+      if (!any_nonzero(run, "bytes_sent", o) && !any_nonzero(run, "busbw_gbps", o)) {
+        panel.notes.push_back(run_label(run) + ": " + nothing_sent_reason(run));
+        continue;
+      }
       const XFrame frame = rank_frame(run, *lead, o.x);
       add_line(panel,
                {run_label(run) + " sent (" + rank_label(*lead) + ")", run.run.id, "MB/s",
                 "bytes_sent / step_ms / 1000", SeriesStyle::bold, int(i)},
                frame, take_rows(frame, mb_s(*lead, "bytes_sent")), o);
       add_rank_field(panel, run, *lead, "busbw_gbps",
-                     {run_label(run) + " all-reduce busbw", run.run.id, "MB/s", "busbw_gbps x 1000",
+                     {run_label(run) + " busbw", run.run.id, "MB/s", "all-reduce busbw_gbps x 1000",
                       SeriesStyle::dashed, int(i)},
                      o, [](double v) { return v * 1000; });
+    }
+    if (panel.series.empty() && !panel.notes.empty()) {
+      panel.empty_reason = joined(panel.notes, "; ");
+      panel.notes.clear();
     }
     return panel;
   }
@@ -240,13 +266,7 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
   if (!traffic && !nic_traffic) {
     panel.series.clear();
     panel.notes.clear();
-    if (run.ranks.empty())
-      panel.empty_reason = no_steps_reason(run);
-    else if (run.shape.world_size <= 1)
-      panel.empty_reason =
-          "one rank (strategy " + run.shape.strategy + "): nothing crosses between ranks";
-    else
-      panel.empty_reason = "no bytes sent or received by the ranks and nodes chosen";
+    panel.empty_reason = nothing_sent_reason(run);
   }
   return panel;
 }

@@ -10,6 +10,9 @@
 namespace flotilla::charts::detail {
 namespace {
 
+// Up to this many compared runs, each median's label sits beside its line.
+constexpr size_t kLabelledRuns = 4;
+
 // The ranks that speak for their data-parallel replica: the loss-computing
 // last stage of each pipeline, or every rank outside pipelines.
 std::vector<const RankColumns*> replica_ranks(const RunData& run) {
@@ -97,10 +100,17 @@ PanelDescription throughput_panel(const std::vector<const RunData*>& runs, const
         {prefix + "job", run.run.id, "samples/s", "sum over replicas of samples_per_s / replicas",
          SeriesStyle::bold, several ? int(i) : kJobColour},
         o);
-    if (const auto median = run_throughput(run))
-      panel.references.push_back(
-          {prefix + "median after warm-up " + label_number(*median) + " samples/s", *median, 0,
-           several ? int(i) : kJobColour});
+    // Beside their lines, the labels of more than a few runs cover each other
+    // and the plot: then the legend entry carries the figure instead.
+    if (const auto median = run_throughput(run)) {
+      if (runs.size() <= kLabelledRuns)
+        panel.references.push_back(
+            {prefix + "median after warm-up " + label_number(*median) + " samples/s",
+             prefix + "median", *median, 0, several ? int(i) : kJobColour});
+      else
+        panel.references.push_back(
+            {"", prefix + "median " + label_number(*median), *median, 0, int(i)});
+    }
   }
   if (panel.series.empty() && runs.size() == 1) panel.empty_reason = no_steps_reason(*runs[0]);
   return panel;
@@ -123,7 +133,7 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
           panel, run, lead->second, "step_ms",
           {run_label(run) + " step", run.run.id, "ms", "step_ms", SeriesStyle::bold, int(i)}, o);
       add_rank_field(panel, run, lead->second, "comm_ms",
-                     {run_label(run) + " exposed comm", run.run.id, "ms", "comm_ms",
+                     {run_label(run) + " comm", run.run.id, "ms", "comm_ms (exposed communication)",
                       SeriesStyle::dashed, int(i)},
                      o);
     }
@@ -200,8 +210,8 @@ PanelDescription step_time_panel(const std::vector<const RunData*>& runs, const 
     const double bubble = 100 * (p - 1) / (m + p - 1);
     // The legend beside the plot cuts a long name: the line says the figure,
     // the note under the panel how it is made.
-    panel.references.push_back(
-        {"GPipe bubble " + label_number(bubble, 3) + " %", bubble, 1, kLimitColour});
+    panel.references.push_back({"GPipe bubble " + label_number(bubble, 3) + " %", "GPipe bubble",
+                                bubble, 1, kLimitColour});
     panel.notes.push_back(
         "GPipe bubble = (p-1)/(m+p-1) with p = " + std::to_string(run.shape.stages) +
         " stages and m = " + std::to_string(run.shape.chunks) + " micro-batches");

@@ -150,6 +150,26 @@ class Controller {
   // Stores the move (if the state machine allows it) and tells the observer.
   bool move_run(const std::string& run, RunState state, const std::string& reason = {});
   void handle(const std::string& node, const protocol::Message& message);
+
+  // The controller's stall watchdog (controller_stalls.cpp). A node's own
+  // watchdog (the agent's supervisor) cannot notice its whole host frozen:
+  // nothing there runs. So the controller notes when it last heard from each
+  // node of a live run (any record, the supervisor's 1 s system samples
+  // among them), and a node whose link is up that sends nothing for the
+  // run's stall_timeout_s ends the run failed, naming it and its ranks' last
+  // steps. A node whose link is down, or whose SSH port does not answer, is
+  // left to the unreachable-node path instead (controller_links.cpp).
+  void heard_from(const std::string& run, const std::string& node,
+                  const protocol::Record* record = nullptr);
+  // Checks every second until the controller closes, on a thread of its own.
+  void watch_for_stalls();
+  void check_stalls();
+  struct StalledNode {
+    std::string node;
+    std::map<int64_t, int64_t> last_step;  // by rank; a rank with no step yet is absent
+  };
+  void end_stalled(const std::string& run, std::chrono::seconds timeout,
+                   const std::vector<StalledNode>& stalled);
   void end_run(const std::string& run, RunState state, const std::string& reason);
   void note_problem(const std::string& message);
 
@@ -194,6 +214,20 @@ class Controller {
   // Per run, the nodes that have ended it, and how.
   std::map<std::string, std::map<std::string, protocol::RunEnd>> node_ends_;
   std::vector<std::unique_ptr<AgentLink>> closed_links_;  // joined later, not on their own thread
+
+  // What the stall watchdog heard, per live run and node (its own mutex: a
+  // record takes it on the link's reader thread, and mutex_ is for the rest).
+  struct NodeHeard {
+    std::chrono::steady_clock::time_point at;
+    std::map<int64_t, int64_t> last_step;  // by rank
+  };
+  struct RunHeard {
+    std::optional<std::chrono::seconds> stall_timeout;  // read from the stored config once
+    std::vector<std::string> members;                   // the run's nodes, from the store too
+    std::map<std::string, NodeHeard> nodes;
+  };
+  std::mutex heard_mutex_;
+  std::map<std::string, RunHeard> heard_;
 };
 
 }  // namespace flotilla::controller

@@ -45,6 +45,8 @@ class QSqlDatabase;
 
 namespace flotilla::controller {
 
+class StepNumberReader;
+
 class StoreError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -107,8 +109,9 @@ struct FieldSummary {
 };
 
 // A run's step records summarised per rank over buckets of
-// kStepsPerBucket steps (migration 0004), kept by a trigger as records are
-// stored: what a view paints first when a run is too long to read at once.
+// kStepsPerBucket steps (migration 0004), kept by the store's writer as
+// records are stored: what a view paints first when a run is too long to
+// read at once.
 struct StepBucketRow {
   int64_t rank = 0;
   int64_t bucket = 0;                          // steps bucket x kStepsPerBucket + 1 ..
@@ -245,11 +248,12 @@ class Store {
   // rethrows what it threw.
   void write_and_wait(Write write);
   void writer_loop();
-  // One try at `batch` in one transaction; each item's own failure in
-  // `errors`. Returns why the database refused the batch as a whole (then
-  // nothing of it is stored), empty once committed.
-  std::string commit(QSqlDatabase& db, std::deque<Item>& batch,
-                     std::vector<std::exception_ptr>& errors);
+  // One try at `batch` in one transaction, the step buckets of its records
+  // included; each item's own failure in `errors`. Returns why the database
+  // refused the batch as a whole (then nothing of it is stored), empty once
+  // committed.
+  std::string commit(QSqlDatabase& db, const StepNumberReader& step_numbers,
+                     std::deque<Item>& batch, std::vector<std::exception_ptr>& errors);
   template <typename F>
   auto with_reader(F&& read) const;
 

@@ -71,7 +71,8 @@ struct Series {
 
 struct ReferenceLine {
   std::string
-      label;  // shown beside the line and in the legend: "median after warm-up 1846.5 samples/s"
+      label;  // shown beside the line: "median after warm-up 1846.5 samples/s" (empty: none)
+  std::string legend;  // its legend entry, short as the legend cuts long names (empty: label)
   double y = 0;
   int axis = 0;
   int colour = 0;
