@@ -237,8 +237,12 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
     }
     if (master_port == 0) throw std::runtime_error("node " + first + " has no free TCP port");
     int64_t first_rank = 0;
+    bool failed_meanwhile = false;
+    {
+      std::lock_guard order(start_order_mutex_);
+      starts_sent_[row.id];
+    }
     for (const auto& node : config.nodes) {
-      started.push_back(node);  // from here on it may hold ranks
       protocol::StartRun start;
       start.run = row.id;
       start.node = node;
@@ -250,10 +254,31 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
       start.master_port = master_port;
       start.mode = mode;
       start.bench = bench;
-      if (!link_for(node).send(start))
+      auto& link = link_for(node);  // may take seconds: outside the lock
+      std::lock_guard order(start_order_mutex_);
+      {
+        std::lock_guard lock(mutex_);
+        // A node started before failed the run meanwhile (its data, its
+        // ranks): the rest are not started; that failure stops those that were.
+        if (ended_.count(row.id) || failing_.count(row.id)) {
+          failed_meanwhile = true;  // its stop_after_failure reads starts_sent_
+          break;
+        }
+      }
+      started.push_back(node);  // from here on it may hold ranks
+      starts_sent_[row.id].insert(node);
+      if (!link.send(start))
         throw std::runtime_error("node " + node + ": the agent went away before the start");
     }
+    if (!failed_meanwhile) {
+      std::lock_guard order(start_order_mutex_);
+      starts_sent_.erase(row.id);
+    }
   } catch (const std::exception& e) {
+    {
+      std::lock_guard order(start_order_mutex_);
+      starts_sent_.erase(row.id);
+    }
     end_run(row.id, RunState::failed, e.what());
     // Nodes that started their ranks would wait out the rendezvous for the
     // rest; they are stopped now.
@@ -434,10 +459,21 @@ void Controller::end_run(const std::string& run, RunState state, const std::stri
 }
 
 void Controller::stop_after_failure(const std::string& run, const std::string& failed_node,
-                                    const std::vector<std::string>& nodes) {
+                                    const std::vector<std::string>& all_nodes) {
   {
     std::lock_guard lock(mutex_);
     if (killing_.count(run) || !failing_.insert(run).second) return;  // stopping already
+  }
+  // While start() still sends starts, only the nodes that had theirs hold
+  // ranks; the run has ended, so the others get none.
+  std::vector<std::string> nodes;
+  {
+    std::lock_guard order(start_order_mutex_);
+    const auto sent = starts_sent_.find(run);
+    for (const auto& node : all_nodes)
+      if (sent == starts_sent_.end() || sent->second.count(node)) nodes.push_back(node);
+    // start() sends no more starts to a failing run.
+    if (sent != starts_sent_.end()) starts_sent_.erase(sent);
   }
   // On a thread of its own: this may be a link's reader thread, and a node
   // whose link has closed is reconnected first.
@@ -593,11 +629,14 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     if (!error->run.empty()) {
       const auto row = store_.run(error->run);
       if (row && !is_terminal(row->state)) {
-        end_run(error->run, RunState::failed, "node " + node + ": " + error->message);
         std::vector<std::string> others;
         for (const auto& n : row->nodes)
           if (n != node) others.push_back(n);
+        // The stops are queued before the end is stored: the end wakes the
+        // CLI, which then closes this controller, and a closing controller
+        // starts no more background work (the stops were lost under load).
         stop_after_failure(error->run, "node " + node, others);
+        end_run(error->run, RunState::failed, "node " + node + ": " + error->message);
         return;
       }
     }

@@ -49,13 +49,20 @@ std::vector<std::string> training_processes(const TestCluster& cluster, const st
 
 // Fails the test unless no process of a run is left on any host within `limit`.
 void expect_no_process_left_within(const TestCluster& cluster, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  const auto began = std::chrono::steady_clock::now();
+  const auto deadline = began + limit;
   std::map<std::string, std::vector<std::string>> left;
   do {
     left.clear();
     for (const auto& h : cluster.hosts())
       if (auto procs = training_processes(cluster, h.name); !procs.empty()) left[h.name] = procs;
-    if (left.empty()) break;
+    if (left.empty()) {
+      // A figure for docs/faults.md, not asserted beyond the limit.
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;
+      std::cout << "no process of the run left on any host " << took.count()
+                << " s after the CLI returned" << std::endl;
+      break;
+    }
     std::this_thread::sleep_for(200ms);
   } while (std::chrono::steady_clock::now() < deadline);
   for (const auto& [h, procs] : left)
@@ -281,6 +288,7 @@ TEST(Cluster, ARunWhoseThirdNodeCannotTrainFailsWithItsReasonAndLeavesNoRankAnyw
     train << "#!/bin/sh\necho 'flotilla-train: this node is broken on purpose' >&2\nexit 3\n";
   }
   std::filesystem::permissions(broken / "flotilla-train", std::filesystem::perms::owner_all);
+  cluster.give_to_login(broken);
   const auto [added, added_out] = control.flotilla(
       {"nodes", "add", "broken", "--host", host.address, "--user", host.user, "--key",
        cluster.key_file().string(), "--remote-dir", host.remote_dir + "/broken-home",
@@ -317,6 +325,10 @@ TEST(Cluster, DataMissingOrDamagedOnOneNodeFailsTheRunNamingTheNodeAndTheFile) {
     std::filesystem::copy_file(installed + "/" + name, damaged.path() / name);
   const auto cut = damaged.path() / "t10k-images-idx3-ubyte.gz";  // an interrupted copy
   std::filesystem::resize_file(cut, std::filesystem::file_size(cut) / 2);
+  // Mounted over the data set's folder, each reads as its own folder (0700):
+  // the login user's, as the installed data set is readable by it.
+  cluster.give_to_login(empty.path());
+  cluster.give_to_login(damaged.path());
   const auto file = control.write("ddp.yaml", ddp_experiment("data", 40));
   const auto fails_on = [&](const std::string& host, const std::string& words) {
     const auto [status, output] =

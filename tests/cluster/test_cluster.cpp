@@ -1,6 +1,7 @@
 #include "test_cluster.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -260,6 +261,22 @@ std::string TestCluster::ssh_as_root(const std::string& host, const std::string&
     throw std::runtime_error("ssh root@" + host + " " + command + ": exit " +
                              std::to_string(result.status) + "\n" + result.output);
   return result.output;
+}
+
+void TestCluster::give_to_login(const std::filesystem::path& path) const {
+  const std::string& user = hosts_.at(0).user;  // every host has the same login
+  const passwd* login = ::getpwnam(user.c_str());
+  if (!login) throw std::runtime_error("give_to_login: no user " + user + " on this machine");
+  const auto give = [&](const std::filesystem::path& p) {
+    // lchown: a symlink the test planted is the login's, never what it points to.
+    if (::lchown(p.c_str(), login->pw_uid, login->pw_gid) != 0)
+      throw std::runtime_error("give_to_login: chown " + p.string() + " to " + user + ": " +
+                               std::strerror(errno));
+  };
+  give(path);
+  if (std::filesystem::is_directory(std::filesystem::symlink_status(path)))
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(path))
+      give(entry.path());
 }
 
 std::string TestCluster::ssh(const std::string& host, const std::string& command) const {

@@ -69,6 +69,13 @@ class TestCluster {
   // never for what Flotilla does.
   std::string ssh_as_root(const std::string& host, const std::string& command) const;
 
+  // What a test makes as root on the machine for the hosts to use (a script
+  // to run, a folder to bind-mount) handed to the hosts' login user: `path`
+  // and everything under it become that user's, modes untouched, so that the
+  // test shows what the login itself can do. Nothing changes when the login
+  // is root. Every test that makes files for the hosts calls it.
+  void give_to_login(const std::filesystem::path& path) const;
+
  private:
   CommandResult script(const std::vector<std::string>& args) const;
   void write_known_hosts() const;

@@ -183,6 +183,14 @@ class Controller {
   std::set<std::string> followed_;  // runs this controller streams
   std::set<std::string> killing_;   // runs this controller was asked to kill
   std::set<std::string> failing_;   // runs whose other nodes it stopped after a failure
+  // A node can fail a run while start() is still sending the other nodes
+  // their StartRun. Sending a start and choosing whom a failure stops both
+  // hold this lock: a node that had its start is stopped after it (on the
+  // same link, so the stop arrives second), and a node that had none gets
+  // neither (start() sends no start to a run that has ended).
+  std::mutex start_order_mutex_;
+  // While start() sends a run's starts: the nodes sent one so far.
+  std::map<std::string, std::set<std::string>> starts_sent_;
   // Nodes whose link went silent and whose SSH port does not answer: since
   // when (ms since the epoch); cleared once a link to the node opens.
   std::map<std::string, int64_t> unreachable_since_ms_;
