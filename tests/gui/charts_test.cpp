@@ -480,6 +480,28 @@ TEST_F(StoredRun, ManyComparedRunsNameTheirMedianInTheLegendOnly) {
   }
 }
 
+// A sweep's points share a long name ("study-...-213206#1" to "#2") that the
+// legend cut before the part that tells them apart: it is left out of the
+// series' names and said once in a note.
+TEST_F(StoredRun, ComparedRunsAreNamedWithoutWhatAllTheirNamesBeginWith) {
+  RunData first = load(), second = load();
+  first.run.experiment_name = "pipeline-vs-dp-cpu-20261123-213206#1";
+  second.run.experiment_name = "pipeline-vs-dp-cpu-20261123-213206#2";
+  const auto panel = build_panel(PanelKind::throughput, {&first, &second}, {});
+  EXPECT_TRUE(has_series(panel, "#1 \u00b7 -run job"));
+  EXPECT_TRUE(has_series(panel, "#2 \u00b7 -run job"));
+  ASSERT_EQ(panel.references.size(), 2u);
+  EXPECT_EQ(panel.references[0].legend, "#1 \u00b7 -run median");
+  EXPECT_EQ(panel.notes.back(),
+            "runs named without \"pipeline-vs-dp-cpu-20261123-213206\", which all their names "
+            "begin with");
+  // Names that share little ("ddp1", "ddp2-b32") are left whole.
+  first.run.experiment_name = "ddp1";
+  second.run.experiment_name = "ddp2-b32";
+  EXPECT_TRUE(has_series(build_panel(PanelKind::throughput, {&first, &second}, {}),
+                         "ddp1 \u00b7 -run job"));
+}
+
 // PlotJuggler's tracker: the mouse over one panel puts a cursor at that x on
 // every panel of the same sync, each listing its visible series' values there.
 TEST_F(StoredRun, HoverOnOnePanelShowsEachPanelsValuesAtThatStep) {

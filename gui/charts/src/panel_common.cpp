@@ -23,6 +23,30 @@ constexpr std::pair<XMode, std::string_view> kXModeNames[] = {
 // Tableau 10: hues that stay apart on white and for most colour vision.
 constexpr std::string_view kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
                                          "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+// What the names of compared runs all begin with, up to a separator, when it
+// is long enough to be worth leaving out: a sweep's points are
+// "vgg-freeze-traffic-3nodes-20261123-220222#1" to "#4", and the legend cuts
+// such names before the part that tells them apart.
+std::string shared_name_prefix(const std::vector<const RunData*>& runs) {
+  constexpr size_t kWorthLeavingOut = 8;
+  if (runs.size() < 2) return "";
+  std::string prefix = detail::run_label(*runs[0]);
+  for (const auto* run : runs) {
+    const std::string label = detail::run_label(*run);
+    const auto differ = std::mismatch(prefix.begin(), prefix.end(), label.begin(), label.end());
+    prefix.erase(differ.first, prefix.end());
+  }
+  const auto separator = prefix.find_last_of("#-_ ");
+  if (separator == std::string::npos) return "";
+  // "...#1": the '#' stays with the number; a '-', '_' or ' ' goes.
+  prefix.erase(prefix[separator] == '#' ? separator : separator + 1);
+  return prefix.size() >= kWorthLeavingOut ? prefix : "";
+}
+
+void leave_out_prefix(std::string& text, const std::string& prefix) {
+  if (text.rfind(prefix, 0) == 0) text.erase(0, prefix.size());
+}
 }  // namespace
 
 std::string_view name_of(PanelKind kind) {
@@ -87,6 +111,16 @@ PanelDescription build_panel(PanelKind kind, const std::vector<const RunData*>& 
   panel.x_title = detail::x_title(options.x);
   for (const auto* run : runs)
     if (run->coarse) panel.coarse = true;
+  if (const std::string prefix = shared_name_prefix(runs); !prefix.empty()) {
+    for (auto& series : panel.series) leave_out_prefix(series.name, prefix);
+    for (auto& reference : panel.references) {
+      leave_out_prefix(reference.label, prefix);
+      leave_out_prefix(reference.legend, prefix);
+    }
+    for (auto& note : panel.notes) leave_out_prefix(note, prefix);
+    panel.notes.push_back("runs named without \"" + prefix +
+                          "\", which all their names begin with");
+  }
   if (runs.empty()) panel.empty_reason = "no run selected";
   if (panel.empty_reason.empty() && panel.series.empty() && panel.references.empty())
     panel.empty_reason = "nothing to draw for the ranks and nodes chosen";
