@@ -17,28 +17,19 @@
 #include <vector>
 
 #include "flotilla/controller/store.h"
+#include "run_rows.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
 namespace {
 
+using testing::minimal_run;
 using testing::TempDir;
 
 struct Stored {
   std::string run;
   RecordRow record;
 };
-
-RunRow a_run(const std::string& id) {
-  RunRow run;
-  run.id = id;
-  run.experiment_name = "exp";
-  run.config_json = "{}";
-  run.nodes = {"local"};
-  run.world_size = 3;
-  run.created_ms = now_ms();
-  return run;
-}
 
 std::string number(double v) {
   return QString::number(v, 'g', 17).toStdString();
@@ -278,8 +269,8 @@ TEST(StepBuckets, TheWriterStoresExactlyWhatTheTriggerStored) {
   const QString by_writer = db_in(dir, "writer.db"), by_trigger = db_in(dir, "trigger.db");
   for (const QString& path : {by_writer, by_trigger}) {
     Store store(path);
-    store.create_run(a_run("r1"));
-    store.create_run(a_run("r2"));
+    store.create_run(minimal_run("r1", 3));
+    store.create_run(minimal_run("r2", 3));
   }
   {
     Store store(by_writer);
@@ -333,8 +324,8 @@ TEST(StepBuckets, ADatabaseOfTheTriggerKeepsItsBucketsAndTheWriterAddsToThem) {
   for (const QString& path : {migrated, twin}) {
     {
       Store store(path);
-      store.create_run(a_run("r1"));
-      store.create_run(a_run("r2"));
+      store.create_run(minimal_run("r1", 3));
+      store.create_run(minimal_run("r2", 3));
     }
     TriggerPath trigger(path);
     trigger.store(before);

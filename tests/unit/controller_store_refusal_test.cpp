@@ -18,6 +18,7 @@
 
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/store.h"
+#include "run_rows.h"
 #include "small_disk.h"
 #include "temp_dir.h"
 
@@ -25,6 +26,7 @@ namespace flotilla::controller {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::minimal_run;
 using testing::SmallDisk;
 using testing::TempDir;
 
@@ -36,16 +38,6 @@ StoreOptions impatient() {
   options.retry_interval = 50ms;
   options.write_patience = 60s;
   return options;
-}
-
-RunRow a_run(const std::string& id) {
-  RunRow run;
-  run.id = id;
-  run.experiment_name = "exp";
-  run.config_json = "{}";
-  run.nodes = {"local"};
-  run.created_ms = now_ms();
-  return run;
 }
 
 RecordRow a_record(int64_t seq) {
@@ -129,7 +121,7 @@ TEST(StoreWrites, AWriteThatFailsHalfwayLeavesNothingOfItselfAndTheRestOfItsBatc
   TempDir dir;
   const auto file = dir.path() / "flotilla.db";
   Store store(q(file), impatient());
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   // The database refuses the last statement of two writes: a run's first
   // transition (its rows before it went in) and a move to running (after the
   // state was updated).
@@ -139,7 +131,7 @@ TEST(StoreWrites, AWriteThatFailsHalfwayLeavesNothingOfItselfAndTheRestOfItsBatc
       "WHEN NEW.run_id = 'half' OR NEW.state = 'running' "
       "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
   store.append_record("r1", a_record(1));
-  EXPECT_THROW(store.create_run(a_run("half")), StoreError);
+  EXPECT_THROW(store.create_run(minimal_run("half")), StoreError);
   ASSERT_TRUE(store.transition("r1", RunState::starting));
   EXPECT_THROW(store.transition("r1", RunState::running), StoreError);
   store.append_record("r1", a_record(2));
@@ -157,7 +149,7 @@ TEST(StoreWrites, KeepsRecordsQueuedWhileAnotherConnectionHoldsTheLockAndStoresE
   const auto file = dir.path() / "flotilla.db";
   Store store(q(file), impatient());
   Problems problems(store);
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   {
     Connection holder(file);
     holder.exec("BEGIN EXCLUSIVE");
@@ -183,7 +175,7 @@ TEST(StoreWrites, AWriteThatIsWaitedForGetsTheErrorAfterItsPatienceAndRecordsSta
   options.write_patience = 500ms;
   Store store(q(file), options);
   Problems problems(store);
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   {
     Connection holder(file);
     holder.exec("BEGIN EXCLUSIVE");
@@ -250,7 +242,7 @@ TEST(StoreWrites, KeepsRecordsQueuedWhileTheFileIsReadOnlyAndStoresThemOnceItIsW
   TempDir dir;
   const auto data = dir.path() / "data";
   std::filesystem::create_directories(data);
-  { Store(q(data / "flotilla.db")).create_run(a_run("r1")); }
+  { Store(q(data / "flotilla.db")).create_run(minimal_run("r1")); }
   // Another process has the database open, as the window would: its WAL
   // files stay, and a read-only connection can read beside it.
   Connection other(data / "flotilla.db");
@@ -276,7 +268,7 @@ TEST(StoreWrites, KeepsRecordsQueuedWhileTheDiskIsFullAndStoresThemOnceThereIsRo
   SmallDisk disk(dir.path() / "disk", "4m");
   Store store(q(dir.path() / "disk" / "flotilla.db"), impatient());
   Problems problems(store);
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   disk.fill();
   const std::string body(2000, 'y');  // more than the few bytes the filler left
   for (int64_t seq = 1; seq <= 100; ++seq)
@@ -318,7 +310,7 @@ TEST(StoreWrites, TheControllersObserverHearsOfTheRefusalAndOfItsEnd) {
   TempDir dir;
   const auto file = dir.path() / "flotilla.db";
   Store store(q(file), impatient());
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   HeardProblems heard;
   Controller controller(store);
   controller.set_observer(&heard);

@@ -8,26 +8,17 @@
 #include <thread>
 
 #include "flotilla/controller/store.h"
+#include "run_rows.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
 namespace {
 
+using testing::minimal_run;
 using testing::TempDir;
 
 QString db_in(const TempDir& dir) {
   return QString::fromStdString((dir.path() / "flotilla.db").string());
-}
-
-RunRow a_run(const std::string& id) {
-  RunRow run;
-  run.id = id;
-  run.experiment_name = "exp";
-  run.config_json = "{}";
-  run.nodes = {"local"};
-  run.world_size = 2;
-  run.created_ms = now_ms();
-  return run;
 }
 
 RecordRow a_record(int64_t seq, const std::string& node = "local") {
@@ -76,7 +67,7 @@ TEST(Store, CreatesTheSchemaInWalModeAndKeepsDataAcrossReopening) {
     EXPECT_GE(Store::latest_schema_version(), 1);
     EXPECT_EQ(store.node_names(), std::vector<std::string>{"local"});
     store.save_experiment("mnist", R"({"name":"mnist"})");
-    store.create_run(a_run("r1"));
+    store.create_run(minimal_run("r1"));
   }
   Store again(db_in(dir));
   EXPECT_EQ(again.experiments().size(), 1u);
@@ -130,7 +121,7 @@ TEST(Store, NamesTheFileItCannotOpen) {
 TEST(Store, StoresARecordOnceHoweverOftenItArrives) {
   TempDir dir;
   Store store(db_in(dir));
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   for (int64_t seq = 1; seq <= 5; ++seq) store.append_record("r1", a_record(seq));
   for (int64_t seq = 3; seq <= 8; ++seq) store.append_record("r1", a_record(seq));  // a resume
   store.append_record("r1", a_record(1, "other-node"));  // seq counts per node
@@ -151,7 +142,7 @@ TEST(Store, StoresARecordOnceHoweverOftenItArrives) {
 TEST(Store, StoresTextAsItCameAndTextThatIsNotUtf8WithItsBadBytesReplaced) {
   TempDir dir;
   Store store(db_in(dir));
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   const std::string accented = "{\"note\":\"d\u00e9j\u00e0 \xc3\xa9t\xc3\xa9 \xf0\x9f\x9a\x80\"}";
   const std::string broken = "{\"note\":\"a\xff\xc3z\"}";
   store.append_record("r1", {1, "local", 0, "note", accented});
@@ -172,7 +163,7 @@ TEST(Store, StoresTextAsItCameAndTextThatIsNotUtf8WithItsBadBytesReplaced) {
 TEST(Store, MovesARunThroughItsLifeOnceWithTimestampsAndReasons) {
   TempDir dir;
   Store store(db_in(dir));
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   EXPECT_FALSE(store.transition("r1", RunState::running));  // not from created
   EXPECT_TRUE(store.transition("r1", RunState::starting));
   EXPECT_TRUE(store.transition("r1", RunState::running));
@@ -209,7 +200,7 @@ TEST(Store, UpdatesAnExperimentInPlaceUnderItsName) {
 TEST(Store, CommitsRecordsFromManyThreadsInBatches) {
   TempDir dir;
   Store store(db_in(dir));
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   constexpr int kThreads = 4, kEach = 2500;
   std::vector<std::thread> writers;
   for (int t = 0; t < kThreads; ++t)
@@ -225,7 +216,7 @@ TEST(Store, CommitsRecordsFromManyThreadsInBatches) {
 TEST(Store, CommitsABurstOfRecordsAsOneTransactionNotOneEach) {
   TempDir dir;
   Store store(db_in(dir));
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   const int64_t before = store.commits();
   {
     // Another process holds the write lock, so the burst piles up in the queue.
@@ -250,8 +241,8 @@ TEST(Store, CommitsABurstOfRecordsAsOneTransactionNotOneEach) {
 TEST(Store, ReportsAWriteThatFailsWithoutLosingWhatCameBefore) {
   TempDir dir;
   Store store(db_in(dir));
-  store.create_run(a_run("r1"));
-  EXPECT_THROW(store.create_run(a_run("r1")), StoreError);  // the id is taken
+  store.create_run(minimal_run("r1"));
+  EXPECT_THROW(store.create_run(minimal_run("r1")), StoreError);  // the id is taken
   store.append_record("r1", a_record(1));
   store.flush();
   EXPECT_EQ(store.records("r1").size(), 1u);
@@ -269,7 +260,7 @@ TEST(Store, KeepsARunsNodesInRankOrder) {
   TempDir dir;
   Store store(db_in(dir));
   for (const char* name : {"zeta", "alpha", "mid"}) store.add_node(a_node(name));
-  auto run = a_run("r1");
+  auto run = minimal_run("r1");
   run.nodes = {"zeta", "alpha", "mid"};
   store.create_run(run);
   EXPECT_EQ(store.run("r1")->nodes, (std::vector<std::string>{"zeta", "alpha", "mid"}));
@@ -283,7 +274,7 @@ TEST(Store, RemovingANodeIsRefusedOnlyForItsOwnLiveRuns) {
   Store store(db_in(dir));
   store.add_node(a_node("a_b"));
   store.add_node(a_node("axb"));
-  auto run = a_run("on-axb");
+  auto run = minimal_run("on-axb");
   run.nodes = {"axb"};
   store.create_run(run);
   EXPECT_EQ(store.live_runs_on("axb"), std::vector<std::string>{"on-axb"});
@@ -347,7 +338,7 @@ TEST(Store, AppliesAMigrationNumberedBelowTheVersionTheDatabaseReached) {
   TempDir dir;
   {
     Store store(db_in(dir));
-    store.create_run(a_run("old"));
+    store.create_run(minimal_run("old"));
     for (int64_t seq = 1; seq <= 300; ++seq) store.append_record("old", a_record(seq));
     store.flush();
   }
@@ -394,7 +385,7 @@ TEST(Store, AppliesAMigrationNumberedBelowTheVersionTheDatabaseReached) {
 TEST(Store, ReadsRecordsByTypeRankAndNodeThroughAnIndex) {
   TempDir dir;
   Store store(db_in(dir));
-  store.create_run(a_run("r1"));
+  store.create_run(minimal_run("r1"));
   int64_t seq = 0;
   for (const char* node : {"n1", "n2"})
     for (int64_t rank : {-1, 0, 1})
