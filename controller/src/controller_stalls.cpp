@@ -32,6 +32,18 @@ std::chrono::seconds stall_timeout_of(const std::string& config_json) {
   return std::chrono::seconds(seconds);
 }
 
+// Each rank's step, from its last step record (a record without one is left out).
+std::map<int64_t, int64_t> steps_of(const std::map<int64_t, std::string>& last_step_record) {
+  std::map<int64_t, int64_t> steps;
+  for (const auto& [rank, json] : last_step_record) {
+    const auto body = nlohmann::json::parse(json, nullptr, false);
+    if (!body.is_object()) continue;
+    if (const auto it = body.find("step"); it != body.end() && it->is_number_integer())
+      steps[rank] = it->get<int64_t>();
+  }
+  return steps;
+}
+
 std::string ranks_and_steps(const std::vector<int64_t>& ranks,
                             const std::map<int64_t, int64_t>& last_step) {
   std::string text;
@@ -47,17 +59,11 @@ std::string ranks_and_steps(const std::vector<int64_t>& ranks,
 
 void Controller::heard_from(const std::string& run, const std::string& node,
                             const protocol::Record* record) {
-  std::optional<int64_t> step;
-  if (record && record->rank >= 0 && record->record_type == "step") {
-    const auto body = nlohmann::json::parse(record->record_json, nullptr, false);
-    if (body.is_object())
-      if (const auto it = body.find("step"); it != body.end() && it->is_number_integer())
-        step = it->get<int64_t>();
-  }
   std::lock_guard lock(heard_mutex_);
   auto& heard = heard_[run].nodes[node];
   heard.at = Clock::now();
-  if (step) heard.last_step[record->rank] = *step;
+  if (record && record->rank >= 0 && record->record_type == "step")
+    heard.last_step_record[record->rank] = record->record_json;
 }
 
 void Controller::watch_for_stalls() {
@@ -133,7 +139,7 @@ void Controller::check_stalls() {
         if (now - it->second.at < allowed) continue;
         auto& found = silent[run];
         found.first = *heard.stall_timeout;
-        found.second.push_back({node, it->second.last_step});
+        found.second.push_back({node, steps_of(it->second.last_step_record)});
       }
     }
   }

@@ -219,7 +219,9 @@ class Controller {
   // record takes it on the link's reader thread, and mutex_ is for the rest).
   struct NodeHeard {
     std::chrono::steady_clock::time_point at;
-    std::map<int64_t, int64_t> last_step;  // by rank
+    // By rank, its last step record as it came: read for its step only when
+    // the node stalls, not on every record of the link's hot path.
+    std::map<int64_t, std::string> last_step_record;
   };
   struct RunHeard {
     std::optional<std::chrono::seconds> stall_timeout;  // read from the stored config once
