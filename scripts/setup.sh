@@ -8,6 +8,7 @@ packages=(
   clang libclang-rt-dev
   libtorch-dev libgloo-dev python3-torch
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libqt6sql6-sqlite libsqlite3-dev libgl-dev libglx-dev libopengl-dev
+  sqlite3
   libssh-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist

@@ -106,7 +106,7 @@ Store::Store(QString path, StoreOptions options, StoreAccess access)
     : path_(std::move(path)), options_(options), access_(access) {
   const QFileInfo info(path_);
   // Before any connection: SQLite would write over some damaged files.
-  check_database_file(path_);
+  file_claim_ = claim_database_file(path_);
   if (access_ == StoreAccess::read_only) {
     try {
       check_schema_for_reading();

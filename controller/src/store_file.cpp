@@ -1,5 +1,6 @@
 #include "store_file.h"
 
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 
@@ -7,6 +8,8 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "flotilla/controller/store.h"
 
@@ -30,7 +33,47 @@ std::string refusal(const QString& path, const std::string& what, const std::str
 
 const char* kRestore = "restore it from a copy, or give another --db";
 
+// The database files that Stores of this process have open, by their path
+// with the folder's symbolic links resolved, and how many Stores each.
+struct OpenFiles {
+  std::mutex mutex;
+  std::map<QString, int> stores;
+};
+
+OpenFiles& open_files() {
+  static OpenFiles files;
+  return files;
+}
+
+QString file_key(const QString& path) {
+  const QFileInfo info(path);
+  const QString folder = info.absoluteDir().canonicalPath();
+  return folder.isEmpty() ? QDir::cleanPath(info.absoluteFilePath())
+                          : folder + "/" + info.fileName();
+}
+
 }  // namespace
+
+std::shared_ptr<void> claim_database_file(const QString& path) {
+  auto& files = open_files();
+  const QString key = file_key(path);
+  std::lock_guard lock(files.mutex);
+  // Checked under the lock: no Store of this process opens the file meanwhile.
+  if (files.stores[key] == 0) {
+    try {
+      check_database_file(path);
+    } catch (...) {
+      files.stores.erase(key);
+      throw;
+    }
+  }
+  ++files.stores[key];
+  return std::shared_ptr<void>(nullptr, [key](void*) {
+    auto& files = open_files();
+    std::lock_guard lock(files.mutex);
+    if (--files.stores[key] == 0) files.stores.erase(key);
+  });
+}
 
 void check_database_file(const QString& path) {
   const QFileInfo info(path);

@@ -4,10 +4,12 @@
 // what is wrong and once that it is over, and every record the agent spooled
 // is stored exactly once in the end. The figures (time to detect, time to
 // recover) are printed, not asserted.
+#include <csignal>
 #include <cstdio>
 
 #include "cli_fixture.h"
 #include "small_disk.h"
+#include "sqlite_lock_holder.h"
 
 namespace flotilla::testing {
 namespace {
@@ -49,45 +51,6 @@ size_t lines_in(const std::filesystem::path& file) {
   return lines;
 }
 
-std::string text_of(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// A `sqlite3` shell, a process of its own, holding the database's write lock
-// from construction until commit() (or its end).
-class LockHolder {
- public:
-  LockHolder(const std::string& db, const std::filesystem::path& output) : output_(output) {
-    const std::string command = "sqlite3 -batch '" + db + "' > '" + output.string() + "' 2>&1";
-    shell_ = ::popen(command.c_str(), "w");
-    if (!shell_) throw std::runtime_error("cannot start sqlite3: " + std::string(strerror(errno)));
-    say("PRAGMA busy_timeout = 20000;\nBEGIN EXCLUSIVE;\n.print lock-held\n");
-  }
-  ~LockHolder() {
-    if (shell_) {
-      say(".quit\n");
-      ::pclose(shell_);
-    }
-  }
-  // Whether the shell has the lock (it printed its mark), and what it said else.
-  bool holds() const { return text_of(output_).find("lock-held") != std::string::npos; }
-  std::string output() const { return text_of(output_); }
-  void commit() {
-    say("COMMIT;\n.quit\n");
-    ::pclose(shell_);
-    shell_ = nullptr;
-  }
-
- private:
-  void say(const std::string& text) {
-    std::fputs(text.c_str(), shell_);
-    std::fflush(shell_);
-  }
-  std::FILE* shell_ = nullptr;
-  std::filesystem::path output_;
-};
-
 // Kills `run` through a second CLI and checks what is left: the run killed,
 // no rank alive, every spooled record stored once.
 void kill_and_expect_complete(const Flotilla& f, ChildProcess& runner, const std::string& run) {
@@ -105,7 +68,7 @@ TEST(DatabaseFaults, AnotherProcessHoldingTheWriteLockFor30sDelaysRecordsButLose
   ASSERT_FALSE(run.empty());
 
   const auto locked_at = Clock::now();
-  LockHolder holder(f.db(), f.dir().path() / "sqlite3.txt");
+  SqliteLockHolder holder(f.db(), f.dir().path() / "sqlite3.txt");
   ASSERT_TRUE(wait_until([&] { return holder.holds(); }, 30s)) << holder.output();
   EXPECT_EQ(holder.output().find("Error"), std::string::npos) << holder.output();
   const size_t stored_while_held = f.store().records(run).size();
@@ -191,6 +154,53 @@ TEST(DatabaseFaults, ARunTrainsOnWhileTheDatabasesDiskIsFullAndStoresEveryRecord
             << recovered_s << " s after space was freed; " << f.store().records(run).size()
             << " records stored, " << lines_in(f.spool(run)) << " spooled\n";
   print_problems(said);
+}
+
+// The same fault, but the CLI does not live to see the space freed (it is
+// killed, as a crash or a closed terminal would end it): what its writer
+// held is in the agent's spool, and `flotilla attach` stores every record
+// the database is missing once there is room, each once.
+TEST(DatabaseFaults, AttachStoresEveryRecordMissedWhileTheDiskWasFullAfterTheCliEnded) {
+  if (!SmallDisk::can_mount()) GTEST_SKIP() << "mounting a small file system to fill needs root";
+  Flotilla f("disk/flotilla.db");
+  SmallDisk disk(f.dir().path() / "disk", "16m");
+  auto [runner, run] = f.run_in_background(two_ranks("full-attach", "epochs: 50\n"), 10);
+  ASSERT_FALSE(run.empty());
+
+  disk.fill();
+  ASSERT_TRUE(
+      wait_until([&] { return runner->output().find("refuses writes") != std::string::npos; }, 60s))
+      << runner->output();
+  runner->kill(SIGKILL);
+  ASSERT_TRUE(runner->wait(10s));
+  // Without a controller the run trains on and spools.
+  const size_t spooled_at_end_of_cli = lines_in(f.spool(run));
+  ASSERT_TRUE(
+      wait_until([&] { return lines_in(f.spool(run)) >= spooled_at_end_of_cli + 50; }, 120s))
+      << "the ranks did not train on after the CLI ended";
+  EXPECT_EQ(ranks_alive(run).size(), 2u);
+
+  disk.free();
+  const size_t stored_before_attach = f.store().records(run).size();
+  const size_t spooled_at_attach = lines_in(f.spool(run));
+  EXPECT_LT(stored_before_attach, spooled_at_attach);
+  const auto attached_at = Clock::now();
+  auto attach = f.start({"attach", run}, "attach.txt");
+  ASSERT_TRUE(wait_until([&] { return f.store().records(run).size() >= spooled_at_attach; }, 120s))
+      << f.store().records(run).size() << " stored of " << spooled_at_attach << " spooled\n"
+      << attach->output();
+  const double caught_up_s = seconds_since(attached_at);
+
+  const auto [status, output] = f.run({"kill", run, "--grace", "3"}, 60s);
+  EXPECT_EQ(status, 0) << output;
+  ASSERT_TRUE(attach->wait(60s)) << attach->output();
+  EXPECT_EQ(f.store().run(run)->state, RunState::killed);
+  EXPECT_TRUE(ranks_alive(run).empty());
+  expect_complete(f, run);
+  std::cout << "database disk full, CLI killed: `flotilla attach` stored the "
+            << spooled_at_attach - stored_before_attach << " missing records " << caught_up_s
+            << " s after it started; " << f.store().records(run).size() << " records stored, "
+            << lines_in(f.spool(run)) << " spooled\n";
 }
 
 }  // namespace

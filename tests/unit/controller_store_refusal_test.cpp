@@ -15,11 +15,13 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/store.h"
 #include "run_rows.h"
 #include "small_disk.h"
+#include "sqlite_lock_holder.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
@@ -28,6 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::minimal_run;
 using testing::SmallDisk;
+using testing::SqliteLockHolder;
 using testing::TempDir;
 
 // Quick to give up on a lock and quick to try again, so that a refusal shows
@@ -166,6 +169,38 @@ TEST(StoreWrites, KeepsRecordsQueuedWhileAnotherConnectionHoldsTheLockAndStoresE
   EXPECT_NE(refusal.message.find(file.string()), std::string::npos) << refusal.message;
   EXPECT_NE(refusal.message.find("locked"), std::string::npos) << refusal.message;
   EXPECT_EQ(refusal.runs, std::vector<std::string>{"r1"});
+}
+
+// The window's case: its store's writer is refused by another program (a
+// `sqlite3` shell in BEGIN EXCLUSIVE), and meanwhile it opens read-only
+// stores of the same file in the same process (the dashboard's and the
+// compare view's reads). A store that opened the file outside SQLite to look
+// at its header dropped the process's POSIX locks on it; the shell, once
+// done, took itself for the file's last user and deleted the write-ahead log
+// under the window's connections, whose next read failed with "disk I/O
+// error" (claim_database_file).
+TEST(StoreWrites, ReadersInTheSameProcessReadWhileAnotherProgramHoldsTheLockAndAfter) {
+  TempDir dir;
+  const auto file = dir.path() / "flotilla.db";
+  Store store(q(file), impatient());
+  Problems problems(store);
+  store.create_run(minimal_run("r1"));
+  for (int64_t seq = 1; seq <= 10; ++seq) store.append_record("r1", a_record(seq));
+  store.flush();
+  {
+    SqliteLockHolder holder(file.string(), dir.path() / "sqlite3.txt");
+    for (int i = 0; i < 600 && !holder.holds(); ++i) std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(holder.holds()) << holder.output();
+    for (int64_t seq = 11; seq <= 20; ++seq) store.append_record("r1", a_record(seq));
+    ASSERT_TRUE(problems.wait_for(false)) << "the refusal was never reported";
+    Store reader(q(file), {}, StoreAccess::read_only);
+    EXPECT_EQ(reader.records("r1").size(), 10u) << "read while the lock is held";
+    holder.commit();
+  }
+  ASSERT_TRUE(problems.wait_for(true)) << "the end of the refusal was never reported";
+  Store reader(q(file), {}, StoreAccess::read_only);
+  EXPECT_EQ(reader.records("r1").size(), 20u) << "read after the lock is released";
+  expect_each_record_once(store, 20);
 }
 
 TEST(StoreWrites, AWriteThatIsWaitedForGetsTheErrorAfterItsPatienceAndRecordsStayQueued) {

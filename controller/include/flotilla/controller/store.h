@@ -31,6 +31,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -264,6 +265,9 @@ class Store {
   void report(const StoreProblem& problem);
 
   QString path_;
+  // This Store's claim on its file (claim_database_file): held until the
+  // writer thread has ended.
+  std::shared_ptr<void> file_claim_;
   StoreOptions options_;
   StoreAccess access_ = StoreAccess::read_write;
   QString writer_connection_;
