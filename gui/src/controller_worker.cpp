@@ -38,6 +38,7 @@ ControllerWorker::~ControllerWorker() {
   // attach` continues them.
   sweeps_.reset();
   controller_.reset();  // links close first; their threads call into this object
+  if (store_ && store_listener_ >= 0) store_->remove_problem_listener(store_listener_);
 }
 
 void ControllerWorker::open() {
@@ -49,6 +50,14 @@ void ControllerWorker::open() {
       return;
     }
     store_ = std::make_unique<controller::Store>(database_);
+    // Called on the store's writer thread; the signals are queued to the window.
+    store_listener_ = store_->add_problem_listener([this](const controller::StoreProblem& p) {
+      const auto message = QString::fromStdString(p.message);
+      if (p.resolved)
+        emit databaseTakesWrites(message);
+      else
+        emit databaseRefusesWrites(message);
+    });
     controller::ControllerOptions options;
     options.agent_binary = agent_binary_;
     options.connect = connect_;

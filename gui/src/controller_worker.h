@@ -165,6 +165,12 @@ class ControllerWorker : public QObject,
   void sweepPlanned(const flotilla::gui::SweepPlanItem& plan, quint64 request);
   void sweepStarted(const QString& sweep);
   void sweepRefused(const QString& message);
+  // The database refuses this window's writes (another program holds its
+  // lock, its disk is full): records wait in the queue and are retried. Said
+  // once a refusal, with the store's words; databaseTakesWrites once every
+  // record that waited is stored.
+  void databaseRefusesWrites(const QString& message);
+  void databaseTakesWrites(const QString& message);
 
  private:
   // ControllerObserver: called on the agent links' threads. Records are not
@@ -181,6 +187,7 @@ class ControllerWorker : public QObject,
   std::filesystem::path agent_binary_;
   bool view_only_ = false;
   std::unique_ptr<controller::Store> store_;
+  int store_listener_ = -1;  // its problem listener, removed before it goes
   std::unique_ptr<controller::Controller> controller_;
   std::unique_ptr<controller::SweepPool> sweeps_;  // stopped before the controller goes
   controller::ConnectOptions connect_;

@@ -6,6 +6,7 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QLabel>
 #include <QListWidget>
 #include <QMenu>
 #include <QMenuBar>
@@ -135,6 +136,12 @@ void MainWindow::buildWidgets() {
   splitter_->addWidget(tabs_);
   splitter_->setStretchFactor(1, 3);
   setCentralWidget(splitter_);
+  database_status_ = new QLabel;
+  database_status_->setObjectName("databaseStatus");
+  database_status_->setStyleSheet(
+      "QLabel { color: white; background: #c0392b; padding: 1px 6px; }");
+  database_status_->hide();
+  statusBar()->addPermanentWidget(database_status_);
   resize(1500, 950);
   splitter_->setSizes({420, 1080});
 
@@ -392,6 +399,16 @@ void MainWindow::connectWorker() {
     statusBar()->showMessage(message.section('\n', 0, 0), 15000);
     updateButtons();
     if (message.contains('\n')) QMessageBox::warning(this, "Flotilla", message);
+  });
+  connect(worker_, &ControllerWorker::databaseRefusesWrites, this, [this](const QString& message) {
+    database_status_->setText("Database refuses writes: records wait and are retried");
+    database_status_->setToolTip(message);
+    database_status_->show();
+  });
+  connect(worker_, &ControllerWorker::databaseTakesWrites, this, [this](const QString& message) {
+    database_status_->hide();
+    database_status_->setToolTip({});
+    statusBar()->showMessage(message, 15000);
   });
   connect(worker_, &ControllerWorker::experimentsChanged, this, &MainWindow::showExperiments);
   connect(worker_, &ControllerWorker::runsChanged, this, &MainWindow::showRuns);

@@ -18,6 +18,7 @@
 #include "controller_worker.h"
 
 class QAction;
+class QLabel;
 class QListWidget;
 class QMenu;
 class QPushButton;
@@ -120,6 +121,9 @@ class MainWindow : public QMainWindow {
   QAction *run_action_, *kill_action_, *clone_action_, *refresh_action_, *compare_action_;
   QAction* new_sweep_action_;
   QMenu* presets_menu_;
+  // In the status bar while the database refuses writes: a status message
+  // goes after seconds, a refusal lasts until the database takes writes again.
+  QLabel* database_status_;
 };
 
 }  // namespace flotilla::gui
