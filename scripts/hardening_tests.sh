@@ -4,8 +4,8 @@
 # ASan+UBSan (the `sanitize` preset) of protocol, agent and controller, their
 # unit tests run on it, and every fuzz target of tests/fuzz, which link the
 # same instrumented objects, fuzzed for FLOTILLA_FUZZ_SECONDS (default 30)
-# each, one target per core at a time. Prints each step's time. Fails when a test fails, a
-# sanitizer reports, or a target crashed (its input is in
+# each, one target per core at a time. Prints each step's time. Fails when a
+# test fails, a sanitizer reports, or a target crashed (its input is in
 # build-sanitize/crashes/TARGET).
 set -euo pipefail
 cd "$(dirname "$0")/.."
