@@ -9,6 +9,7 @@ Needs root (the cluster); asserts nothing.
     sudo /usr/bin/python3 tests/bench/deploy_bench.py --build build
 """
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -29,14 +30,18 @@ def main():
         sys.exit("deploy_bench: needs root for the test cluster")
     cli = os.path.join(a.build, "bin", "flotilla")
     with tempfile.TemporaryDirectory() as work:
+        # The hosts' login (flotilla-test unless FLOTILLA_CLUSTER_USER says
+        # root) reaches its folders under the cluster's through this one.
+        os.chmod(work, 0o711)
         cluster_dir = os.path.join(work, "cluster")
         subprocess.run([CLUSTER, "up", "8", cluster_dir], check=True)
         try:
+            with open(os.path.join(cluster_dir, "cluster.json")) as f:
+                cluster = json.load(f)
             base = [cli, "--db", os.path.join(work, "f.db"), "--known-hosts", os.path.join(work, "known_hosts")]
-            for i in range(1, 9):
-                subprocess.run(base + ["nodes", "add", f"flh{i}", "--host", f"10.77.0.{10 + i}", "--user", "root",
-                                       "--key", os.path.join(cluster_dir, "client_key"),
-                                       "--remote-dir", os.path.join(cluster_dir, f"flh{i}", "remote")],
+            for host in cluster["hosts"]:
+                subprocess.run(base + ["nodes", "add", host["name"], "--host", host["address"], "--user", host["user"],
+                                       "--key", cluster["key_file"], "--remote-dir", host["remote_dir"]],
                                check=True, capture_output=True)
             first = time.perf_counter()
             subprocess.run(base + ["--trust-new-host-key", "nodes", "probe"], check=True, capture_output=True)

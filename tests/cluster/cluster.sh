@@ -26,7 +26,8 @@
 # (made once on the machine: the namespaces share /etc/passwd), each with a
 # home of its own per host and the client key authorised. The hosts' "user"
 # in cluster.json, which the tests log in as, is $FLOTILLA_CLUSTER_USER
-# (root or flotilla-test; default root).
+# (flotilla-test or root; default flotilla-test, so that the tests show what
+# Flotilla does without root on a node).
 #
 # The names (flh*, flv*, flbr0, 10.77.0.0/24) are machine-wide, so there is
 # one cluster per machine, and several test runs may share the machine. A
@@ -447,7 +448,7 @@ main() {
     up)
       ((${#args[@]} >= 1 && ${#args[@]} <= 2)) || usage
       dir=${dir:-${args[1]:-$DEFAULT_DIR}}
-      up "${args[0]}" "$(realpath -m "$dir")" "$owner" "$wait" "${FLOTILLA_CLUSTER_USER:-root}"
+      up "${args[0]}" "$(realpath -m "$dir")" "$owner" "$wait" "${FLOTILLA_CLUSTER_USER:-$TEST_USER}"
       ;;
     down)
       ((${#args[@]} <= 1)) || usage

@@ -1,6 +1,8 @@
 // Flotilla across real hosts: three network namespaces with their own sshd
 // (cluster.sh), reached through the `flotilla` CLI over real SSH and real TCP.
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <gtest/gtest.h>
 
@@ -45,6 +47,28 @@ std::vector<std::string> training_processes(const TestCluster& cluster, const st
         cmdline.find("supervise") != std::string::npos)
       left.push_back(std::to_string(pid) + " " + cmdline);
   return left;
+}
+
+// Every process of the run (agent, supervisor, ranks) on every host runs as
+// the hosts' login: with flotilla-test, the run shows that none needs root.
+void expect_run_by_the_login(const TestCluster& cluster) {
+  for (const auto& h : cluster.hosts()) {
+    const passwd* login = ::getpwnam(h.user.c_str());
+    ASSERT_NE(login, nullptr) << "no user " << h.user << " on this machine";
+    size_t seen = 0;
+    for (const auto& [pid, cmdline] : cluster.processes_on(h.name)) {
+      // Not "flotilla-" alone: sshd's monitor for the login, root's by
+      // design, is "sshd: flotilla-test [priv]".
+      if (cmdline.find("flotilla-agent") == std::string::npos &&
+          cmdline.find("flotilla-train") == std::string::npos)
+        continue;
+      struct stat owner {};
+      if (::stat(("/proc/" + std::to_string(pid)).c_str(), &owner) != 0) continue;  // gone
+      ++seen;
+      EXPECT_EQ(owner.st_uid, login->pw_uid) << h.name << ": " << cmdline << " is not " << h.user;
+    }
+    EXPECT_GT(seen, 0u) << "no process of the run on " << h.name;
+  }
 }
 
 // Fails the test unless no process of a run is left on any host within `limit`.
@@ -236,6 +260,7 @@ TEST(Cluster, KillReturnsOnceEveryNodeEndedLeavesNoProcessAndSaysWhoWasStopped) 
   auto runner = control.start({"--trust-new-host-key", "run", file.string()}, "run.txt");
   const auto run = control.wait_for_records(5, 120s);
   ASSERT_FALSE(run.empty()) << runner->output();
+  expect_run_by_the_login(cluster);
   const auto began = std::chrono::steady_clock::now();
   const auto [status, output] = control.flotilla({"kill", run, "--grace", "2"});
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - began;

@@ -72,10 +72,11 @@ struct ForceDownAtEnd {
   ~ForceDownAtEnd() { cluster_sh({"down", "--force", "--dir", dir.string()}); }
 };
 
-// The login cluster.sh writes into cluster.json: $FLOTILLA_CLUSTER_USER, else root.
+// The login cluster.sh writes into cluster.json: $FLOTILLA_CLUSTER_USER, else
+// the unprivileged flotilla-test.
 std::string expected_user() {
   const char* user = std::getenv("FLOTILLA_CLUSTER_USER");
-  return user && *user ? user : "root";
+  return user && *user ? user : "flotilla-test";
 }
 
 TEST(TestCluster, HostsAnswerOverSshWithTheirOwnAddressAndName) {
@@ -95,6 +96,10 @@ TEST(TestCluster, HostsAnswerOverSshWithTheirOwnAddressAndName) {
     EXPECT_EQ(h.address, "10.77.0." + std::to_string(10 + i));
     EXPECT_EQ(h.port, 22);
     EXPECT_EQ(h.user, expected_user());
+    // The tests' commands run as that login, root only when asked for, and
+    // the node's folder for Flotilla is its own.
+    EXPECT_EQ(cluster.ssh(h.name, "id -un"), expected_user() + "\n");
+    EXPECT_EQ(cluster.ssh(h.name, "stat -c %U " + h.remote_dir), expected_user() + "\n");
     EXPECT_TRUE(fs::is_directory(h.remote_dir));
     EXPECT_TRUE(fs::is_regular_file(h.host_key_pub));
 
