@@ -57,11 +57,15 @@ void DashboardLoader::show(const QStringList& runs, const charts::PanelOptions& 
     for (const auto& run : runs)
       coarse = coarse || charts::has_more_steps_than(*store_, run.toStdString(), kCoarseAbove);
     if (coarse) {
-      for (const auto& run : runs) runs_.push_back(charts::load_run_coarse(*store_, run.toStdString()));
+      for (const auto& run : runs)
+        runs_.push_back(charts::load_run_coarse(*store_, run.toStdString()));
       emitFrame(true, started);
       runs_.clear();
     }
-    for (const auto& run : runs) runs_.push_back(charts::load_run(*store_, run.toStdString()));
+    // A live run goes on growing while the window follows it: its older
+    // rows are folded so that the window's memory stays bounded.
+    for (const auto& run : runs)
+      runs_.push_back(charts::load_run(*store_, run.toStdString(), charts::RowLimits{}));
   } catch (const std::exception& e) {
     runs_.clear();
     emit failed(QString::fromStdString(e.what()), generation_);

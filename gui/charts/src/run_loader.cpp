@@ -23,8 +23,10 @@ RunData header(const controller::Store& store, const std::string& run_id) {
 
 }  // namespace
 
-RunData load_run(const controller::Store& store, const std::string& run_id) {
+RunData load_run(const controller::Store& store, const std::string& run_id,
+                 const std::optional<RowLimits>& limits) {
   RunData data = header(store, run_id);
+  data.limits = limits;
   add_records(data, store.records(run_id));
   return data;
 }
@@ -47,6 +49,7 @@ RunData load_run_coarse(const controller::Store& store, const std::string& run_i
     if (step == bucket.fields.end()) continue;
     auto& rank = data.ranks[bucket.rank];
     rank.rank = bucket.rank;
+    rank.records += bucket.records;
     const size_t row = rank.rows();
     rank.step.push_back(step->second.sum / double(step->second.count));
     const auto time = bucket.fields.find("time");
