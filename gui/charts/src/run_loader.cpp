@@ -27,7 +27,17 @@ RunData load_run(const controller::Store& store, const std::string& run_id,
                  const std::optional<RowLimits>& limits) {
   RunData data = header(store, run_id);
   data.limits = limits;
-  add_records(data, store.records(run_id));
+  // A page at a time: a day's run holds millions of records, whose texts
+  // would otherwise all be in memory at once before they are folded.
+  std::string node;
+  int64_t seq = 0;
+  for (;;) {
+    const auto page = store.records_page(run_id, node, seq, kRecordsPerRead);
+    add_records(data, page);
+    if (page.size() < size_t(kRecordsPerRead)) break;
+    node = page.back().node;
+    seq = page.back().seq;
+  }
   return data;
 }
 
