@@ -337,6 +337,24 @@ std::vector<RecordRow> Store::records(const std::string& run, const RecordFilter
   });
 }
 
+std::vector<RecordRow> Store::records_page(const std::string& run, const std::string& after_node,
+                                           int64_t after_seq, int64_t limit) const {
+  return with_reader([&](Sql& q) {
+    // A row-value range on the primary key (run_id, node, seq): each page
+    // starts where the last ended instead of reading the run from its start.
+    q.run(
+        "SELECT seq, node, rank, type, body FROM records WHERE run_id = ? AND (node, seq) > (?, ?)"
+        " ORDER BY node, seq LIMIT ?",
+        {qs(run), qs(after_node), QVariant::fromValue<qlonglong>(after_seq),
+         QVariant::fromValue<qlonglong>(limit)});
+    std::vector<RecordRow> rows;
+    while (q.next())
+      rows.push_back(
+          {q.at(0).toLongLong(), ss(q.at(1)), q.at(2).toLongLong(), ss(q.at(3)), ss(q.at(4))});
+    return rows;
+  });
+}
+
 std::string Store::records_query_plan(const std::string& run, const RecordFilter& filter) const {
   return with_reader([&](Sql& q) {
     const auto [sql, binds] = records_query(run, filter, 0);

@@ -208,6 +208,7 @@ void Dashboard::optionsChanged() {
 }
 
 void Dashboard::receive(std::shared_ptr<const DashboardFrame> frame) {
+  loader_->frameTaken();
   // A frame of other runs, or of options changed since, is not drawn.
   if (frame->runs != runs_ || frame->generation < generation_) return;
   error_.clear();

@@ -49,6 +49,7 @@ void DashboardLoader::show(const QStringList& runs, const charts::PanelOptions& 
   options_ = options;
   shown_ = runs;
   runs_.clear();
+  news_waiting_ = false;
   if (!openStore()) return;
   const double started = now_ms();
   try {
@@ -57,11 +58,15 @@ void DashboardLoader::show(const QStringList& runs, const charts::PanelOptions& 
     for (const auto& run : runs)
       coarse = coarse || charts::has_more_steps_than(*store_, run.toStdString(), kCoarseAbove);
     if (coarse) {
-      for (const auto& run : runs) runs_.push_back(charts::load_run_coarse(*store_, run.toStdString()));
+      for (const auto& run : runs)
+        runs_.push_back(charts::load_run_coarse(*store_, run.toStdString()));
       emitFrame(true, started);
       runs_.clear();
     }
-    for (const auto& run : runs) runs_.push_back(charts::load_run(*store_, run.toStdString()));
+    // A live run goes on growing while the window follows it: its older
+    // rows are folded so that the window's memory stays bounded.
+    for (const auto& run : runs)
+      runs_.push_back(charts::load_run(*store_, run.toStdString(), charts::RowLimits{}));
   } catch (const std::exception& e) {
     runs_.clear();
     emit failed(QString::fromStdString(e.what()), generation_);
@@ -83,7 +88,8 @@ void DashboardLoader::poll() {
   if (!store_ || runs_.empty()) return;
   bool live = false;
   for (const auto& run : runs_) live = live || !controller::is_terminal(run.run.state);
-  if (!live) {
+  // An ended run's last news may still wait for the window to take a frame.
+  if (!live && !news_waiting_) {
     poll_timer_->stop();
     return;
   }
@@ -91,6 +97,7 @@ void DashboardLoader::poll() {
   size_t added = 0;
   try {
     for (auto& run : runs_) {
+      if (!live) break;
       const auto before = run.run.state;
       added += charts::load_new_records(*store_, run);
       if (run.run.state != before) ++added;  // a new state is news too
@@ -99,7 +106,13 @@ void DashboardLoader::poll() {
     emit failed(QString::fromStdString(e.what()), generation_);
     return;
   }
-  if (added > 0) emitFrame(false, started);
+  if (added == 0 && !news_waiting_) return;
+  if (frames_in_flight_ > 0) {
+    news_waiting_ = true;  // drawn with the next frame the window can take
+    return;
+  }
+  news_waiting_ = false;
+  emitFrame(false, started);
 }
 
 void DashboardLoader::emitFrame(bool coarse, double started_ms) {
@@ -127,6 +140,7 @@ void DashboardLoader::emitFrame(bool coarse, double started_ms) {
   for (const auto kind : charts::kAllPanels)
     frame->panels[kind] = charts::prepare(charts::build_panel(kind, runs, options_));
   frame->build_ms = now_ms() - started_ms;
+  frames_in_flight_ = 1;
   emit frameReady(frame);
 }
 

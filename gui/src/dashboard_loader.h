@@ -56,6 +56,12 @@ class DashboardLoader : public QObject {
   // A run with more step records than this is painted from buckets first.
   static constexpr int64_t kCoarseAbove = 50000;
 
+  // Called from the window's thread when it has taken a frame. Until then a
+  // live run's polls read the new records but build no frame: a window's
+  // thread slower than the polls (a busy machine) would otherwise have
+  // frames, each the size of everything drawn, queue up without bound.
+  void frameTaken() { frames_in_flight_ = 0; }
+
  public slots:
   // Shows `runs` (the first paint of a long run coarse, then full).
   void show(const QStringList& runs, const flotilla::charts::PanelOptions& options,
@@ -79,6 +85,8 @@ class DashboardLoader : public QObject {
   charts::PanelOptions options_;
   quint64 generation_ = 0;
   std::atomic<quint64> latest_{0}, latest_show_{0};
+  std::atomic<int> frames_in_flight_{0};
+  bool news_waiting_ = false;     // records read while a frame was in flight
   QTimer* poll_timer_ = nullptr;  // created on the loader's thread
 };
 

@@ -411,5 +411,43 @@ TEST(Store, ReadsRecordsByTypeRankAndNodeThroughAnIndex) {
   EXPECT_EQ(plan.find("TEMP B-TREE"), std::string::npos) << plan;
 }
 
+// A long run is read a page at a time: the pages, each after the last
+// record of the one before, hold every record once, in the order records()
+// gives them, across the nodes.
+TEST(Store, ReadsARunsRecordsPageByPageInOrder) {
+  TempDir dir;
+  Store store(db_in(dir));
+  store.create_run(minimal_run("r1"));
+  store.create_run(minimal_run("r2"));
+  for (const char* node : {"n2", "n1"})
+    for (int64_t seq = 1; seq <= 7; ++seq)
+      store.append_record("r1", {seq, node, 0, "step", "{\"step\": " + std::to_string(seq) + "}"});
+  store.append_record("r2", {1, "n1", 0, "step", "{}"});  // another run's: never in r1's pages
+  store.flush();
+  std::vector<RecordRow> paged;
+  std::string node;
+  int64_t seq = 0;
+  size_t pages = 0;
+  for (;;) {
+    const auto page = store.records_page("r1", node, seq, 3);
+    ASSERT_LE(page.size(), 3u);
+    ++pages;
+    paged.insert(paged.end(), page.begin(), page.end());
+    if (page.size() < 3) break;
+    node = page.back().node, seq = page.back().seq;
+  }
+  EXPECT_EQ(pages, 5u);  // 14 records: 3 + 3 + 3 + 3 + 2
+  const auto all = store.records("r1");
+  ASSERT_EQ(paged.size(), all.size());
+  ASSERT_EQ(all.size(), 14u);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(paged[i].node, all[i].node) << i;
+    EXPECT_EQ(paged[i].seq, all[i].seq) << i;
+    EXPECT_EQ(paged[i].body, all[i].body) << i;
+  }
+  EXPECT_EQ(paged.front().node, "n1");
+  EXPECT_TRUE(store.records_page("r1", "n2", 7, 3).empty());
+}
+
 }  // namespace
 }  // namespace flotilla::controller

@@ -109,8 +109,14 @@ PanelDescription build_panel(PanelKind kind, const std::vector<const RunData*>& 
   panel.kind = kind;
   panel.x_mode = options.x;
   panel.x_title = detail::x_title(options.x);
-  for (const auto* run : runs)
+  for (const auto* run : runs) {
     if (run->coarse) panel.coarse = true;
+    const bool steps = kind != PanelKind::system || options.x == XMode::step;
+    const bool system =
+        kind == PanelKind::system || kind == PanelKind::memory || kind == PanelKind::bandwidth;
+    for (auto& note : detail::folded_notes(*run, steps, system, runs.size() > 1))
+      panel.notes.push_back(note);
+  }
   if (const std::string prefix = shared_name_prefix(runs); !prefix.empty()) {
     for (auto& series : panel.series) leave_out_prefix(series.name, prefix);
     for (auto& reference : panel.references) {
@@ -351,10 +357,66 @@ std::optional<double> run_throughput(const RunData& run) {
   if (lead == run.ranks.end() || run.coarse) return std::nullopt;
   const auto* rate = lead->second.field("samples_per_s");
   if (!rate) return std::nullopt;
+  if (lead->second.folded_rows > 0)
+    return weighted_median(weighted_after_warmup(lead->second, *rate, true));
   std::vector<double> per_step;
   for (double v : *rate)
     if (std::isfinite(v)) per_step.push_back(v);
   return metrics::throughput(per_step);
+}
+
+std::vector<std::pair<double, int64_t>> weighted_after_warmup(const RankColumns& rank,
+                                                              const std::vector<double>& column,
+                                                              bool finite_first) {
+  std::vector<std::pair<double, int64_t>> rows;
+  int64_t steps = 0;
+  for (size_t i = 0; i < column.size() && i < rank.rows(); ++i) {
+    if (finite_first && !std::isfinite(column[i])) continue;
+    rows.emplace_back(column[i], rank.steps_in(i));
+    steps += rows.back().second;
+  }
+  // The warm-up's steps come off the front, a bucket in part when it straddles the end of warm-up.
+  int64_t skip = metrics::warmup_steps(steps);
+  std::vector<std::pair<double, int64_t>> kept;
+  for (auto [value, weight] : rows) {
+    const int64_t skipped = std::min(skip, weight);
+    skip -= skipped;
+    if (weight - skipped > 0 && std::isfinite(value)) kept.emplace_back(value, weight - skipped);
+  }
+  return kept;
+}
+
+std::optional<double> weighted_median(std::vector<std::pair<double, int64_t>> values) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  int64_t total = 0;
+  for (const auto& [value, weight] : values) total += weight;
+  // As metrics::median with every weight 1: the middle value, or the mean of
+  // the middle two when the middle falls between them.
+  int64_t below = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    below += values[i].second;
+    if (2 * below > total) return values[i].first;
+    if (2 * below == total) return (values[i].first + values[i + 1].first) / 2;
+  }
+  return values.back().first;
+}
+
+std::vector<std::string> folded_notes(const RunData& run, bool steps, bool system, bool named) {
+  std::vector<std::string> notes;
+  const std::string who = named ? run_label(run) + ": " : "";
+  if (steps && run.steps_folded())
+    notes.push_back(who + "steps before " + label_number(run.folded_before_step, 9) +
+                    " drawn as means of " + std::to_string(run.step_bucket) +
+                    "-step buckets, the newest step by step (a live run's older steps are kept "
+                    "coarse so that the window's memory stays bounded)");
+  if (system)
+    for (const auto& [node, s] : run.systems)
+      if (s.folded_rows > 0)
+        notes.push_back(who + node + "'s system samples older than " +
+                        label_number(run.limits ? run.limits->recent_system_seconds / 60 : 0, 3) +
+                        " min drawn as means of " + label_number(s.bucket_seconds, 6) + " s");
+  return notes;
 }
 
 }  // namespace detail

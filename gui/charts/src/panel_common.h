@@ -72,8 +72,22 @@ std::string no_steps_reason(const RunData& run);
 std::optional<std::string> missing_times_reason(const RunData& run, XMode mode);
 
 // The median of the job's samples/s after warm-up, as the protocol defines
-// a run's throughput, from the lead rank's step records.
+// a run's throughput, from the lead rank's step records. Over folded rows
+// (RowLimits) each bucket's mean counts as many times as it holds steps.
 std::optional<double> run_throughput(const RunData& run);
+
+// `column` of `rank` after warm-up (metrics::warmup_steps), as (value, steps
+// the row stands for): warm-up counts steps, a folded row as the steps it
+// holds. `finite_first`: missing values are left out before warm-up is
+// counted (as a run's throughput is), else after (as a mean over steps).
+std::vector<std::pair<double, int64_t>> weighted_after_warmup(const RankColumns& rank,
+                                                              const std::vector<double>& column,
+                                                              bool finite_first);
+// The median of values that each count `weight` times; nullopt for none.
+std::optional<double> weighted_median(std::vector<std::pair<double, int64_t>> values);
+// What a panel says under it when `run` holds folded rows (steps, and system
+// samples when `system`); `named`: the notes begin with the run's label.
+std::vector<std::string> folded_notes(const RunData& run, bool steps, bool system, bool named);
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 

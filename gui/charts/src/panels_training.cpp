@@ -44,16 +44,23 @@ void add_job_line(PanelDescription& panel, const RunData& run, const LineSpec& s
   if (reps.empty() || lead_it == run.ranks.end()) return;
   const RankColumns& lead = lead_it->second;
   const double replicas = double(std::max<int64_t>(run.shape.replicas, 1));
-  auto key_of = [&](double step) {
-    return run.coarse && run.bucket_steps > 0 ? std::floor(step / double(run.bucket_steps)) : step;
+  // A row of buckets (the store's, or older steps folded) meets the other
+  // ranks' rows of the same bucket; the buckets are the same steps for every rank.
+  auto key_of = [&](const RankColumns& rank, size_t row) {
+    const double step = rank.step[row];
+    if (run.coarse && run.bucket_steps > 0)
+      return std::pair{true, std::floor(step / double(run.bucket_steps))};
+    if (row < rank.folded_rows) return std::pair{true, std::floor(step / double(run.step_bucket))};
+    return std::pair{false, step};
   };
-  std::map<double, std::pair<double, size_t>> sums;  // step -> (sum, replicas reporting)
+  // step (or bucket) -> (sum, replicas reporting)
+  std::map<std::pair<bool, double>, std::pair<double, size_t>> sums;
   for (const auto* rank : reps) {
     const auto* rate = rank->field("samples_per_s");
     if (!rate) return;
     for (size_t i = 0; i < rank->rows(); ++i) {
       if (!std::isfinite((*rate)[i])) continue;
-      auto& [sum, count] = sums[key_of(rank->step[i])];
+      auto& [sum, count] = sums[key_of(*rank, i)];
       sum += (*rate)[i] / replicas;
       ++count;
     }
@@ -62,7 +69,7 @@ void add_job_line(PanelDescription& panel, const RunData& run, const LineSpec& s
   XFrame frame;
   auto y = std::make_shared<std::vector<double>>();
   for (size_t k = 0; k < lead_frame.rows.size(); ++k) {
-    const auto it = sums.find(key_of(lead.step[lead_frame.rows[k]]));
+    const auto it = sums.find(key_of(lead, lead_frame.rows[k]));
     if (it == sums.end() || it->second.second < reps.size()) continue;
     frame.x->push_back((*lead_frame.x)[k]);
     frame.rows.push_back(lead_frame.rows[k]);

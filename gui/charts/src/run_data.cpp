@@ -39,6 +39,7 @@ void add_step(RunData& data, const controller::RecordRow& record, const json& j)
     return;
   }
   const size_t row = rank.rows();
+  ++rank.records;
   rank.step.push_back(*step);
   rank.time.push_back(number(j, "time").value_or(kMissing));
   for (const auto& [key, value] : j.items()) {
@@ -101,6 +102,7 @@ void add_system(RunData& data, const controller::RecordRow& record, const json& 
       auto& column = s.rank_rss[rank];
       if (column.size() < row) column.resize(row, kMissing);
       column.push_back(value.get<double>());
+      if (!(s.rank_rss_peak >= column.back())) s.rank_rss_peak = column.back();
     }
   }
   pad(s.rank_rss, row + 1);
@@ -159,7 +161,131 @@ void add_epoch(RunData& data, const controller::RecordRow& record, const json& j
   data.epochs.push_back(e);
 }
 
+// Rows [0, end) of `columns` (all of one length) regrouped by bucket,
+// floor(key / width): the rows of a bucket become one holding, per column,
+// the mean of its finite values, each row weighing what it holds (`weights`
+// for the first `folded` rows, which are buckets already; 1 for the others).
+// A value missing in part of a bucket is the mean of the rest. The rows from
+// `end` on move up behind the buckets. Returns how many buckets there are.
+// The keys are non-decreasing, so a bucket's rows are adjacent, and a bucket's
+// mean key stays inside the bucket, so that buckets regroup again when the
+// width doubles.
+size_t regroup(const std::vector<std::vector<double>*>& columns, const std::vector<double>& key,
+               std::vector<int64_t>& weights, size_t folded, size_t end, double width) {
+  std::vector<double> sum(columns.size()), weight_of_finite(columns.size());
+  std::vector<int64_t> grouped;
+  size_t out = 0;
+  for (size_t i = 0; i < end;) {
+    const double bucket = std::floor(key[i] / width);
+    std::fill(sum.begin(), sum.end(), 0.0);
+    std::fill(weight_of_finite.begin(), weight_of_finite.end(), 0.0);
+    int64_t weight = 0;
+    size_t j = i;
+    for (; j < end && std::floor(key[j] / width) == bucket; ++j) {
+      const int64_t w = j < folded ? weights[j] : 1;
+      weight += w;
+      for (size_t c = 0; c < columns.size(); ++c) {
+        const double v = (*columns[c])[j];
+        if (!std::isfinite(v)) continue;
+        sum[c] += v * double(w);
+        weight_of_finite[c] += double(w);
+      }
+    }
+    // Row `out` is at or before row `i`: nothing not yet read is overwritten.
+    for (size_t c = 0; c < columns.size(); ++c)
+      (*columns[c])[out] = weight_of_finite[c] > 0 ? sum[c] / weight_of_finite[c] : kMissing;
+    grouped.push_back(weight);
+    ++out;
+    i = j;
+  }
+  for (auto* column : columns)
+    column->erase(column->begin() + std::ptrdiff_t(out), column->begin() + std::ptrdiff_t(end));
+  weights = std::move(grouped);
+  return out;
+}
+
+std::vector<std::vector<double>*> columns_of(RankColumns& rank) {
+  std::vector<std::vector<double>*> columns{&rank.step, &rank.time};
+  for (auto& [name, column] : rank.fields) columns.push_back(&column);
+  return columns;
+}
+
+std::vector<std::vector<double>*> columns_of(SystemColumns& s) {
+  std::vector<std::vector<double>*> columns{&s.time, &s.cpu_util, &s.nic_rx_mb_s, &s.nic_tx_mb_s};
+  for (auto& [rank, column] : s.rank_rss) columns.push_back(&column);
+  for (auto& [index, gpu] : s.gpus) {
+    columns.push_back(&gpu.util);
+    columns.push_back(&gpu.mem_used);
+  }
+  return columns;
+}
+
+// Folds every rank's steps before the newest - recent_steps once the rows
+// one at a step span a quarter more than that (so that folding, which
+// rewrites the rank's columns, comes once in recent_steps / 4 steps), and
+// widens the buckets while a rank holds more than coarse_rows of them. One
+// boundary and one width for every rank: the job's line adds the ranks'
+// rows of the same steps.
+// `newest` is the step just added: a step that triggers a fold is the
+// highest seen (a higher one would have triggered it before).
+void fold_steps(RunData& data, const RowLimits& limits, double newest) {
+  const double recent = double(std::max<int64_t>(limits.recent_steps, 1));
+  if (!(newest - data.folded_before_step > recent * 1.25)) return;
+  if (data.step_bucket == 0) data.step_bucket = std::max<int64_t>(limits.first_bucket_steps, 1);
+  double width = double(data.step_bucket);
+  // Not rounded to a bucket: the last bucket may be folded in part (its
+  // later steps join it at the next fold), so that the rows one a step stay
+  // recent_steps x 5/4 at most however wide the buckets have become.
+  const double boundary = newest - recent;
+  size_t most = 0;
+  for (auto& [r, rank] : data.ranks) {
+    const size_t end =
+        size_t(std::lower_bound(rank.step.begin(), rank.step.end(), boundary) - rank.step.begin());
+    rank.folded_rows = regroup(columns_of(rank), rank.step, rank.folded_steps, rank.folded_rows,
+                               std::max(end, rank.folded_rows), width);
+    most = std::max(most, rank.folded_rows);
+  }
+  data.folded_before_step = boundary;
+  while (most > std::max<size_t>(limits.coarse_rows, 1)) {
+    data.step_bucket *= 2;
+    width = double(data.step_bucket);
+    most = 0;
+    for (auto& [r, rank] : data.ranks) {
+      rank.folded_rows = regroup(columns_of(rank), rank.step, rank.folded_steps, rank.folded_rows,
+                                 rank.folded_rows, width);
+      most = std::max(most, rank.folded_rows);
+    }
+  }
+}
+
+// The same for one node's system samples, by the node's clock.
+void fold_system(SystemColumns& s, const RowLimits& limits) {
+  if (s.rows() == 0) return;
+  const double newest = s.time.back();
+  const double recent = std::max(limits.recent_system_seconds, 1.0);
+  if (!std::isfinite(s.folded_before)) s.folded_before = s.time.front();
+  if (!(newest - s.folded_before > recent * 1.25)) return;
+  if (s.bucket_seconds == 0) s.bucket_seconds = std::max(limits.first_bucket_seconds, 1.0);
+  const double boundary = newest - recent;
+  const size_t end =
+      size_t(std::lower_bound(s.time.begin(), s.time.end(), boundary) - s.time.begin());
+  s.folded_rows = regroup(columns_of(s), s.time, s.folded_samples, s.folded_rows,
+                          std::max(end, s.folded_rows), s.bucket_seconds);
+  s.folded_before = boundary;
+  while (s.folded_rows > std::max<size_t>(limits.coarse_rows, 1)) {
+    s.bucket_seconds *= 2;
+    s.folded_rows = regroup(columns_of(s), s.time, s.folded_samples, s.folded_rows, s.folded_rows,
+                            s.bucket_seconds);
+  }
+}
+
 }  // namespace
+
+bool RunData::systems_folded() const {
+  for (const auto& [node, s] : systems)
+    if (s.folded_rows > 0) return true;
+  return false;
+}
 
 const std::vector<double>* RankColumns::field(const std::string& name) const {
   const auto it = fields.find(name);
@@ -200,7 +326,7 @@ bool RunData::has_times() const {
 
 int64_t RunData::step_records() const {
   int64_t n = 0;
-  for (const auto& [rank, columns] : ranks) n += int64_t(columns.rows());
+  for (const auto& [rank, columns] : ranks) n += columns.records;
   return n;
 }
 
@@ -263,11 +389,17 @@ void add_records(RunData& data, const std::vector<controller::RecordRow>& record
       if (!first) newest->second = std::max(newest->second, *time);
       if (!data.first_time.count(record.node)) data.first_time[record.node] = *time;
     }
-    if (record.type == "step")
+    if (record.type == "step") {
       add_step(data, record, j);
-    else if (record.type == "system")
+      if (const auto rank = data.ranks.find(record.rank);
+          data.limits && rank != data.ranks.end() && rank->second.rows() > 0)
+        fold_steps(data, *data.limits, rank->second.step.back());
+    } else if (record.type == "system") {
       add_system(data, record, j);
-    else if (record.type == "start")
+      if (data.limits)
+        if (const auto s = data.systems.find(record.node); s != data.systems.end())
+          fold_system(s->second, *data.limits);
+    } else if (record.type == "start")
       add_start(data, record, j);
     else if (record.type == "epoch")
       add_epoch(data, record, j);

@@ -21,6 +21,12 @@ using detail::label_number;
 double mean_after_warmup(const RankColumns& rank, const char* field) {
   const auto* column = rank.field(field);
   if (!column) return kMissing;
+  if (rank.folded_rows > 0) {
+    double weighted = 0, steps = 0;
+    for (const auto& [value, weight] : detail::weighted_after_warmup(rank, *column, false))
+      weighted += value * double(weight), steps += double(weight);
+    return steps > 0 ? weighted / steps : kMissing;
+  }
   double sum = 0;
   size_t n = 0;
   for (double v : metrics::after_warmup(*column))
@@ -118,10 +124,10 @@ RunFacts facts_of(const RunData& run) {
                                                 ", test " + with_unit(100 * e.acc_test, "%"));
   }
   double peak_rss = kMissing;
+  // From each node's running peak: a folded row holds means, not the highest sample.
   for (const auto& [node, system] : run.systems)
-    for (const auto& [rank, rss] : system.rank_rss)
-      for (double v : rss)
-        if (std::isfinite(v) && !(peak_rss >= v)) peak_rss = v;
+    if (std::isfinite(system.rank_rss_peak) && !(peak_rss >= system.rank_rss_peak))
+      peak_rss = system.rank_rss_peak;
   s.emplace_back("sampled rank RSS max", with_unit(peak_rss / (1024.0 * 1024.0), "MiB"));
   if (r.running_ms) {
     const double end = double(r.ended_ms.value_or(controller::now_ms()));

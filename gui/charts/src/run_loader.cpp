@@ -23,9 +23,21 @@ RunData header(const controller::Store& store, const std::string& run_id) {
 
 }  // namespace
 
-RunData load_run(const controller::Store& store, const std::string& run_id) {
+RunData load_run(const controller::Store& store, const std::string& run_id,
+                 const std::optional<RowLimits>& limits) {
   RunData data = header(store, run_id);
-  add_records(data, store.records(run_id));
+  data.limits = limits;
+  // A page at a time: a day's run holds millions of records, whose texts
+  // would otherwise all be in memory at once before they are folded.
+  std::string node;
+  int64_t seq = 0;
+  for (;;) {
+    const auto page = store.records_page(run_id, node, seq, kRecordsPerRead);
+    add_records(data, page);
+    if (page.size() < size_t(kRecordsPerRead)) break;
+    node = page.back().node;
+    seq = page.back().seq;
+  }
   return data;
 }
 
@@ -47,6 +59,7 @@ RunData load_run_coarse(const controller::Store& store, const std::string& run_i
     if (step == bucket.fields.end()) continue;
     auto& rank = data.ranks[bucket.rank];
     rank.rank = bucket.rank;
+    rank.records += bucket.records;
     const size_t row = rank.rows();
     rank.step.push_back(step->second.sum / double(step->second.count));
     const auto time = bucket.fields.find("time");

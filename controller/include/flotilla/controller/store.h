@@ -184,6 +184,11 @@ class Store {
   // (run, type, rank), so a view reads what it draws and nothing else.
   std::vector<RecordRow> records(const std::string& run, const RecordFilter& filter,
                                  int64_t after_seq = 0) const;
+  // At most `limit` records of `run` after the record (after_node,
+  // after_seq), in the same order: a long run read a page at a time (from
+  // ("", 0)), so that its records' texts are never all in memory at once.
+  std::vector<RecordRow> records_page(const std::string& run, const std::string& after_node,
+                                      int64_t after_seq, int64_t limit) const;
   // SQLite's plan for records(run, filter), one step a line: how a view's
   // read is served (tests check that it goes through the index).
   std::string records_query_plan(const std::string& run, const RecordFilter& filter) const;

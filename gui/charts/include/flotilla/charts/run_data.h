@@ -20,11 +20,31 @@ namespace flotilla::charts {
 
 inline constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
 
+// How much of a long run a view keeps in memory (RunData::limits): each rank
+// keeps its newest `recent_steps` steps row by row, and the steps before them
+// folded into buckets of steps (RunData::step_bucket wide, the same steps for
+// every rank), a bucket's row holding the mean of each value over its steps.
+// Whenever a rank would hold more than `coarse_rows` buckets, the buckets
+// become twice as wide (two merged into one). Each node's system samples are
+// kept alike: the newest `recent_system_seconds` sample by sample, the older
+// ones in buckets of seconds. So a rank holds at most about 5/4 x
+// recent_steps + coarse_rows rows, a node 5/4 x recent_system_seconds +
+// coarse_rows, however long the run: what a live view needs to stay bounded.
+struct RowLimits {
+  int64_t recent_steps = 8192;
+  size_t coarse_rows = 2048;
+  int64_t first_bucket_steps = 16;
+  double recent_system_seconds = 3600;
+  double first_bucket_seconds = 16;
+};
+
 // One rank's step records, one row per step in step order. Every numeric
 // field the rank ever reported has a column as long as `step`, NaN where a
 // record lacked it. A coarse rank (the first paint of a long run) has one row
 // per bucket of steps instead: the bucket's mean, with its lowest and highest
-// value in `low` and `high`.
+// value in `low` and `high`. Under RowLimits the first `folded_rows` rows are
+// buckets of older steps (their means, `step` and `time` too), the rest one
+// step each.
 struct RankColumns {
   std::string node;
   int64_t rank = 0;
@@ -34,8 +54,13 @@ struct RankColumns {
   std::vector<double> time;  // the node's clock, seconds since the Unix epoch (NaN: not stamped)
   std::map<std::string, std::vector<double>> fields;
   std::map<std::string, std::vector<double>> low, high;  // coarse only
+  size_t folded_rows = 0;
+  std::vector<int64_t> folded_steps;  // how many steps each folded row holds
+  int64_t records = 0;                // step records read (or summarised by the buckets)
 
   size_t rows() const { return step.size(); }
+  // How many steps row `row` stands for: 1 but for a folded row.
+  int64_t steps_in(size_t row) const { return row < folded_rows ? folded_steps[row] : 1; }
   // The column of `name`, nullptr when the rank never reported it.
   const std::vector<double>* field(const std::string& name) const;
   bool has(const std::string& name) const { return field(name) != nullptr; }
@@ -57,6 +82,14 @@ struct SystemColumns {
   std::map<int64_t, Gpu> gpus;                      // by NVML index
   // The cumulative counters of the last sample, for the next one's rate.
   double last_rx = kMissing, last_tx = kMissing, last_time = kMissing;
+  double rank_rss_peak = kMissing;  // the highest rank_rss sampled, folded or not
+  // Under RowLimits: the first `folded_rows` rows are buckets of
+  // `bucket_seconds` of samples (their means), for the samples before
+  // `folded_before` (the node's clock).
+  size_t folded_rows = 0;
+  std::vector<int64_t> folded_samples;  // how many samples each folded row holds
+  double bucket_seconds = 0;
+  double folded_before = kMissing;
 
   size_t rows() const { return time.size(); }
 };
@@ -119,6 +152,14 @@ struct RunData {
   // of `bucket_steps` steps. Full resolution replaces it.
   bool coarse = false;
   int64_t bucket_steps = 0;
+  // Unset: every record's row is kept (a finished run drawn once, the CLI).
+  // Set (a live view): older rows are folded as RowLimits says, as records
+  // are added.
+  std::optional<RowLimits> limits;
+  // The steps before `folded_before_step` are folded, in buckets of
+  // `step_bucket` steps (0: nothing folded yet).
+  int64_t step_bucket = 0;
+  double folded_before_step = 0;
 
   // The rank whose steps speak for the run: in a pipeline the last stage of
   // replica 0 (the one that computes the loss), elsewhere rank 0 (or the
@@ -129,6 +170,9 @@ struct RunData {
   double start_time(const std::string& node) const;
   bool has_times() const;  // whether step records carry the agents' `time`
   int64_t step_records() const;
+  // Whether some rank or node holds folded rows.
+  bool steps_folded() const { return step_bucket > 0; }
+  bool systems_folded() const;
 };
 
 // The job's shape from the run's config JSON and world size.

@@ -4,6 +4,7 @@
 // run, its step buckets in place of the step records. Only reads: a view
 // opens the store read-only and never writes to it.
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -11,13 +12,19 @@
 
 namespace flotilla::charts {
 
+inline constexpr int64_t kRecordsPerRead = 20000;
+
 class RunNotFound : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-// Every record of the run. Throws RunNotFound naming the run and database.
-RunData load_run(const controller::Store& store, const std::string& run_id);
+// Every record of the run, read kRecordsPerRead at a time. Throws
+// RunNotFound naming the run and database. With `limits`, older rows are
+// folded as they come (RowLimits), and go on being folded as
+// load_new_records adds more.
+RunData load_run(const controller::Store& store, const std::string& run_id,
+                 const std::optional<RowLimits>& limits = std::nullopt);
 // The run with each rank's steps from the store's step buckets (one row a
 // bucket of controller::kStepsPerBucket steps: the mean, with the lowest and
 // highest value), and its other records in full.
