@@ -539,6 +539,19 @@ TEST_F(StoredRun, HoverOnOnePanelShowsEachPanelsValuesAtThatStep) {
       << bandwidth.hoverText().toStdString();
 }
 
+TEST(Transforms, AxisOfNearlyFlatValuesIsNotZoomedIntoTheirNoise) {
+  // Two ranks' steady peak RSS in GiB, 4 kB apart: the axis spans tenths of
+  // a GiB, not the 4 kB between them.
+  const auto [low, high] = linear_axis_range(0.2696724, 0.2696762);
+  EXPECT_LE(low, 0.25);
+  EXPECT_GE(high, 0.29);
+  // Values that do vary keep a tight range.
+  const auto [vary_low, vary_high] = linear_axis_range(100, 110);
+  EXPECT_GE(vary_low, 99.0);
+  EXPECT_LE(vary_high, 111.0);
+  EXPECT_EQ(linear_axis_range(0, 0), (std::pair<double, double>{0, 1}));
+}
+
 TEST(Transforms, SmoothingLeavesNonFiniteValuesOut) {
   const std::vector<double> values{1, kMissing, 3};
   const auto smoothed = smooth_ema(values, 0.5);

@@ -201,8 +201,12 @@ std::pair<double, double> log_axis_range(double low, double high) {
 std::pair<double, double> linear_axis_range(double low, double high) {
   if (!std::isfinite(low) || !std::isfinite(high)) return {0, 1};
   if (low > high) std::swap(low, high);
-  if (low == high) {
-    const double pad = low == 0 ? 1 : std::abs(low) * 0.1;
+  // Values that differ by less than a thousandth of their size (two ranks'
+  // steady peak RSS, 0.2696724 and 0.2696762 GiB) are drawn as flat, not
+  // zoomed into a range of a few bytes whose ticks read as noise.
+  const double magnitude = std::max(std::abs(low), std::abs(high));
+  if (high - low <= magnitude * 1e-3) {
+    const double pad = magnitude == 0 ? 1 : magnitude * 0.1;
     return {low >= 0 && low - pad < 0 ? 0 : low - pad, high + pad};
   }
   const double pad = (high - low) * 0.05;

@@ -80,7 +80,8 @@ inline bool shown_on_log_axis(double y) {
 // positive): whole decades around them, so that the ticks are 1, 10, 100.
 std::pair<double, double> log_axis_range(double low, double high);
 // A linear axis range with a little room above and below; [0, max] when all
-// values are of one sign and near zero is within reach.
+// values are of one sign and near zero is within reach; 10 % of their size
+// around values that are flat to a thousandth.
 std::pair<double, double> linear_axis_range(double low, double high);
 
 }  // namespace flotilla::charts
