@@ -1,6 +1,9 @@
 #pragma once
-// The smallest run the store takes, for the tests of the store itself: what
-// they check is records, buckets and writes, not the run's config.
+// Runs as the store keeps them, for tests: the smallest one the store takes
+// (the store's own tests check records, buckets and writes, not the config),
+// and a local CPU DDP run (the charts' tests read its config).
+
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -16,6 +19,23 @@ inline controller::RunRow minimal_run(const std::string& id, int world_size = 2)
   run.nodes = {"local"};
   run.world_size = world_size;
   run.created_ms = controller::now_ms();
+  return run;
+}
+
+// A local CPU DDP run of `world_size` ranks, as the store keeps it.
+inline controller::RunRow ddp_run_row(const std::string& id, const std::string& experiment,
+                                      int world_size) {
+  controller::RunRow run;
+  run.id = id;
+  run.experiment_name = experiment;
+  run.config_json = nlohmann::json{
+      {"name", experiment},
+      {"strategy", "ddp"},
+      {"device", "cpu"},
+      {"nodes",
+       {"local"}}}.dump();
+  run.nodes = {"local"};
+  run.world_size = world_size;
   return run;
 }
 
