@@ -17,8 +17,9 @@ jobs=${FLOTILLA_FUZZ_JOBS:-$(nproc)}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(protocol_decode rank_record config sweep records)
 
+# 0 would be libFuzzer's "no limit": a run that never ends.
 case $seconds in
-  '' | *[!0-9]*) echo "run.sh: SECONDS must be a whole number of seconds, got '$seconds'" >&2; exit 2 ;;
+  '' | 0 | *[!0-9]*) echo "run.sh: SECONDS must be a whole number of seconds above 0, got '$seconds'" >&2; exit 2 ;;
 esac
 case $jobs in
   '' | 0 | *[!0-9]*) echo "run.sh: FLOTILLA_FUZZ_JOBS must be a whole number above 0, got '$jobs'" >&2; exit 2 ;;
@@ -71,5 +72,17 @@ for target in "${targets[@]}"; do
   fi
   cat "$build/fuzz-$target.result"
   grep -q ' ok$' "$build/fuzz-$target.result" || failed=1
+done
+# CI keeps only this script's output, not build-sanitize: for each crash, the
+# end of its report and the input itself (base64), enough to reproduce it.
+for target in "${targets[@]}"; do
+  grep -q ' ok$' "$build/fuzz-$target.result" 2>/dev/null && continue
+  echo "--- $target: the end of $build/fuzz-$target.log"
+  tail -n 40 "$build/fuzz-$target.log"
+  for input in "$build/crashes/$target"/*; do
+    [ -f "$input" ] || continue
+    echo "--- $target: $(basename "$input"), $(stat -c %s "$input") bytes, base64:"
+    head -c 4096 "$input" | base64
+  done
 done
 exit $failed

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "flotilla/protocol/experiment_config.h"
@@ -266,6 +267,17 @@ TEST(ExperimentConfig, YamlExportRoundTrips) {
   config.optimizer.lr = 0.125;
   const auto again = parse_experiment(to_yaml(config), "export.yaml");
   EXPECT_EQ(to_json(again), to_json(config));
+}
+
+// yaml-cpp wrote a name ending in ":\r" unquoted, which then read as a map
+// (fuzzing: tests/fuzz/corpus/config/crash-colon-before-carriage-return).
+TEST(ExperimentConfig, YamlExportOfANameWithControlCharactersRoundTrips) {
+  for (const std::string name : {"run:\r", "run:\n", "a:\rb", "tab\there", "bell\x07", "del\x7f"}) {
+    SCOPED_TRACE(nlohmann::json(name).dump());
+    auto config = parse_experiment(kValid);
+    config.name = name;
+    EXPECT_EQ(parse_experiment(to_yaml(config), "export.yaml").name, name) << to_yaml(config);
+  }
 }
 
 TEST(ExperimentConfig, MemoryLimitIsReadExportedAndOffByDefault) {

@@ -233,6 +233,47 @@ repeat: 2
   ASSERT_EQ(expand_sweep(again).size(), expand_sweep(spec).size());
 }
 
+// yaml-cpp refuses an implicit key longer than 1,024 characters; a key that
+// fits in the file may not once JSON escapes it (fuzzing:
+// tests/fuzz/corpus/sweep/crash-key-longer-once-escaped).
+TEST(Sweep, AKeyLongerOnceEscapedReadsBackFromTheStoredForm) {
+  const std::string backslashes(600, '\\');
+  const std::string controls = "k" + std::string(200, '\x19');
+  const auto spec = parse_sweep(
+      "name: s\nbase:\n  model: small_cnn\n  " + backslashes + ": 1\n  " + controls + ": 2\n",
+      "s.yaml");
+  ASSERT_GT(sweep_to_json(spec).size(), 2u * 1024);
+  const auto again = parse_sweep(sweep_to_json(spec), "stored");
+  EXPECT_EQ(sweep_to_json(again), sweep_to_json(spec));
+  const auto base = json::parse(again.base_json);
+  EXPECT_EQ(base.at(backslashes), 1);
+  EXPECT_EQ(base.at(controls), 2);
+}
+
+// JSON is read by a JSON parser and YAML by yaml-cpp; the same sweep written
+// either way is the same sweep, numbers of the same type included.
+TEST(Sweep, TheSameSweepInJsonAndInYamlReadsTheSame) {
+  const auto from_yaml = parse_sweep(R"(
+name: s
+base: {model: small_cnn, max_steps: 3, a: -4, b: 9223372036854775807,
+       c: 18446744073709551615, d: 1.5, e: "7", f: [true, null]}
+axes: {batch_size: [8, 16]}
+repeat: 2
+)",
+                                     "s.yaml");
+  const auto from_json = parse_sweep(R"({"name": "s",
+ "base": {"model": "small_cnn", "max_steps": 3, "a": -4, "b": 9223372036854775807,
+          "c": 18446744073709551615, "d": 1.5, "e": "7", "f": [true, null]},
+ "axes": {"batch_size": [8, 16]}, "repeat": 2})",
+                                     "s.json");
+  EXPECT_EQ(sweep_to_json(from_json), sweep_to_json(from_yaml));
+  const auto base = json::parse(from_json.base_json);
+  EXPECT_TRUE(base.at("b").is_number_integer());
+  EXPECT_TRUE(base.at("c").is_number_float());
+  EXPECT_EQ(from_json.repeat, 2);
+  EXPECT_EQ(from_json.axes.at(0).values, (std::vector<std::string>{"8", "16"}));
+}
+
 TEST(Sweep, AReportSectionReadsBackAndNamesPointValues) {
   const auto spec = parse_sweep(std::string(kBase) + R"(
 axes:
