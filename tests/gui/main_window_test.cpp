@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
-#include <QComboBox>
 #include <QElapsedTimer>
 #include <QGuiApplication>
 #include <QLabel>
@@ -29,6 +28,7 @@
 #include "flotilla/charts/panel_widget.h"
 #include "flotilla/controller/store.h"
 #include "flotilla/controller/sweep_store.h"
+#include "form_keys.h"
 #include "main_window.h"
 #include "processes.h"
 #include "screenshot.h"
@@ -40,13 +40,6 @@ namespace flotilla::gui {
 namespace {
 
 using namespace std::chrono_literals;
-
-template <typename T>
-T* child(QWidget& parent, const char* name) {
-  auto* widget = parent.findChild<T*>(name);
-  EXPECT_TRUE(widget) << "no widget " << name;
-  return widget;
-}
 
 TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
   testing::TempDir dir;
@@ -60,12 +53,12 @@ TEST(MainWindow, RunsAnExperimentFromItsRunButtonAndChartsIt) {
     auto* name = child<QLineEdit>(window, "key:name");
     auto* run_button = child<QPushButton>(window, "runButton");
     ASSERT_TRUE(name && run_button);
-    name->setText("gui-fashion-mnist");
-    child<QComboBox>(window, "key:strategy")->setCurrentText("ddp");
-    child<QLineEdit>(window, "key:ranks_per_node")->setText("2");
-    child<QLineEdit>(window, "key:batch_size")->setText("32");
-    child<QLineEdit>(window, "key:max_steps")->setText("120");
-    child<QLineEdit>(window, "key:threads")->setText("1");
+    set_form_keys(window, {{"name", "gui-fashion-mnist"},
+                           {"strategy", "ddp"},
+                           {"ranks_per_node", "2"},
+                           {"batch_size", "32"},
+                           {"max_steps", "120"},
+                           {"threads", "1"}});
     EXPECT_TRUE(window.form()->problems().isEmpty())
         << window.form()->problems().join("; ").toStdString();
 
@@ -144,12 +137,12 @@ TEST(MainWindow, StaysResponsiveWhileAFastRunStreamsIntoTheDashboard) {
   MainWindow window(db, FLOTILLA_AGENT_BINARY);
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
-  child<QLineEdit>(window, "key:name")->setText("gui-fast-steps");
-  child<QComboBox>(window, "key:strategy")->setCurrentText("ddp");
-  child<QLineEdit>(window, "key:ranks_per_node")->setText("2");
-  child<QLineEdit>(window, "key:batch_size")->setText("4");
-  child<QLineEdit>(window, "key:max_steps")->setText("1500");
-  child<QLineEdit>(window, "key:threads")->setText("1");
+  set_form_keys(window, {{"name", "gui-fast-steps"},
+                         {"strategy", "ddp"},
+                         {"ranks_per_node", "2"},
+                         {"batch_size", "4"},
+                         {"max_steps", "1500"},
+                         {"threads", "1"}});
   auto* run_button = child<QPushButton>(window, "runButton");
   ASSERT_TRUE(run_button && run_button->isEnabled())
       << window.form()->problems().join("; ").toStdString();
@@ -204,14 +197,14 @@ TEST(MainWindow, ChartsALivePipelineRunPerStage) {
   MainWindow window(db, FLOTILLA_AGENT_BINARY);
   window.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
-  child<QLineEdit>(window, "key:name")->setText("gui-pipeline");
-  child<QComboBox>(window, "key:strategy")->setCurrentText("pipeline");
-  child<QLineEdit>(window, "key:ranks_per_node")->setText("2");
-  child<QLineEdit>(window, "key:batch_size")->setText("16");
-  child<QLineEdit>(window, "key:chunks")->setText("4");
-  child<QComboBox>(window, "key:compression.method")->setCurrentText("uniform");
-  child<QLineEdit>(window, "key:max_steps")->setText("200");
-  child<QLineEdit>(window, "key:threads")->setText("1");
+  set_form_keys(window, {{"name", "gui-pipeline"},
+                         {"strategy", "pipeline"},
+                         {"ranks_per_node", "2"},
+                         {"batch_size", "16"},
+                         {"chunks", "4"},
+                         {"compression.method", "uniform"},
+                         {"max_steps", "200"},
+                         {"threads", "1"}});
   auto* run_button = child<QPushButton>(window, "runButton");
   ASSERT_TRUE(run_button && run_button->isEnabled())
       << window.form()->problems().join("; ").toStdString();
@@ -351,10 +344,10 @@ TEST(MainWindow, AsksWithTheFingerprintBeforeTrustingANewHostKeyThenRuns) {
     MainWindow window(db, FLOTILLA_AGENT_BINARY);
     window.show();
     ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
-    child<QLineEdit>(window, "key:name")->setText("gui-remote");
-    child<QLineEdit>(window, "key:nodes")->setText(QString::fromStdString(host.name));
-    child<QLineEdit>(window, "key:max_steps")->setText("20");
-    child<QLineEdit>(window, "key:threads")->setText("1");
+    set_form_keys(window, {{"name", "gui-remote"},
+                           {"nodes", host.name.c_str()},
+                           {"max_steps", "20"},
+                           {"threads", "1"}});
     ASSERT_TRUE(window.form()->problems().isEmpty())
         << window.form()->problems().join("; ").toStdString();
     // Answers the question box as a person would, once it is up.

@@ -6,10 +6,8 @@
 // record the agent spooled is stored once.
 #include <gtest/gtest.h>
 
-#include <QComboBox>
 #include <QElapsedTimer>
 #include <QLabel>
-#include <QLineEdit>
 #include <QPushButton>
 #include <QTest>
 #include <QTimer>
@@ -20,6 +18,7 @@
 #include "dashboard.h"
 #include "experiment_designer.h"
 #include "flotilla/controller/store.h"
+#include "form_keys.h"
 #include "main_window.h"
 #include "screenshot.h"
 #include "sqlite_lock_holder.h"
@@ -31,11 +30,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-template <typename W>
-W* child(QWidget& parent, const char* name) {
-  return parent.findChild<W*>(name);
-}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -62,12 +56,12 @@ TEST(WindowDatabaseFault, SaysTheDatabaseRefusesWritesWhileAnotherProgramHoldsIt
 
   // Small steps, so that many records a second wait while the lock is held;
   // killed below, long before its last step.
-  child<QLineEdit>(window, "key:name")->setText("gui-locked-database");
-  child<QComboBox>(window, "key:strategy")->setCurrentText("ddp");
-  child<QLineEdit>(window, "key:ranks_per_node")->setText("2");
-  child<QLineEdit>(window, "key:batch_size")->setText("4");
-  child<QLineEdit>(window, "key:max_steps")->setText("1000000");
-  child<QLineEdit>(window, "key:threads")->setText("1");
+  set_form_keys(window, {{"name", "gui-locked-database"},
+                         {"strategy", "ddp"},
+                         {"ranks_per_node", "2"},
+                         {"batch_size", "4"},
+                         {"max_steps", "1000000"},
+                         {"threads", "1"}});
   auto* run_button = child<QPushButton>(window, "runButton");
   ASSERT_TRUE(run_button && run_button->isEnabled())
       << window.form()->problems().join("; ").toStdString();
