@@ -1,15 +1,23 @@
-// Window tests reach widgets by object name and fill the experiment form as a
-// person does: each key's editor is named "key:<dotted key>" (a combo box
-// for a choice, a line edit for the rest).
+// Window tests reach widgets by object name, fill the experiment form and
+// press Run as a person does: each key's editor is named "key:<dotted key>"
+// (a combo box for a choice, a line edit for the rest).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <QComboBox>
 #include <QLineEdit>
+#include <QPushButton>
+#include <QTest>
 #include <QWidget>
+#include <chrono>
 #include <initializer_list>
 #include <utility>
+
+#include "dashboard.h"
+#include "experiment_designer.h"
+#include "main_window.h"
+#include "wait_until.h"
 
 namespace flotilla::gui {
 
@@ -35,6 +43,24 @@ inline void set_form_keys(QWidget& window,
       ADD_FAILURE() << "the form has no editor for " << key;
     }
   }
+}
+
+// Presses Run and waits up to a minute for the run to show in the
+// dashboard: its id, or empty (said as a failure) when Run was refused, with
+// the form's problems, or no run came.
+inline QString press_run(MainWindow& window) {
+  auto* run_button = child<QPushButton>(window, "runButton");
+  if (!run_button || !run_button->isEnabled()) {
+    ADD_FAILURE() << "Run is refused: " << window.form()->problems().join("; ").toStdString();
+    return {};
+  }
+  QTest::mouseClick(run_button, Qt::LeftButton);
+  Dashboard* dashboard = window.dashboard();
+  if (!wait_until([&] { return dashboard->runs().size() == 1; }, std::chrono::seconds(60))) {
+    ADD_FAILURE() << "no run showed in the dashboard within 60 s of Run";
+    return {};
+  }
+  return dashboard->runs().front();
 }
 
 }  // namespace flotilla::gui

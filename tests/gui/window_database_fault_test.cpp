@@ -62,13 +62,9 @@ TEST(WindowDatabaseFault, SaysTheDatabaseRefusesWritesWhileAnotherProgramHoldsIt
                          {"batch_size", "4"},
                          {"max_steps", "1000000"},
                          {"threads", "1"}});
-  auto* run_button = child<QPushButton>(window, "runButton");
-  ASSERT_TRUE(run_button && run_button->isEnabled())
-      << window.form()->problems().join("; ").toStdString();
-  QTest::mouseClick(run_button, Qt::LeftButton);
+  const QString run = press_run(window);
+  ASSERT_FALSE(run.isEmpty());
   Dashboard* dashboard = window.dashboard();
-  ASSERT_TRUE(wait_until([&] { return dashboard->runs().size() == 1; }, 60s));
-  const QString run = dashboard->runs().front();
   ASSERT_TRUE(wait_until(
       [&] {
         return dashboard->frame() && dashboard->frame()->live &&
