@@ -119,8 +119,8 @@ bool matches(const ProcessIdentity& recorded, const std::optional<ProcessIdentit
 
 std::string how_it_differs(const ProcessIdentity& recorded, const ProcessIdentity& now) {
   if (now.boot_id != recorded.boot_id)
-    return "the recorded one ran in another boot (boot id " + recorded.boot_id +
-           "; this boot is " + now.boot_id + ")";
+    return "the recorded one ran in another boot (boot id " + recorded.boot_id + "; this boot is " +
+           now.boot_id + ")";
   if (now.start_time != recorded.start_time)
     return "pid " + std::to_string(now.pid) + " started at clock tick " +
            std::to_string(now.start_time) + " after boot, the recorded one at tick " +
@@ -143,7 +143,7 @@ bool signal_process(const ProcessIdentity& recorded, int signal) {
     return sent;
   }
   if (errno == ESRCH) return false;  // no such process
-  // An older kernel (ENOSYS) or no descriptor to spare: check, then signal.
+    // An older kernel (ENOSYS) or no descriptor to spare: check, then signal.
 #endif
   return matches(recorded, read_identity(recorded.pid)) && ::kill(recorded.pid, signal) == 0;
 }
@@ -299,9 +299,8 @@ GroupNow look_at_group(const ProcessGroupRecord& group, const std::vector<ProcSt
   GroupNow now;
   const ProcessIdentity& leader = group.leader;
   if (leader.pid <= 1) return now;
-  const auto leader_now =
-      std::find_if(processes.begin(), processes.end(),
-                   [&](const ProcStat& p) { return p.pid == leader.pid; });
+  const auto leader_now = std::find_if(processes.begin(), processes.end(),
+                                       [&](const ProcStat& p) { return p.pid == leader.pid; });
   std::string why;
   if (leader.boot_id != current_boot_id()) {
     why = "it was recorded in another boot (boot id " + leader.boot_id + "; this boot is " +
@@ -314,8 +313,9 @@ GroupNow look_at_group(const ProcessGroupRecord& group, const std::vector<ProcSt
   }
   for (const auto& p : processes) {
     if (p.pgrp != leader.pid || p.state == 'Z') continue;
-    const bool own = why.empty() && (now.leader_runs || (p.session == group.session &&
-                                                         p.start_time >= leader.start_time));
+    const bool own =
+        why.empty() &&
+        (now.leader_runs || (p.session == group.session && p.start_time >= leader.start_time));
     (own ? now.own : now.strangers).push_back(p);
   }
   if (!now.strangers.empty() && why.empty())

@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -123,7 +123,8 @@ protocol::StartRun RunDirectory::read_start() const {
 namespace {
 
 json identity_json(const ProcessIdentity& identity) {
-  return {{"pid", identity.pid}, {"start_time", identity.start_time}, {"boot_id", identity.boot_id}};
+  return {
+      {"pid", identity.pid}, {"start_time", identity.start_time}, {"boot_id", identity.boot_id}};
 }
 
 // The identity in `j`; nothing, with `problem` saying which field is wrong.
@@ -174,7 +175,8 @@ RunDirectory::Supervisor RunDirectory::supervisor() const {
     if (pid > 1 && pid <= INT32_MAX && process_running(static_cast<pid_t>(pid))) {
       found.unverifiable = true;
       found.stranger = "supervisor.pid holds only pid " + std::to_string(pid) + ", " +
-                       kBareNumbers + ": a process with that pid runs, but whether it is this "
+                       kBareNumbers +
+                       ": a process with that pid runs, but whether it is this "
                        "run's supervisor cannot be told, so nothing was signalled";
     }
     return found;

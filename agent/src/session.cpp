@@ -149,8 +149,8 @@ void Session::start(const protocol::StartRun& start) {
   // The supervisor writes its process groups once every rank has started.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::vector<ProcessGroupRecord> groups;
-  while ((groups = dir.process_groups().groups).size() < start.ranks.size() &&
-         !dir.final_state() && std::chrono::steady_clock::now() < deadline)
+  while ((groups = dir.process_groups().groups).size() < start.ranks.size() && !dir.final_state() &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   protocol::Started started{start.run, {}};
   for (const auto& group : groups) started.pids.push_back(group.leader.pid);
@@ -229,8 +229,7 @@ void Session::status(const protocol::StatusRequest& request) {
         [&](std::string_view line) { reply.last_seq = seq_of(line).value_or(reply.last_seq); });
     if (!dir.supervisor_running()) reply.state = "lost";
   }
-  for (pid_t pid : processes_in_groups(dir.process_groups().groups))
-    reply.live_pids.push_back(pid);
+  for (pid_t pid : processes_in_groups(dir.process_groups().groups)) reply.live_pids.push_back(pid);
   send(reply);
 }
 

@@ -112,8 +112,7 @@ TEST(AgentIdentity, StopAndOrphanCleanupLeaveAStrangersGroupNamedByBarePgidsRunn
   ASSERT_EQ(end["type"], "run_end") << end;
   EXPECT_TRUE(stranger.running()) << "the stop signalled a process group that is not the run's";
   EXPECT_EQ(end["outcome"], "failed") << end;
-  const auto words = "pgids.json holds only process group ids (" +
-                     std::to_string(stranger.pid()) +
+  const auto words = "pgids.json holds only process group ids (" + std::to_string(stranger.pid()) +
                      "), as agents before process identities wrote it: processes run in them "
                      "(pid " +
                      std::to_string(stranger.pid()) +
@@ -150,9 +149,9 @@ TEST(AgentIdentity, StopLeavesAStrangersGroupWhoseLeaderIsNotTheRecordedRankRunn
                          std::to_string(stranger.pid()) + " is now another process ("),
             std::string::npos)
       << message;
-  EXPECT_NE(message.find("): nothing in it was signalled (pid " + std::to_string(stranger.pid()) +
-                         ")"),
-            std::string::npos)
+  EXPECT_NE(
+      message.find("): nothing in it was signalled (pid " + std::to_string(stranger.pid()) + ")"),
+      std::string::npos)
       << message;
 }
 
@@ -163,10 +162,10 @@ TEST(AgentIdentity, ASupervisorThatCannotStartARankLeavesAStrangerInPgidsRunning
   Stranger stranger;
   const auto dir = planted_run(home, "run-unstartable");
   write(dir / "pgids.json", "[" + std::to_string(stranger.pid()) + "]");
-  ChildProcess supervisor({FLOTILLA_AGENT_BINARY, "supervise", "--home", home.path().string(),
-                           "--run", "run-unstartable", "--train-binary",
-                           (home.path() / "no-such-train").string()},
-                          home.path() / "supervisor.out");
+  ChildProcess supervisor(
+      {FLOTILLA_AGENT_BINARY, "supervise", "--home", home.path().string(), "--run",
+       "run-unstartable", "--train-binary", (home.path() / "no-such-train").string()},
+      home.path() / "supervisor.out");
   ASSERT_EQ(supervisor.wait(60s), 1) << supervisor.output();
   EXPECT_TRUE(stranger.running());
   std::ifstream final_file(dir / "final.json");
@@ -197,8 +196,7 @@ TEST(AgentIdentity, RanksDieWhenTheirSupervisorIsKilled) {
     AgentProcess agent(home.path(), {}, rank.string());
     agent.hello();
     agent.send(start_message("run-pdeathsig", 1, 1));
-    const auto started =
-        agent.until([](const json& m) { return m["type"] == "started"; }, 30s);
+    const auto started = agent.until([](const json& m) { return m["type"] == "started"; }, 30s);
     pgids = pgids_of(started);
   }  // the session ends here: no follower is left to end the run
   ASSERT_EQ(pgids.size(), 2u);

@@ -180,14 +180,15 @@ TEST(ProcessGroups, AGroupWhoseLeaderPidIsAnotherProcessIsNotSignalled) {
   EXPECT_TRUE(processes_in_groups({forged}).empty());
   signal_groups({forged}, SIGKILL);
   EXPECT_EQ(waitpid(child.pid, nullptr, WNOHANG), 0) << "the process was signalled";
-  EXPECT_EQ(strangers_in_group(forged),
-            "process group " + std::to_string(child.pid) + " is not this run's rank's (its "
-            "leader's pid " + std::to_string(child.pid) + " is now another process (pid " +
-                std::to_string(child.pid) + " started at clock tick " +
-                std::to_string(child.group.leader.start_time) +
-                " after boot, the recorded one at tick " +
-                std::to_string(forged.leader.start_time) + ")): nothing in it was signalled (pid " +
-                std::to_string(child.pid) + ")");
+  EXPECT_EQ(
+      strangers_in_group(forged),
+      "process group " + std::to_string(child.pid) +
+          " is not this run's rank's (its "
+          "leader's pid " +
+          std::to_string(child.pid) + " is now another process (pid " + std::to_string(child.pid) +
+          " started at clock tick " + std::to_string(child.group.leader.start_time) +
+          " after boot, the recorded one at tick " + std::to_string(forged.leader.start_time) +
+          ")): nothing in it was signalled (pid " + std::to_string(child.pid) + ")");
   kill(child.pid, SIGKILL);
   waitpid(child.pid, nullptr, 0);
 }
@@ -290,7 +291,8 @@ TEST(RunDirectoryIdentity, ProcessGroupsReadBackAndBareIdsAreNotTrusted) {
   EXPECT_TRUE(bare.groups.empty());
   EXPECT_EQ(bare.unverifiable, "pgids.json holds only process group ids (" + pgid +
                                    "), as agents before process identities wrote it: processes "
-                                   "run in them (pid " + member +
+                                   "run in them (pid " +
+                                   member +
                                    "), but whether they are this run's cannot be told, so "
                                    "nothing was signalled");
 
