@@ -142,8 +142,9 @@ bool signal_process(const ProcessIdentity& recorded, int signal) {
     ::close(fd);
     return sent;
   }
-  if (errno == ESRCH) return false;  // no such process
-    // An older kernel (ENOSYS) or no descriptor to spare: check, then signal.
+  // No such process; else an older kernel (ENOSYS) or no descriptor to
+  // spare, and the check and the signal below have to do.
+  if (errno == ESRCH) return false;
 #endif
   return matches(recorded, read_identity(recorded.pid)) && ::kill(recorded.pid, signal) == 0;
 }
