@@ -353,8 +353,8 @@ std::string strangers_in_group(const ProcessGroupRecord& group) {
   if (now.strangers.empty()) return {};
   std::string pids;
   for (const auto& p : now.strangers) pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
-  return "process group " + std::to_string(group.leader.pid) + " is not this run's rank's (" +
-         now.why_strangers + "): nothing in it was signalled (pid " + pids + ")";
+  return "process group " + std::to_string(group.leader.pid) + " is not this run's rank's, for " +
+         now.why_strangers + ": nothing in it was signalled (pid " + pids + ")";
 }
 
 std::vector<pid_t> any_processes_in_groups(const std::vector<int>& pgids) {

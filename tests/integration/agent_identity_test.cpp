@@ -145,7 +145,7 @@ TEST(AgentIdentity, StopLeavesAStrangersGroupWhoseLeaderIsNotTheRecordedRankRunn
   EXPECT_EQ(end["outcome"], "killed") << end;
   const auto message = end["message"].get<std::string>();
   EXPECT_NE(message.find("process group " + std::to_string(stranger.pid()) +
-                         " is not this run's rank's (its leader's pid " +
+                         " is not this run's rank's, for its leader's pid " +
                          std::to_string(stranger.pid()) + " is now another process ("),
             std::string::npos)
       << message;

@@ -183,12 +183,12 @@ TEST(ProcessGroups, AGroupWhoseLeaderPidIsAnotherProcessIsNotSignalled) {
   EXPECT_EQ(
       strangers_in_group(forged),
       "process group " + std::to_string(child.pid) +
-          " is not this run's rank's (its "
+          " is not this run's rank's, for its "
           "leader's pid " +
           std::to_string(child.pid) + " is now another process (pid " + std::to_string(child.pid) +
           " started at clock tick " + std::to_string(child.group.leader.start_time) +
           " after boot, the recorded one at tick " + std::to_string(forged.leader.start_time) +
-          ")): nothing in it was signalled (pid " + std::to_string(child.pid) + ")");
+          "): nothing in it was signalled (pid " + std::to_string(child.pid) + ")");
   kill(child.pid, SIGKILL);
   waitpid(child.pid, nullptr, 0);
 }
@@ -205,8 +205,8 @@ TEST(ProcessGroups, WithItsLeaderGoneAGroupsOwnMembersAreThoseStartedAfterItInIt
   EXPECT_TRUE(processes_in_groups({later}).empty());
   EXPECT_EQ(strangers_in_group(later),
             "process group " + std::to_string(later.leader.pid) +
-                " is not this run's rank's (its rank has ended and these started before it or in "
-                "another session): nothing in it was signalled (pid " +
+                " is not this run's rank's, for its rank has ended and these started before it or "
+                "in another session: nothing in it was signalled (pid " +
                 std::to_string(members[0]) + ")");
   // Recorded in another session: not the run's either.
   auto elsewhere = group.record();
