@@ -2,15 +2,19 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -42,7 +46,108 @@ void check(int rc, const char* what) {
   if (rc != 0) throw std::runtime_error(std::string(what) + ": " + std::strerror(rc));
 }
 
+// What /proc/PID/stat says of a process.
+struct ProcStat {
+  pid_t pid = 0;
+  char state = 0;  // 'Z': a zombie, ended but not yet reaped
+  pid_t pgrp = 0;
+  pid_t session = 0;
+  uint64_t start_time = 0;  // clock ticks after boot
+};
+
+std::optional<ProcStat> read_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  // pid (comm) state ppid pgrp session ... starttime (field 22); comm may
+  // hold spaces and parentheses, so the fields are counted from its end.
+  const auto close_paren = line.rfind(')');
+  if (close_paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(close_paren + 1));
+  std::vector<std::string> field;  // field[0] is field 3 (state)
+  for (std::string f; field.size() < 20 && fields >> f;) field.push_back(f);
+  if (field.size() < 20 || field[0].size() != 1) return std::nullopt;
+  ProcStat stat;
+  stat.pid = pid;
+  stat.state = field[0][0];
+  stat.pgrp = static_cast<pid_t>(std::strtol(field[2].c_str(), nullptr, 10));
+  stat.session = static_cast<pid_t>(std::strtol(field[3].c_str(), nullptr, 10));
+  stat.start_time = std::strtoull(field[19].c_str(), nullptr, 10);
+  return stat;
+}
+
+// Every process in /proc, as one snapshot.
+std::vector<ProcStat> all_processes() {
+  std::vector<ProcStat> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    if (auto stat = read_stat(static_cast<pid_t>(std::stol(name)))) found.push_back(*stat);
+  }
+  return found;
+}
+
 }  // namespace
+
+const std::string& current_boot_id() {
+  static const std::string id = [] {
+    const char* file = "/proc/sys/kernel/random/boot_id";
+    std::ifstream in(file);
+    std::string text;
+    if (!std::getline(in, text) || text.empty())
+      throw std::runtime_error(std::string(file) +
+                               ": cannot read this boot's id, which tells the run's processes "
+                               "from later ones with the same pids");
+    return text;
+  }();
+  return id;
+}
+
+std::optional<ProcessIdentity> read_identity(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  const auto stat = read_stat(pid);
+  if (!stat) return std::nullopt;
+  return ProcessIdentity{pid, stat->start_time, current_boot_id()};
+}
+
+bool matches(const ProcessIdentity& recorded, const std::optional<ProcessIdentity>& now) {
+  return now && recorded.pid > 0 && now->pid == recorded.pid &&
+         now->start_time == recorded.start_time && !recorded.boot_id.empty() &&
+         now->boot_id == recorded.boot_id;
+}
+
+std::string how_it_differs(const ProcessIdentity& recorded, const ProcessIdentity& now) {
+  if (now.boot_id != recorded.boot_id)
+    return "the recorded one ran in another boot (boot id " + recorded.boot_id + "; this boot is " +
+           now.boot_id + ")";
+  if (now.start_time != recorded.start_time)
+    return "pid " + std::to_string(now.pid) + " started at clock tick " +
+           std::to_string(now.start_time) + " after boot, the recorded one at tick " +
+           std::to_string(recorded.start_time);
+  if (now.pid != recorded.pid)
+    return "pid " + std::to_string(now.pid) + " is not pid " + std::to_string(recorded.pid);
+  return {};
+}
+
+bool signal_process(const ProcessIdentity& recorded, int signal) {
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
+  // The pidfd is taken first and the identity checked after: a pidfd keeps
+  // naming the process it was opened for, so if the identity still matches,
+  // the signal can only reach that process even if it ends meanwhile.
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, recorded.pid, 0));
+  if (fd >= 0) {
+    const bool sent = matches(recorded, read_identity(recorded.pid)) &&
+                      ::syscall(SYS_pidfd_send_signal, fd, signal, nullptr, 0) == 0;
+    ::close(fd);
+    return sent;
+  }
+  // No such process; else an older kernel (ENOSYS) or no descriptor to
+  // spare, and the check and the signal below have to do.
+  if (errno == ESRCH) return false;
+#endif
+  return matches(recorded, read_identity(recorded.pid)) && ::kill(recorded.pid, signal) == 0;
+}
 
 ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
                                 const std::map<std::string, std::string>& extra_env,
@@ -64,6 +169,7 @@ ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
                               : std::min<rlim_t>(wanted, data_limit.rlim_max);
     data_limit.rlim_max = data_limit.rlim_cur;
   }
+  const pid_t parent = getpid();
   int out[2], err[2], exec_error[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(exec_error, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
@@ -74,6 +180,10 @@ ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
     check(e, ("cannot start " + argv[0]).c_str());
   }
   if (pid == 0) {
+    // Dies with the thread that started it, and so with the supervisor: a
+    // rank whose supervisor is gone has no one to spool or stop it. A parent
+    // that ended before the prctl is seen as a different parent pid.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     setpgid(0, 0);
     for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
     sigset_t none;
@@ -107,9 +217,20 @@ ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
     close(err[0]);
     check(child_errno, ("cannot start " + argv[0]).c_str());
   }
+  // Unreaped, so /proc has it even if it has ended already; its session is
+  // this process's (setpgid keeps the session).
+  const auto stat = read_stat(pid);
+  if (!stat) {
+    ::kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    close(out[0]);
+    close(err[0]);
+    throw std::runtime_error("cannot read /proc/" + std::to_string(pid) + "/stat of the new " +
+                             argv[0]);
+  }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
-  return {pid, out[0], err[0]};
+  return {pid, out[0], err[0], {{pid, stat->start_time, current_boot_id()}, stat->session}};
 }
 
 void spawn_detached(const std::vector<std::string>& argv_in, const fs::path& log) {
@@ -140,44 +261,113 @@ void spawn_detached(const std::vector<std::string>& argv_in, const fs::path& log
     throw std::runtime_error("cannot detach " + argv[0]);
 }
 
-void signal_groups(const std::vector<int>& pgids, int signal) {
-  for (int pgid : pgids)
-    if (pgid > 1) ::kill(-pgid, signal);
+namespace {
+
+// The processes now running under a recorded group's id, told apart into the
+// group's own and strangers.
+//
+// A process group has no identity of its own: its id is the pid of the
+// process that made it (the rank), and the kernel gives that number to no new
+// process while any process is still in the group or the leader is an
+// unreaped zombie. Hence, with L the leader's pid and T its start:
+//  - recorded in another boot: nothing of the group can be running.
+//  - pid L is a process that started at another time: the number was given
+//    out again, so the group had emptied first; whatever is in group L now
+//    is someone else's.
+//  - pid L is the leader itself (a zombie too): everything in group L is the
+//    run's, since a process enters a group only by being forked in it or by
+//    setpgid from inside its session. The group is signalled as a whole
+//    (kill(-L)), which also reaches a process forked a moment ago. A
+//    stranger could only be hit if, between the check and the signal, every
+//    process of the group ended and the pid space wrapped all the way round
+//    to a new process that made itself leader of a group L.
+//  - no process L (the leader ended and was reaped): what is in group L is
+//    the leader's descendants still in it, or, if the group emptied and the
+//    number went to a process that made a group of its own and then ended
+//    before its children, a stranger's. The run's own started no earlier
+//    than the leader and in the session the rank was started in, whose id
+//    the kernel keeps from reuse in the same way; a stranger passes both
+//    only if both numbers were reused for it in this boot. These are
+//    signalled one by one, each checked again against its own start.
+struct GroupNow {
+  bool leader_runs = false;  // the recorded leader itself, zombie or not
+  std::vector<ProcStat> own;
+  std::vector<ProcStat> strangers;
+  std::string why_strangers;  // when there are strangers: how they were told apart
+};
+
+GroupNow look_at_group(const ProcessGroupRecord& group, const std::vector<ProcStat>& processes) {
+  GroupNow now;
+  const ProcessIdentity& leader = group.leader;
+  if (leader.pid <= 1) return now;
+  const auto leader_now = std::find_if(processes.begin(), processes.end(),
+                                       [&](const ProcStat& p) { return p.pid == leader.pid; });
+  std::string why;
+  if (leader.boot_id != current_boot_id()) {
+    why = "it was recorded in another boot (boot id " + leader.boot_id + "; this boot is " +
+          current_boot_id() + ")";
+  } else if (leader_now != processes.end() && leader_now->start_time != leader.start_time) {
+    why = "its leader's pid " + std::to_string(leader.pid) + " is now another process (" +
+          how_it_differs(leader, {leader.pid, leader_now->start_time, current_boot_id()}) + ")";
+  } else {
+    now.leader_runs = leader_now != processes.end();
+  }
+  for (const auto& p : processes) {
+    if (p.pgrp != leader.pid || p.state == 'Z') continue;
+    const bool own =
+        why.empty() &&
+        (now.leader_runs || (p.session == group.session && p.start_time >= leader.start_time));
+    (own ? now.own : now.strangers).push_back(p);
+  }
+  if (!now.strangers.empty() && why.empty())
+    why = "its rank has ended and these started before it or in another session";
+  if (!now.strangers.empty()) now.why_strangers = why;
+  return now;
 }
 
-namespace {
-// State and process group of a /proc/<pid>/stat line; false if it cannot be read.
-bool read_stat(const fs::path& stat_file, char& state, int& pgrp) {
-  std::ifstream stat(stat_file);
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  // pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-  const auto close_paren = line.rfind(')');
-  int ppid = 0;
-  return close_paren != std::string::npos &&
-         std::sscanf(line.c_str() + close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3;
-}
 }  // namespace
 
-std::vector<pid_t> processes_in_groups(const std::vector<int>& pgids) {
+void signal_groups(const std::vector<ProcessGroupRecord>& groups, int signal) {
+  const auto processes = all_processes();
+  for (const auto& group : groups) {
+    const auto now = look_at_group(group, processes);
+    if (now.leader_runs) {
+      if (matches(group.leader, read_identity(group.leader.pid))) ::kill(-group.leader.pid, signal);
+      continue;
+    }
+    for (const auto& p : now.own)
+      signal_process({p.pid, p.start_time, group.leader.boot_id}, signal);
+  }
+}
+
+std::vector<pid_t> processes_in_groups(const std::vector<ProcessGroupRecord>& groups) {
+  const auto processes = all_processes();
+  std::vector<pid_t> found;
+  for (const auto& group : groups)
+    for (const auto& p : look_at_group(group, processes).own) found.push_back(p.pid);
+  return found;
+}
+
+std::string strangers_in_group(const ProcessGroupRecord& group) {
+  const auto now = look_at_group(group, all_processes());
+  if (now.strangers.empty()) return {};
+  std::string pids;
+  for (const auto& p : now.strangers) pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
+  return "process group " + std::to_string(group.leader.pid) + " is not this run's rank's, for " +
+         now.why_strangers + ": nothing in it was signalled (pid " + pids + ")";
+}
+
+std::vector<pid_t> any_processes_in_groups(const std::vector<int>& pgids) {
   const std::set<int> wanted(pgids.begin(), pgids.end());
   std::vector<pid_t> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
-    const auto name = entry.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    char state = 0;
-    int pgrp = 0;
-    if (read_stat(entry.path() / "stat", state, pgrp) && state != 'Z' && wanted.count(pgrp))
-      found.push_back(std::stoi(name));
-  }
+  for (const auto& p : all_processes())
+    if (p.state != 'Z' && wanted.count(p.pgrp)) found.push_back(p.pid);
   return found;
 }
 
 bool process_running(pid_t pid) {
-  char state = 0;
-  int pgrp = 0;
-  return read_stat(fs::path("/proc") / std::to_string(pid) / "stat", state, pgrp) && state != 'Z';
+  const auto stat = read_stat(pid);
+  return stat && stat->state != 'Z';
 }
 
 fs::path own_executable() {

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -118,26 +120,134 @@ protocol::StartRun RunDirectory::read_start() const {
   return std::get<protocol::StartRun>(protocol::decode(read_file(dir_ / "start.json")));
 }
 
-void RunDirectory::write_supervisor_pid(int pid) const {
-  write_file_atomically(dir_ / "supervisor.pid", std::to_string(pid));
+namespace {
+
+json identity_json(const ProcessIdentity& identity) {
+  return {
+      {"pid", identity.pid}, {"start_time", identity.start_time}, {"boot_id", identity.boot_id}};
 }
 
-std::optional<int> RunDirectory::supervisor_pid() const {
+// The identity in `j`; nothing, with `problem` saying which field is wrong.
+std::optional<ProcessIdentity> identity_from_json(const json& j, std::string& problem) {
+  if (!j.is_object()) {
+    problem = "expected an object with \"pid\", \"start_time\" and \"boot_id\"";
+    return std::nullopt;
+  }
+  const auto pid = j.find("pid");
+  const auto start_time = j.find("start_time");
+  const auto boot_id = j.find("boot_id");
+  if (pid == j.end() || !pid->is_number_integer() || pid->get<int64_t>() <= 1 ||
+      pid->get<int64_t>() > INT32_MAX)
+    problem = "\"pid\" is not a process id above 1";
+  else if (start_time == j.end() || !start_time->is_number_unsigned())
+    problem = "\"start_time\" is not a whole number of clock ticks";
+  else if (boot_id == j.end() || !boot_id->is_string() || boot_id->get<std::string>().empty())
+    problem = "\"boot_id\" is not a boot id";
+  if (!problem.empty()) return std::nullopt;
+  return ProcessIdentity{pid->get<pid_t>(), start_time->get<uint64_t>(),
+                         boot_id->get<std::string>()};
+}
+
+std::string joined(const std::vector<int>& numbers) {
+  std::string text;
+  for (int n : numbers) text += (text.empty() ? "" : ", ") + std::to_string(n);
+  return text;
+}
+
+constexpr const char* kBareNumbers = "as agents before process identities wrote it";
+
+}  // namespace
+
+void RunDirectory::write_supervisor(const ProcessIdentity& supervisor) const {
+  write_file_atomically(dir_ / "supervisor.pid", identity_json(supervisor).dump());
+}
+
+RunDirectory::Supervisor RunDirectory::supervisor() const {
+  const auto file = dir_ / "supervisor.pid";
   std::error_code ec;
-  if (!fs::exists(dir_ / "supervisor.pid", ec)) return std::nullopt;
-  const int pid = std::atoi(read_file(dir_ / "supervisor.pid").c_str());
-  if (pid <= 0 || !process_running(pid)) return std::nullopt;
-  return pid;
+  if (!fs::exists(file, ec)) return {};
+  const auto j = json::parse(read_file(file), nullptr, false);
+  Supervisor found;
+  if (j.is_number_integer()) {
+    // A bare pid: nothing tells the process with it now from the supervisor
+    // that once had it. Gone is certain; running is not.
+    const auto pid = j.get<int64_t>();
+    if (pid > 1 && pid <= INT32_MAX && process_running(static_cast<pid_t>(pid))) {
+      found.unverifiable = true;
+      found.stranger = "supervisor.pid holds only pid " + std::to_string(pid) + ", " +
+                       kBareNumbers +
+                       ": a process with that pid runs, but whether it is this "
+                       "run's supervisor cannot be told, so nothing was signalled";
+    }
+    return found;
+  }
+  std::string problem;
+  const auto recorded = identity_from_json(j, problem);
+  if (!recorded) {
+    found.unverifiable = true;
+    found.stranger = "supervisor.pid cannot be read (" +
+                     (j.is_discarded() ? std::string("not JSON") : problem) +
+                     "): nothing was signalled";
+    return found;
+  }
+  const auto now = read_identity(recorded->pid);
+  if (!now || !process_running(recorded->pid)) return found;  // it has ended
+  if (matches(*recorded, now)) {
+    found.running = recorded;
+  } else {
+    found.stranger = "supervisor.pid names pid " + std::to_string(recorded->pid) +
+                     ", which is not this run's supervisor (" + how_it_differs(*recorded, *now) +
+                     "): nothing was signalled";
+  }
+  return found;
 }
 
-void RunDirectory::write_process_groups(const std::vector<int>& pgids) const {
-  write_file_atomically(dir_ / "pgids.json", json(pgids).dump());
+void RunDirectory::write_process_groups(const std::vector<ProcessGroupRecord>& groups) const {
+  json records = json::array();
+  for (const auto& group : groups) {
+    auto record = identity_json(group.leader);
+    record["session"] = group.session;
+    records.push_back(record);
+  }
+  write_file_atomically(dir_ / "pgids.json", records.dump());
 }
 
-std::vector<int> RunDirectory::process_groups() const {
+RunDirectory::ProcessGroups RunDirectory::process_groups() const {
+  const auto file = dir_ / "pgids.json";
   std::error_code ec;
-  if (!fs::exists(dir_ / "pgids.json", ec)) return {};
-  return json::parse(read_file(dir_ / "pgids.json")).get<std::vector<int>>();
+  if (!fs::exists(file, ec)) return {};
+  const auto j = json::parse(read_file(file), nullptr, false);
+  ProcessGroups found;
+  if (j.is_array() && std::all_of(j.begin(), j.end(), [](const json& e) {
+        return e.is_number_integer() && e.get<int64_t>() > 0 && e.get<int64_t>() <= INT32_MAX;
+      })) {
+    // Bare group ids: what runs in them now may be anyone's.
+    const auto ids = j.get<std::vector<int>>();
+    std::vector<int> running;
+    for (pid_t pid : any_processes_in_groups(ids)) running.push_back(pid);
+    if (!running.empty())
+      found.unverifiable = "pgids.json holds only process group ids (" + joined(ids) + "), " +
+                           kBareNumbers + ": processes run in them (pid " + joined(running) +
+                           "), but whether they are this run's cannot be told, so nothing was "
+                           "signalled";
+    return found;
+  }
+  std::string problem;
+  if (!j.is_array()) problem = j.is_discarded() ? "not JSON" : "expected an array of groups";
+  for (size_t i = 0; problem.empty() && i < j.size(); ++i) {
+    const auto leader = identity_from_json(j[i], problem);
+    const auto session = j[i].find("session");
+    if (leader && (session == j[i].end() || !session->is_number_integer() ||
+                   session->get<int64_t>() <= 0 || session->get<int64_t>() > INT32_MAX))
+      problem = "\"session\" is not a session id";
+    if (!problem.empty()) problem = "entry " + std::to_string(i + 1) + ": " + problem;
+    if (problem.empty()) found.groups.push_back({*leader, session->get<pid_t>()});
+  }
+  if (!problem.empty()) {
+    found.groups.clear();
+    found.unverifiable = "pgids.json cannot be read (" + problem + "): nothing was signalled";
+  }
+  return found;
 }
 
 void RunDirectory::write_final(const FinalState& s) const {

@@ -1,8 +1,13 @@
 #pragma once
 // Where one run lives on a node: $HOME/.flotilla/runs/<run>/ holds the start
-// request, the supervisor's pid, the ranks' process groups, the spool of
+// request, the supervisor's identity, the ranks' process groups, the spool of
 // every record, the final state and each rank's log. The run's files, not any
 // connection, are the truth: a new agent session reads them to reattach.
+//
+// supervisor.pid and pgids.json name processes to signal, so they hold each
+// process's identity (pid, start time, boot id), not just its pid: after a
+// reboot or a pid wrap the same numbers are other processes. A file of bare
+// numbers (agents before identities, or a hand-written one) signals nothing.
 
 #include <filesystem>
 #include <optional>
@@ -10,6 +15,7 @@
 #include <vector>
 
 #include "flotilla/protocol/messages.h"
+#include "processes.h"
 
 namespace flotilla::agent {
 
@@ -37,11 +43,26 @@ class RunDirectory {
   void write_start(const protocol::StartRun& start) const;
   protocol::StartRun read_start() const;
 
-  void write_supervisor_pid(int pid) const;
-  std::optional<int> supervisor_pid() const;  // only while that process is alive
+  // What supervisor.pid says of the run's supervisor, checked against /proc.
+  struct Supervisor {
+    std::optional<ProcessIdentity> running;  // the supervisor, while that very process runs
+    // When supervisor.pid names a running process that is not the run's
+    // supervisor, or one that cannot be told to be: why, in words.
+    std::string stranger;
+    bool unverifiable = false;  // the file cannot say (bare pid, damaged)
+  };
+  void write_supervisor(const ProcessIdentity& supervisor) const;
+  Supervisor supervisor() const;
+  bool supervisor_running() const { return supervisor().running.has_value(); }
 
-  void write_process_groups(const std::vector<int>& pgids) const;
-  std::vector<int> process_groups() const;
+  struct ProcessGroups {
+    std::vector<ProcessGroupRecord> groups;  // only those recorded with their identity
+    // When pgids.json holds bare ids (or cannot be read) and processes run in
+    // those groups: why none of them is signalled, in words; else empty.
+    std::string unverifiable;
+  };
+  void write_process_groups(const std::vector<ProcessGroupRecord>& groups) const;
+  ProcessGroups process_groups() const;
 
   void write_final(const FinalState& state) const;
   std::optional<FinalState> final_state() const;

@@ -148,11 +148,13 @@ void Session::start(const protocol::StartRun& start) {
                  dir.path() / "supervisor.log");
   // The supervisor writes its process groups once every rank has started.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  std::vector<int> pgids;
-  while ((pgids = dir.process_groups()).size() < start.ranks.size() && !dir.final_state() &&
+  std::vector<ProcessGroupRecord> groups;
+  while ((groups = dir.process_groups().groups).size() < start.ranks.size() && !dir.final_state() &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  send(protocol::Started{start.run, {pgids.begin(), pgids.end()}});
+  protocol::Started started{start.run, {}};
+  for (const auto& group : groups) started.pids.push_back(group.leader.pid);
+  send(started);
   follow(start.run, 0);
 }
 
@@ -160,11 +162,13 @@ void Session::stop(const protocol::StopRun& stop) {
   RunDirectory dir(options_.home, stop.run);
   if (!RunDirectory::valid_run_name(stop.run) || !dir.exists())
     throw std::runtime_error("no run \"" + stop.run + "\" on this node");
-  if (auto pid = dir.supervisor_pid()) {
+  bool signalled = false;
+  if (const auto supervisor = dir.supervisor().running) {
     write_file_atomically(dir.path() / "stop_grace_s", format_number(stop.grace_s));
     write_file_atomically(dir.path() / "stop_why", stop.why);  // empty: on request
-    ::kill(*pid, SIGTERM);
-  } else if (!dir.final_state()) {
+    signalled = signal_process(*supervisor, SIGTERM);
+  }
+  if (!signalled && !dir.final_state()) {
     // A stop sent because another node failed can reach this node before
     // its follower notices the dead supervisor: that death is this node's
     // failure (often the cause of the other's), not a stop on request.
@@ -175,23 +179,37 @@ void Session::stop(const protocol::StopRun& stop) {
 
 void Session::end_orphaned_run(const std::string& run, const std::string& outcome_if_clean) {
   RunDirectory dir(options_.home, run);
-  const auto pgids = dir.process_groups();
+  // What the files name but is not the run's (or cannot be told to be) is
+  // said in the run's end and left alone.
+  const auto supervisor = dir.supervisor();
+  const auto recorded = dir.process_groups();
+  std::vector<std::string> strangers;
+  if (!supervisor.stranger.empty()) strangers.push_back(supervisor.stranger);
+  if (!recorded.unverifiable.empty()) strangers.push_back(recorded.unverifiable);
+  for (const auto& group : recorded.groups)
+    if (auto words = strangers_in_group(group); !words.empty()) strangers.push_back(words);
+  const auto& groups = recorded.groups;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  auto left = processes_in_groups(pgids);
+  auto left = processes_in_groups(groups);
   for (; !left.empty() && std::chrono::steady_clock::now() < give_up;
-       left = processes_in_groups(pgids)) {
-    signal_groups(pgids, SIGKILL);
+       left = processes_in_groups(groups)) {
+    signal_groups(groups, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // Ranks lose their record pipe with the supervisor and usually die of it.
+  // Ranks die with their supervisor (PR_SET_PDEATHSIG); these are what is left.
   std::string message = outcome_if_clean == "failed"
                             ? "the run's supervisor died without ending it; its ranks were stopped"
                             : "the run's supervisor had died; no process of the run is left";
   std::string outcome = outcome_if_clean;
+  if (supervisor.unverifiable || !recorded.unverifiable.empty()) {
+    outcome = "failed";
+    message = "the run is ended here, but whether a process of it still runs cannot be told";
+  }
   if (!left.empty()) {
     outcome = "failed";
     message += ", but " + std::to_string(left.size()) + " process(es) survive SIGKILL";
   }
+  for (const auto& words : strangers) message += "; " + words;
   SpoolWriter spool(dir.spool());
   spool.append(protocol::encode(protocol::RunEnd{run, spool.next_seq(), outcome, message}));
   dir.write_final({outcome, message, spool.last_seq()});
@@ -209,9 +227,9 @@ void Session::status(const protocol::StatusRequest& request) {
     SpoolReader reader(dir.spool());
     reader.poll(
         [&](std::string_view line) { reply.last_seq = seq_of(line).value_or(reply.last_seq); });
-    if (!dir.supervisor_pid()) reply.state = "lost";
+    if (!dir.supervisor_running()) reply.state = "lost";
   }
-  for (pid_t pid : processes_in_groups(dir.process_groups())) reply.live_pids.push_back(pid);
+  for (pid_t pid : processes_in_groups(dir.process_groups().groups)) reply.live_pids.push_back(pid);
   send(reply);
 }
 
@@ -244,18 +262,18 @@ void Session::follow(const std::string& run, int64_t after_seq) {
       // trains on without anyone to report it and the peers fail fast.
       if (std::chrono::steady_clock::now() >= next_check) {
         next_check += std::chrono::seconds(1);
-        if (!dir.supervisor_pid() && !dir.final_state()) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a clean end in flight
-          try {
+        try {
+          if (!dir.supervisor_running() && !dir.final_state()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a clean end in flight
             if (!dir.final_state()) end_orphaned_run(run, "failed");
-          } catch (const std::exception& e) {
-            // Its end cannot be spooled (a full disk): said here, the only
-            // way left, and the session serves on.
-            send(protocol::Error{"run " + run + " ended without its end in the spool: " + e.what(),
-                                 run});
-            break;
+            continue;
           }
-          continue;
+        } catch (const std::exception& e) {
+          // Its end cannot be spooled (a full disk): said here, the only
+          // way left, and the session serves on.
+          send(protocol::Error{"run " + run + " ended without its end in the spool: " + e.what(),
+                               run});
+          break;
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -121,7 +121,9 @@ class Supervisor {
 
   int run() {
     block_signals();
-    dir_.write_supervisor_pid(getpid());
+    const auto self = read_identity(getpid());
+    if (!self) throw std::runtime_error("cannot read this supervisor's own /proc/self/stat");
+    dir_.write_supervisor(*self);
     start_ranks();
     auto next_sample = Clock::now();
     while (!all_exited()) {
@@ -132,7 +134,7 @@ class Supervisor {
       }
       wait_for_events(next_sample);
       check_stalls();
-      if (stopping_ && Clock::now() >= kill_deadline_) signal_groups(pgids_, SIGKILL);
+      if (stopping_ && Clock::now() >= kill_deadline_) signal_groups(groups_, SIGKILL);
     }
     drain_outputs();
     finish();
@@ -166,11 +168,11 @@ class Supervisor {
            {"FLOTILLA_RUN", start_.run}},
           data_limit);
       r->last_record = Clock::now();
-      pgids_.push_back(r->process.pid);
+      groups_.push_back(r->process.group);
       ranks_.push_back(std::move(r));
       // Known before the next spawn: if that one fails, whoever ends the run
       // finds every group already started and stops it.
-      dir_.write_process_groups(pgids_);
+      dir_.write_process_groups(groups_);
     }
   }
 
@@ -259,9 +261,9 @@ class Supervisor {
     }
     if (stopping_) return;
     stopping_ = true;
-    signal_groups(pgids_, SIGTERM);
+    signal_groups(groups_, SIGTERM);
     // A stopped (frozen) rank acts on the SIGTERM only once it runs again.
-    signal_groups(pgids_, SIGCONT);
+    signal_groups(groups_, SIGCONT);
     kill_deadline_ = Clock::now() + std::chrono::milliseconds(int(start_grace_s() * 1000));
   }
 
@@ -428,8 +430,8 @@ class Supervisor {
     settle_failure();
     // A run is over only when no process of it is left, whatever the ranks said.
     const auto give_up = Clock::now() + std::chrono::seconds(30);
-    for (auto left = processes_in_groups(pgids_); !left.empty();
-         left = processes_in_groups(pgids_)) {
+    for (auto left = processes_in_groups(groups_); !left.empty();
+         left = processes_in_groups(groups_)) {
       if (Clock::now() > give_up) {
         // Uninterruptible processes: say so rather than claim the run is over.
         outcome_ = "failed";
@@ -437,7 +439,7 @@ class Supervisor {
                     " process(es) of the run survive SIGKILL, first pid " + std::to_string(left[0]);
         break;
       }
-      signal_groups(pgids_, SIGKILL);
+      signal_groups(groups_, SIGKILL);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     sample_system();
@@ -464,7 +466,7 @@ class Supervisor {
   int64_t stall_timeout_s_;
   SystemSampler sampler_;
   std::vector<std::unique_ptr<Rank>> ranks_;
-  std::vector<int> pgids_;
+  std::vector<ProcessGroupRecord> groups_;  // as recorded in pgids.json
   int signal_fd_ = -1;
   bool stopping_ = false;
   Clock::time_point kill_deadline_;
@@ -491,18 +493,23 @@ int run_supervisor(const SupervisorOptions& options) {
     std::cerr << "flotilla-agent supervise " << options.run << ": " << e.what() << "\n";
     try {
       RunDirectory dir(options.home, options.run);
-      // Ranks started before the failure (a later spawn failed) go with it.
-      const auto pgids = dir.process_groups();
+      // Ranks started before the failure (a later spawn failed) go with it;
+      // what pgids.json names but is not theirs is said and left alone.
+      const auto recorded = dir.process_groups();
+      std::string message = e.what();
+      if (!recorded.unverifiable.empty()) message += "; " + recorded.unverifiable;
+      for (const auto& group : recorded.groups)
+        if (auto words = strangers_in_group(group); !words.empty()) message += "; " + words;
       const auto give_up = Clock::now() + std::chrono::seconds(30);
-      for (auto left = processes_in_groups(pgids); !left.empty() && Clock::now() < give_up;
-           left = processes_in_groups(pgids)) {
-        signal_groups(pgids, SIGKILL);
+      for (auto left = processes_in_groups(recorded.groups);
+           !left.empty() && Clock::now() < give_up; left = processes_in_groups(recorded.groups)) {
+        signal_groups(recorded.groups, SIGKILL);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       SpoolWriter spool(dir.spool());
       spool.append(
-          protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", e.what()}));
-      dir.write_final({"failed", e.what(), spool.last_seq()});
+          protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", message}));
+      dir.write_final({"failed", message, spool.last_seq()});
     } catch (...) {
     }
     return 1;

@@ -17,6 +17,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,72 @@ inline std::vector<int> alive_in(const std::vector<int>& pgids) {
   }
   return alive;
 }
+
+// The pid the run directory's supervisor.pid names: {"pid": ...} as the
+// agent writes it, or the bare number agents before process identities wrote.
+inline int supervisor_pid_in(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / "supervisor.pid");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_number_integer()) return j.get<int>();
+  if (j.is_object() && j.contains("pid") && j["pid"].is_number_integer()) return j["pid"];
+  return 0;
+}
+
+// Field 22 of /proc/PID/stat: when it started, in clock ticks after boot.
+inline uint64_t start_time_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  std::istringstream fields(line.substr(line.rfind(')') + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+  }
+  return std::stoull(field);
+}
+
+inline std::string this_boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// Alive and not a zombie, as /proc says.
+inline bool running(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  return std::getline(stat, line) && line[line.rfind(')') + 2] != 'Z';
+}
+
+// A `sleep` that is no process of any run, the leader of a process group of
+// its own: what a stale or forged pid file may name. SIGKILLed (its group)
+// and reaped at scope end, whatever the test did meanwhile.
+class Stranger {
+ public:
+  Stranger() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      execlp("sleep", "sleep", "600", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    setpgid(pid_, pid_);  // also here: in its group before the test names it
+  }
+  ~Stranger() {
+    if (pid_ <= 0) return;
+    kill(-pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  Stranger(const Stranger&) = delete;
+  Stranger& operator=(const Stranger&) = delete;
+  int pid() const { return pid_; }
+  bool running() const { return testing::running(pid_); }
+
+ private:
+  pid_t pid_ = -1;
+};
 
 inline void expect_contiguous(const std::vector<nlohmann::json>& messages, int64_t first) {
   int64_t expected = first;

@@ -461,16 +461,9 @@ std::pair<json, bool> stop_after_killing_the_supervisor(const std::string& why) 
       agent.until([](const json& m) { return m["type"] == "record"; }, std::chrono::seconds(60));
   const auto pgids = pgids_of(first);
   EXPECT_EQ(pgids.size(), 2u);
-  std::ifstream pid_file(home.path() / "runs" / "run-orphan" / "supervisor.pid");
-  int supervisor = 0;
-  pid_file >> supervisor;
+  const int supervisor = supervisor_pid_in(home.path() / "runs" / "run-orphan");
   if (supervisor <= 1 || kill(supervisor, SIGKILL) != 0) return {json{}, true};
   // Gone once /proc says so: PID 1 here may be slow to reap it, or never do.
-  auto running = [](int pid) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    return std::getline(stat, line) && line[line.rfind(')') + 2] != 'Z';
-  };
   while (running(supervisor)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   json stop{{"v", 1}, {"type", "stop"}, {"run", "run-orphan"}};
   if (!why.empty()) stop["why"] = why;
