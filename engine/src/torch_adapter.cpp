@@ -436,7 +436,8 @@ std::string autocast_problem(bool cuda, c10::ScalarType dtype) {
     torch::Tensor loss;
     {
       AutocastScope scope(cuda, dtype);
-      auto features = torch::max_pool2d(torch::conv2d(images, weight, {}, 1, 1).relu(), 2);
+      auto features = torch::max_pool2d(
+          torch::conv2d(images, weight, torch::Tensor(), /*stride=*/1, /*padding=*/1).relu(), 2);
       auto logits = torch::linear(features.flatten(1), dense);
       if (logits.scalar_type() != dtype)
         return std::string("autocast left a linear layer's output in ") +
@@ -460,9 +461,10 @@ bool allreduces(bool cuda, c10::ScalarType dtype) {
   try {
     auto options = c10d::ProcessGroupGloo::Options::create();
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    c10d::ProcessGroupGloo alone(c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
+    auto alone = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
     std::vector<at::Tensor> values{torch::ones({4}, at::TensorOptions().dtype(dtype))};
-    alone.allreduce(values)->wait();
+    alone->allreduce(values)->wait();
     works = values[0].to(at::kFloat).eq(1).all().item<bool>();
   } catch (const std::exception&) {
     works = false;

@@ -421,8 +421,11 @@ TEST(TrainProcess, Bf16PipelineSendsActivationsAndGradientsInHalfTheBytes) {
       EXPECT_EQ(half[i] * 2, full[i]) << "rank " << rank;
     }
   }
-  for (const auto& step : of_type(bf16.records, "step"))
-    if (step.contains("loss")) EXPECT_TRUE(std::isfinite(step["loss"].get<double>()));
+  for (const auto& step : of_type(bf16.records, "step")) {
+    if (step.contains("loss")) {
+      EXPECT_TRUE(std::isfinite(step["loss"].get<double>()));
+    }
+  }
 }
 
 TEST(TrainProcess, Fp16OnTheCpuIsRefusedNamingThePrecisionWhereLibTorchCannot) {

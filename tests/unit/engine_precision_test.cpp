@@ -3,6 +3,9 @@
 // what this LibTorch cannot do.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <limits>
+
 #include "comm/communicator.h"
 #include "comm/gradient_buckets.h"
 #include "flotilla/engine/training.h"
