@@ -300,7 +300,9 @@ rates = [float(s["samples_per_s"]) for s in steps[min(20, len(steps) // 4):]]
 epochs = by.get("epoch", [])
 if rates and epochs:
     with open(sys.argv[2], "a") as table:
-        table.write(f"train\t{steps[0].get('samples', '?')}-sample steps x {len(steps)}, fp32\t"
+        start = (by.get("start") or [{}])[0]
+        table.write(f"train\t{start.get('model', '?')} {start.get('dataset', '?')} "
+                    f"b{steps[0].get('samples', '?')}, {len(steps)} steps, {start.get('precision', 'fp32')}\t"
                     f"{statistics.median(rates):.0f} samples/s, test acc {epochs[-1]['acc_test']:.4f}\tOK\n")
 PY
   fi
@@ -544,7 +546,7 @@ fi
 
 # The one table: every stage's rows, in the order they ran.
 print_table() {
-  echo "######## table ($(elapsed) s of DEADLINE_S=$DEADLINE_S; $(python3 -c 'import torch;print("torch",torch.__version__)' 2>/dev/null), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+  echo "######## table ($(elapsed) s of DEADLINE_S=$DEADLINE_S; $("$PYTHON" -c 'import torch;print("torch",torch.__version__)' 2>/dev/null), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
   if [[ -s $TABLE ]]; then
     python3 - "$TABLE" <<'PY'
 import sys
