@@ -461,8 +461,8 @@ bool allreduces(bool cuda, c10::ScalarType dtype) {
   try {
     auto options = c10d::ProcessGroupGloo::Options::create();
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    auto alone = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
+    auto alone = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::HashStore>(),
+                                                             0, 1, options);
     std::vector<at::Tensor> values{torch::ones({4}, at::TensorOptions().dtype(dtype))};
     alone->allreduce(values)->wait();
     works = values[0].to(at::kFloat).eq(1).all().item<bool>();

@@ -223,7 +223,8 @@ RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options
                                  : std::vector<std::vector<int64_t>>{};
   // Boundaries and gradient buckets carry the compute dtype (a bf16 run on a
   // Gloo without bfloat16 sends float16: two bytes alike).
-  const int64_t value_bytes = static_cast<int64_t>(c10::elementSize(compute_dtype(config.precision)));
+  const int64_t value_bytes =
+      static_cast<int64_t>(c10::elementSize(compute_dtype(config.precision)));
   for (int64_t b = 0; b + 1 < stages; ++b) {
     BoundaryPlan boundary;
     boundary.boundary = b;
@@ -261,8 +262,8 @@ RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options
     }
     int64_t allreduce_bytes = 0;
     if (group) {
-      stage.allreduce = allreduce_of(stage_blocks(model, plan.balance, s), *group,
-                                     config.bucket_mb, value_bytes);
+      stage.allreduce =
+          allreduce_of(stage_blocks(model, plan.balance, s), *group, config.bucket_mb, value_bytes);
       allreduce_bytes = stage.allreduce->bytes_per_step;
     }
     stage.bytes_sent_per_step = stage.bytes_recv_per_step = allreduce_bytes;
