@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# gpu_check.sh: build the engine and agent against the GPU machine's CUDA
-# LibTorch (python3's torch), run their tests, then train Fashion-MNIST on the
-# GPU and print the CUDA fields of its records.
+# gpu_check.sh: the one GPU acceptance run. Builds the engine against the GPU
+# machine's CUDA LibTorch (python3's torch), trains Fashion-MNIST on the GPU,
+# times the engine against PyTorch eager in fp32 and bf16 (ResNet-18,
+# MobileNetV2, ViT, small CNN), checks that bf16 trains to within 1 accuracy
+# point of fp32, runs the GPU and precision tests, and ends in one table.
+# The default run fits in 6 minutes on an H100 (build about 83 s with 12 jobs).
 #
 # Usage (from any directory on the GPU machine):
 #   bash scripts/gpu_check.sh [STAGE...]
-# STAGEs, in order (default: all of them):
-#   env configure build train diag test summary   (diag only when named)
+# STAGEs, in order (default: env configure build train bench accuracy test table summary):
+#   env configure build train bench accuracy test table summary   (diag only when named)
+#   bench     engine vs PyTorch eager, fp32 and bf16 (autocast), one process per
+#             engine run and one peer process per model: $OUT/bench.json, bench.log
+#   accuracy  small_cnn and resnet18 on Fashion-MNIST, fp32 then bf16, same seed
+#             and steps: test accuracy of each, within 1 point?  $OUT/accuracy.log
+#   table     every stage's figures in one table (from $OUT/table.tsv, which
+#             each stage appends to): also printed at the very end
 # Settings, all from the environment:
 #   SRC          source tree to build          (default: the tree holding this script)
 #   GPU_DIR      carried folder with deps/, deps-zlib/, gloo-include/, data/
@@ -16,9 +25,14 @@
 #   JOBS         parallel compile jobs         (default: nproc)
 #   BUILD_TYPE   CMake build type              (default: Release)
 #   EXTRA_CMAKE_ARGS  appended to the configure line (e.g. -DCMAKE_CXX_STANDARD=20)
-#   TARGETS      what to build (default: flotilla-train flotilla-agent and the four test programs)
-#   TESTS        test programs to run          (default: engine_tests protocol_tests agent_tests train_process_tests)
-#   GTEST_FILTER passed to every test program  (default: -*Long*  i.e. skip the two-epoch CPU run)
+#   FULL=1       the broad run of before: every target, every test program
+#                (engine_tests protocol_tests agent_tests train_process_tests, all
+#                but *Long*), deadline 570 s; longer than 6 minutes
+#   TARGETS      what to build (default: flotilla-train engine_tests train_process_tests;
+#                FULL=1: also flotilla-agent protocol_tests agent_tests)
+#   TESTS        test programs to run          (default: engine_tests train_process_tests)
+#   GTEST_FILTER passed to every test program  (default: the GPU and precision tests,
+#                see DEFAULT_FILTER below; FULL=1: -*Long*)
 #   GTEST_FILTER_<program>  that program's own filter instead (e.g. GTEST_FILTER_agent_tests=Agent.Stop*)
 #   PER_TEST     1 (default): each test in its own process, so a crash costs one test; 0: whole programs
 #   EACH_TIMEOUT seconds per test with PER_TEST=1 (default: 90)
@@ -26,17 +40,30 @@
 #   PRELOAD_STDCXX 1 (default): tests run with LD_PRELOAD=libstdc++.so.6 (see pytorch#133437 below);
 #                0 shows the crash of engine_tests' TempDir tests against a LibTorch 2.x wheel
 #   TEST_TIMEOUT seconds per test program      (default: 240)
-#   DEADLINE_S   seconds after start by which every stage must end (default: 570; the tool's limit is 600)
+#   DEADLINE_S   seconds after start by which every stage must end (default: 350, i.e. under
+#                6 minutes; FULL=1: 570, the device tool's limit being 600); a stage that
+#                would start too late is skipped and says so in the table
 #   STEPS        flotilla-train max_steps      (default: 400)
 #   BATCH        batch_size of that run        (default: 64, the preset's)
 #   TRAIN_CONFIG a YAML of your own for the training stage instead of the generated one
 #   TRAIN_ARGS   extra flotilla-train arguments
+#   BENCH_ROWS   models of the bench stage     (default: resnet18 mobilenet_v2 vit small_cnn)
+#   BENCH_PRECISIONS  (default: fp32 bf16)
+#   BENCH_REPEATS     runs of each, best kept (default: 1)
+#   BENCH_ARGS   extra engine_vs_pytorch.py arguments (e.g. --steps 50, --warmup 10)
+#   CHANNELS_LAST 1 (default): CNN rows in NHWC on both sides (both engine and PyTorch); 0: NCHW
+#   ACC_MODELS   models of the accuracy stage  (default: small_cnn resnet18)
+#   ACC_STEPS    steps of each accuracy run    (default: 600, batch 64: 0.64 epochs)
+#   DEVICE       device of the train, bench and accuracy stages (default: cuda; cpu
+#                smoke-tests those stages' pieces on a machine without a GPU)
+#   PYTHON       the python with torch that runs the PyTorch peer (default: python3)
 #   DEPS_ZLIB=1  link the carried static zlib even where the machine has zlib.h
 # With the device tool (GPU machine), after copying the committed source to .gpu/src:
 #   run  command: bash .gpu/src/scripts/gpu_check.sh   carry: [".gpu"]
-# Logs: $OUT/{env,configure,build,train,tests,summary}.log, diag.log and $OUT/train_records.jsonl.
+# Logs: $OUT/{env,configure,build,train,bench,accuracy,tests,summary}.log, diag.log,
+# $OUT/train_records.jsonl, $OUT/bench.json, $OUT/table.tsv.
 # summary.log (also printed at the end) has one line per test: PASS, FAIL, SKIP,
-# CRASH or TIMEOUT, and the output of each that did not pass.
+# CRASH or TIMEOUT, and the output of each that did not pass; the table follows it.
 set -uo pipefail
 
 T0=$(date +%s)
@@ -52,22 +79,53 @@ BUILD=${BUILD:-/tmp/flotilla-gpu-build}
 OUT=${OUT:-$PWD/gpu-out}
 JOBS=${JOBS:-$(nproc)}
 BUILD_TYPE=${BUILD_TYPE:-Release}
-TARGETS=${TARGETS:-flotilla-train flotilla-agent engine_tests protocol_tests agent_tests train_process_tests}
-TESTS=${TESTS:-engine_tests protocol_tests agent_tests train_process_tests}
-GTEST_FILTER=${GTEST_FILTER:--*Long*}
+# The GPU tests, the precision tests (engine_tests: autocast, loss scale, bf16
+# and fp16 buckets; train_process_tests: the bf16 runs' bytes, on the CPU
+# with this LibTorch's Gloo); the train stage is the Fashion-MNIST run on the GPU.
+DEFAULT_FILTER='Gpu.*:Autocast.*:Precision.*:LossScaler.*:ChannelsLast.*:*ReducedPrecisionBuckets*:TrainProcess.Bf16*:TrainProcess.Fp16*'
+if [[ ${FULL:-0} == 1 ]]; then
+  TARGETS=${TARGETS:-flotilla-train flotilla-agent engine_tests protocol_tests agent_tests train_process_tests}
+  TESTS=${TESTS:-engine_tests protocol_tests agent_tests train_process_tests}
+  GTEST_FILTER=${GTEST_FILTER:--*Long*}
+  DEADLINE_S=${DEADLINE_S:-570}
+else
+  TARGETS=${TARGETS:-flotilla-train engine_tests train_process_tests}
+  TESTS=${TESTS:-engine_tests train_process_tests}
+  GTEST_FILTER=${GTEST_FILTER:-$DEFAULT_FILTER-*Long*}
+  DEADLINE_S=${DEADLINE_S:-350}
+fi
 TEST_TIMEOUT=${TEST_TIMEOUT:-240}
-DEADLINE_S=${DEADLINE_S:-570}
 STEPS=${STEPS:-400}
 BATCH=${BATCH:-64}
-STAGES=${*:-env configure build train test summary}
+BENCH_ROWS=${BENCH_ROWS:-resnet18 mobilenet_v2 vit small_cnn}
+BENCH_PRECISIONS=${BENCH_PRECISIONS:-fp32 bf16}
+BENCH_REPEATS=${BENCH_REPEATS:-1}
+CHANNELS_LAST=${CHANNELS_LAST:-1}
+ACC_MODELS=${ACC_MODELS:-small_cnn resnet18}
+ACC_STEPS=${ACC_STEPS:-600}
+DEVICE=${DEVICE:-cuda}
+PYTHON=${PYTHON:-python3}
+STAGES=${*:-env configure build train bench accuracy test table summary}
 mkdir -p "$OUT" "$BUILD"
 SUMMARY=$OUT/summary.log
 : >"$SUMMARY"
+TABLE=$OUT/table.tsv
+# A stage run alone adds to the table of the run before; a whole run starts it afresh.
+if [[ -z ${*:-} ]]; then : >"$TABLE"; else touch "$TABLE"; fi
 
 say() { echo "== $*" | tee -a "$SUMMARY"; }
 elapsed() { echo $(($(date +%s) - T0)); }
 left() { echo $((DEADLINE_S - $(date +%s) + T0)); }
 want() { [[ " $STAGES " == *" $1 "* ]]; }
+# One row of the final table: SECTION ITEM VALUE [VERDICT] (tab-separated).
+table_row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$TABLE"; }
+# Whether SECONDS are left before the deadline; otherwise notes the stage as not run.
+time_for() {
+  (( $(left) >= $2 )) && return 0
+  say "$1: not run, $(left) s left before the deadline (needs about $2)"
+  table_row "$1" "not run" "$(left) s left of DEADLINE_S=$DEADLINE_S" "SKIPPED"
+  return 1
+}
 want_any() { local x; for x; do want "$x" && return 0; done; return 1; }
 
 # ---- environment: torch, CUDA, NCCL headers, the carried dependencies
@@ -136,6 +194,7 @@ if want configure; then
     "${ZLIB_ARGS[@]}" ${EXTRA_CMAKE_ARGS:-} 2>&1 | tee "$OUT/configure.log"
   rc=${PIPESTATUS[0]}
   say "configure: exit $rc ($(elapsed) s)"
+  table_row "build" "configure" "exit $rc at $(elapsed) s" "$([[ $rc == 0 ]] && echo OK || echo FAIL)"
   [[ $rc == 0 ]] || { cat "$SUMMARY"; exit 1; }
 fi
 
@@ -146,6 +205,7 @@ if want build; then
     cmake --build "$BUILD" -j "$JOBS" --target $TARGETS -- -k 0 2>&1 | tee "$OUT/build.log" | grep -v '^\[' 
   rc=${PIPESTATUS[0]}
   say "build: exit $rc ($(elapsed) s)"
+  table_row "build" "$TARGETS" "exit $rc at $(elapsed) s" "$([[ $rc == 0 ]] && echo OK || echo FAIL)"
   if [[ $rc != 0 ]]; then
     grep -E 'error|FAILED' "$OUT/build.log" | head -60 | tee -a "$SUMMARY"
   fi
@@ -199,7 +259,7 @@ epochs: 1
 max_steps: $STEPS
 optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}
 lr_schedule: {name: cosine}
-device: cuda
+device: $DEVICE
 seed: 1
 threads: 4
 EOF
@@ -210,7 +270,8 @@ EOF
       --records "$OUT/train_records.jsonl" ${TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log"
     rc=${PIPESTATUS[0]}
     say "train: exit $rc ($(elapsed) s)"
-    python3 - "$OUT/train_records.jsonl" <<'PY' 2>&1 | tee -a "$OUT/train.log" "$SUMMARY"
+    [[ $rc == 0 ]] || table_row "train" "small_cnn fp32, $STEPS steps" "exit $rc" "FAIL"
+    python3 - "$OUT/train_records.jsonl" "$TABLE" <<'PY' 2>&1 | tee -a "$OUT/train.log" "$SUMMARY"
 import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 by = {}
@@ -235,7 +296,99 @@ if steps:
         v = [int(s[k]) for s in steps if k in s]
         if v: print(f"{k}: last {v[-1]/MiB:.1f} MiB  max {max(v)/MiB:.1f} MiB")
 for r in by.get("epoch", []) + by.get("end", []): print(r.get("type") + ":", r)
+rates = [float(s["samples_per_s"]) for s in steps[min(20, len(steps) // 4):]]
+epochs = by.get("epoch", [])
+if rates and epochs:
+    with open(sys.argv[2], "a") as table:
+        start = (by.get("start") or [{}])[0]
+        table.write(f"train\t{start.get('model', '?')} {start.get('dataset', '?')} "
+                    f"b{steps[0].get('samples', '?')}, {len(steps)} steps, {start.get('precision', 'fp32')}\t"
+                    f"{statistics.median(rates):.0f} samples/s, test acc {epochs[-1]['acc_test']:.4f}\tOK\n")
 PY
+  fi
+fi
+
+# bench: the engine against PyTorch eager on the GPU, each model in fp32 and
+# in bf16 (the engine's precision: bf16, PyTorch's torch.autocast), steps
+# after a warm-up timed alike on both sides (tests/bench/engine_vs_pytorch.py).
+if want bench && time_for bench 60; then
+  if [[ ! -x $BUILD/bin/flotilla-train ]]; then
+    say "bench: no $BUILD/bin/flotilla-train"
+    table_row "bench" "engine vs PyTorch" "no flotilla-train built" "FAIL"
+  else
+    say "bench ($(elapsed) s): $BENCH_ROWS, $BENCH_PRECISIONS"
+    rm -f "$OUT/bench.json"
+    cl=(); [[ $CHANNELS_LAST == 1 ]] && cl=(--channels-last)
+    timeout $(( $(left) - 10 )) "$PYTHON" "$SRC/tests/bench/engine_vs_pytorch.py" \
+      --binary "$BUILD/bin/flotilla-train" --device "$DEVICE" --threads 4 \
+      --rows $BENCH_ROWS --precision $BENCH_PRECISIONS --repeats "$BENCH_REPEATS" \
+      --no-measurement-cost --json "$OUT/bench.json" "${cl[@]}" ${BENCH_ARGS:-} 2>&1 \
+      | tee "$OUT/bench.log"
+    rc=${PIPESTATUS[0]}
+    say "bench: exit $rc ($(elapsed) s)"
+    if [[ -s $OUT/bench.json ]]; then
+      # The issue's targets: bf16 at least PyTorch's autocast on every row,
+      # and ResNet-18's bf16 at least twice its fp32.
+      python3 - "$OUT/bench.json" >>"$TABLE" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    item = f"{r['row']} b{r['batch']} {r['precision']}" + (" NHWC" if r["channels_last"] else "")
+    value = (f"engine {r['engine_per_s']:.0f}/s, PyTorch {r['pytorch_per_s']:.0f}/s: "
+             f"{r['engine_over_pytorch']:.2f}x")
+    verdict = ""
+    if r["precision"] != "fp32":
+        verdict = "OK" if r["engine_over_pytorch"] >= 1.0 else "BELOW PyTorch"
+        if r["engine_over_its_fp32"]:
+            value += f"; {r['engine_over_its_fp32']:.2f}x engine fp32"
+            if r["row"] == "resnet18" and r["engine_over_its_fp32"] < 2.0:
+                verdict += ", <2x fp32"
+    print(f"bench\t{item}\t{value}\t{verdict}")
+PY
+    fi
+    [[ $rc == 0 ]] || table_row "bench" "engine_vs_pytorch.py" "exit $rc (bench.log)" "FAIL"
+  fi
+fi
+
+# accuracy: each model on Fashion-MNIST in fp32 and in bf16, same seed, data
+# order and steps: bf16's test accuracy must be within 1 point of fp32's.
+if want accuracy && time_for accuracy 40; then
+  if [[ ! -x $BUILD/bin/flotilla-train ]]; then
+    say "accuracy: no $BUILD/bin/flotilla-train"
+    table_row "accuracy" "fp32 vs bf16" "no flotilla-train built" "FAIL"
+  else
+    say "accuracy ($(elapsed) s): $ACC_MODELS, $ACC_STEPS steps, fp32 and bf16"
+    : >"$OUT/accuracy.log"
+    for model in $ACC_MODELS; do
+      for precision in fp32 bf16; do
+        cfg=$BUILD/accuracy_${model}_$precision.yaml
+        printf '%s\n' "name: accuracy-$model-$precision" "model: $model" "dataset: fashion_mnist" \
+          "data_dir: $DATA_DIR" "batch_size: 64" "epochs: 1" "max_steps: $ACC_STEPS" \
+          "optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}" \
+          "device: $DEVICE" "precision: $precision" "seed: 1" "threads: 4" >"$cfg"
+        rm -f "$OUT/accuracy_${model}_$precision.jsonl"
+        timeout $(( $(left) > 70 ? 60 : 20 )) "$BUILD/bin/flotilla-train" --config "$cfg" \
+          --records "$OUT/accuracy_${model}_$precision.jsonl" >>"$OUT/accuracy.log" 2>&1
+        echo "$model $precision: exit $?" | tee -a "$OUT/accuracy.log"
+      done
+    done
+    python3 - "$OUT" "$ACC_STEPS" $ACC_MODELS <<'PY' 2>&1 | tee -a "$OUT/accuracy.log" >>"$TABLE"
+import json, os, sys
+out, steps, models = sys.argv[1], sys.argv[2], sys.argv[3:]
+def accuracy(model, precision):
+    path = os.path.join(out, f"accuracy_{model}_{precision}.jsonl")
+    if not os.path.exists(path): return None
+    epochs = [r for r in map(json.loads, open(path)) if r.get("type") == "epoch"]
+    return epochs[-1]["acc_test"] if epochs else None
+for model in models:
+    fp32, bf16 = accuracy(model, "fp32"), accuracy(model, "bf16")
+    if fp32 is None or bf16 is None:
+        print(f"accuracy\t{model} Fashion-MNIST, {steps} steps\tfp32 {fp32}, bf16 {bf16}\tFAIL (no result)")
+        continue
+    verdict = "OK" if abs(bf16 - fp32) <= 0.01 else "MORE THAN 1 POINT APART"
+    print(f"accuracy\t{model} Fashion-MNIST, {steps} steps\t"
+          f"test acc fp32 {fp32:.4f}, bf16 {bf16:.4f} ({100 * (bf16 - fp32):+.2f} points)\t{verdict}")
+PY
+    say "accuracy: done ($(elapsed) s)"
   fi
 fi
 
@@ -366,12 +519,20 @@ run_tests_of() {
   done
   echo "$t: ${#tests[@]} tests: $pass passed, $fail failed, $skip skipped, $crash crashed/timed out ($(elapsed) s)" \
     | tee -a "$SUMMARY"
+  table_row "tests" "$t (${#tests[@]} of filter)" \
+    "$pass passed, $fail failed, $skip skipped, $crash crashed/timed out" \
+    "$([[ $((fail + crash)) == 0 && ${#tests[@]} -gt 0 ]] && echo OK || echo FAIL)"
   rm -f "$OUT/$t.tmp"
 }
 
 if want test; then
   : >"$OUT/tests.log"
   for t in $TESTS; do
+    if (( $(left) < 15 )); then
+      say "$t: not run, past the deadline"
+      table_row "tests" "$t" "not run: past the deadline" "SKIPPED"
+      continue
+    fi
     bin=$BUILD/bin/$t
     [[ -x $bin ]] || bin=$(find "$BUILD" -name "$t" -type f -perm -u+x | head -1)
     if [[ -z $bin || ! -x $bin ]]; then say "$t: not built"; continue; fi
@@ -383,8 +544,31 @@ if want test; then
   done
 fi
 
+# The one table: every stage's rows, in the order they ran.
+print_table() {
+  echo "######## table ($(elapsed) s of DEADLINE_S=$DEADLINE_S; $("$PYTHON" -c 'import torch;print("torch",torch.__version__)' 2>/dev/null), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+  if [[ -s $TABLE ]]; then
+    python3 - "$TABLE" <<'PY'
+import sys
+rows = [["stage", "item", "result", "verdict"]]
+rows += [(line.rstrip("\n").split("\t") + [""] * 4)[:4] for line in open(sys.argv[1]) if line.strip()]
+widths = [max(len(r[i]) for r in rows) for i in range(4)]
+for r in rows:
+    print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+PY
+  else
+    echo "(no rows: run some stages first)"
+  fi
+}
+
+if want table; then
+  table_row "total" "wall time" "$(elapsed) s" "$( (( $(elapsed) <= 360 )) && echo 'OK (<= 6 min)' || echo 'OVER 6 min')"
+  print_table | tee "$OUT/table.log"
+fi
+
 if want summary; then
   echo
   echo "######## summary ($(elapsed) s)"
   cat "$SUMMARY"
+  if want table; then echo; cat "$OUT/table.log"; fi
 fi

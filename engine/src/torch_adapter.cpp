@@ -8,12 +8,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <new>
 
 #include <torch/library.h>
 #include <torch/torch.h>
 
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -354,6 +357,120 @@ std::unique_ptr<ProcessGroupAdapter> ProcessGroupAdapter::connect(
   return std::make_unique<C10dGroup>(
       std::move(store), static_cast<int>(env.rank), static_cast<int>(env.world_size), cuda, timeout,
       cuda ? nullptr : gloo_device_towards(env.master_addr, env.master_port));
+}
+
+// LibTorch 2.4 replaced at::autocast's cpu_/gpu_-named calls by ones that
+// take the device type (the old ones remain, deprecated).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define FLOTILLA_AUTOCAST_PER_DEVICE 1
+#endif
+
+namespace {
+
+bool autocast_enabled(bool cuda) {
+#ifdef FLOTILLA_AUTOCAST_PER_DEVICE
+  return at::autocast::is_autocast_enabled(cuda ? at::kCUDA : at::kCPU);
+#else
+  return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+
+void set_autocast_enabled(bool cuda, bool enabled) {
+#ifdef FLOTILLA_AUTOCAST_PER_DEVICE
+  at::autocast::set_autocast_enabled(cuda ? at::kCUDA : at::kCPU, enabled);
+#else
+  if (cuda)
+    at::autocast::set_enabled(enabled);
+  else
+    at::autocast::set_cpu_enabled(enabled);
+#endif
+}
+
+at::ScalarType autocast_dtype(bool cuda) {
+#ifdef FLOTILLA_AUTOCAST_PER_DEVICE
+  return at::autocast::get_autocast_dtype(cuda ? at::kCUDA : at::kCPU);
+#else
+  return cuda ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+
+void set_autocast_dtype(bool cuda, at::ScalarType dtype) {
+#ifdef FLOTILLA_AUTOCAST_PER_DEVICE
+  at::autocast::set_autocast_dtype(cuda ? at::kCUDA : at::kCPU, dtype);
+#else
+  if (cuda)
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  else
+    at::autocast::set_autocast_cpu_dtype(dtype);
+#endif
+}
+
+}  // namespace
+
+AutocastScope::AutocastScope(bool cuda, c10::ScalarType dtype)
+    : cuda_(cuda), active_(dtype != at::kFloat), previous_dtype_(dtype) {
+  if (!active_) return;
+  was_enabled_ = autocast_enabled(cuda);
+  previous_dtype_ = autocast_dtype(cuda);
+  set_autocast_dtype(cuda, dtype);
+  set_autocast_enabled(cuda, true);
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // The cached low-precision copies of the parameters are stale once the
+  // optimizer steps: dropped when the outermost scope ends.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  set_autocast_enabled(cuda_, was_enabled_);
+  set_autocast_dtype(cuda_, previous_dtype_);
+}
+
+std::string autocast_problem(bool cuda, c10::ScalarType dtype) {
+  if (dtype == at::kFloat) return "";
+  try {
+    const auto options = at::TensorOptions().device(cuda ? at::kCUDA : at::kCPU);
+    auto weight = torch::randn({4, 2, 3, 3}, options).requires_grad_(true);
+    auto dense = torch::randn({3, 16}, options).requires_grad_(true);
+    const auto images = torch::randn({2, 2, 4, 4}, options);
+    torch::Tensor loss;
+    {
+      AutocastScope scope(cuda, dtype);
+      auto features = torch::max_pool2d(
+          torch::conv2d(images, weight, torch::Tensor(), /*stride=*/1, /*padding=*/1).relu(), 2);
+      auto logits = torch::linear(features.flatten(1), dense);
+      if (logits.scalar_type() != dtype)
+        return std::string("autocast left a linear layer's output in ") +
+               c10::toString(logits.scalar_type());
+      loss = logits.to(at::kFloat).sum();
+    }
+    loss.backward();
+    return "";
+  } catch (...) {
+    return error_message(std::current_exception());
+  }
+}
+
+bool allreduces(bool cuda, c10::ScalarType dtype) {
+  if (cuda || dtype == at::kFloat) return true;
+  static std::mutex mutex;
+  static std::map<at::ScalarType, bool> known;
+  std::lock_guard lock(mutex);
+  if (auto it = known.find(dtype); it != known.end()) return it->second;
+  bool works = false;
+  try {
+    auto options = c10d::ProcessGroupGloo::Options::create();
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    auto alone = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::HashStore>(),
+                                                             0, 1, options);
+    std::vector<at::Tensor> values{torch::ones({4}, at::TensorOptions().dtype(dtype))};
+    alone->allreduce(values)->wait();
+    works = values[0].to(at::kFloat).eq(1).all().item<bool>();
+  } catch (const std::exception&) {
+    works = false;
+  }
+  known[dtype] = works;
+  return works;
 }
 
 namespace {

@@ -2,7 +2,8 @@
 // Everything that differs between LibTorch builds and versions (Debian's CPU
 // 1.13, CUDA 2.x wheels) lives behind this header and its one .cpp: device
 // availability, CUDA events and memory statistics, out-of-memory detection,
-// and (with the distributed strategies) c10d process groups.
+// autocast (mixed precision), and (with the distributed strategies) c10d
+// process groups.
 
 #include <chrono>
 #include <cstdint>
@@ -13,6 +14,9 @@
 
 namespace at {
 class Tensor;
+}
+namespace c10 {
+enum class ScalarType : int8_t;
 }
 
 namespace flotilla {
@@ -44,6 +48,36 @@ void limit_cuda_memory(int device_index, int64_t bytes);
 
 // nullptr where this LibTorch has no CUDA.
 std::unique_ptr<PhaseTimer> make_cuda_event_timer();
+
+// While one lives, this thread's forward passes on the CPU (or on CUDA) run
+// under LibTorch's autocast to `dtype`: matrix products and convolutions in
+// it, precision-sensitive operators in float32, parameters untouched (their
+// casts are cached until the outermost scope ends, as torch.autocast does).
+// float32 makes it a no-op. The C++ calls moved from cpu_/gpu_-named
+// functions to per-device ones in LibTorch 2.4.
+class AutocastScope {
+ public:
+  AutocastScope(bool cuda, c10::ScalarType dtype);
+  ~AutocastScope();
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool cuda_;
+  bool active_;
+  bool was_enabled_ = false;
+  c10::ScalarType previous_dtype_;
+};
+
+// Empty where autocast to `dtype` trains on this device (a convolution, a
+// linear layer and their backward ran under it); otherwise LibTorch's reason,
+// e.g. Debian's 1.13 has no float16 CPU kernels for them.
+std::string autocast_problem(bool cuda, c10::ScalarType dtype);
+
+// Whether this process's collectives all-reduce tensors of `dtype`: NCCL
+// every floating dtype; Gloo bfloat16 only from LibTorch 2 on (1.13's says
+// "Invalid scalar type"), found by trying it on a one-rank group.
+bool allreduces(bool cuda, c10::ScalarType dtype);
 
 // A c10d process group: Gloo on the CPU, NCCL on CUDA. Its base class, its
 // construction and NCCL's presence differ between LibTorch versions; only

@@ -33,7 +33,10 @@ Trainer::Trainer(const TrainOptions& options)
       config_(options.config),
       device_(config_.device == DeviceKind::cuda
                   ? torch::Device(torch::kCUDA, options.env.local_rank)
-                  : torch::Device(torch::kCPU)) {
+                  : torch::Device(torch::kCPU)),
+      compute_dtype_(compute_dtype(config_.precision)),
+      gradient_dtype_(torch::kFloat32),
+      scaler_(config_.precision == Precision::fp16) {
   // On the CPU the agent caps the rank's data segment before it starts; on a
   // GPU the cap is the caching allocator's, set before the first allocation.
   if (device_.is_cuda() && config_.limits.memory_mb > 0)
@@ -45,6 +48,7 @@ Trainer::Trainer(const TrainOptions& options)
   dataset_ = data::load_dataset(config_);
   auto full_model = build_model(config_, dataset_.shape);
   full_model->to(device_);
+  if (config_.channels_last) to_channels_last(*full_model);
   total_blocks_ = static_cast<int64_t>(full_model->size());
 
   const auto& env = options.env;
@@ -72,7 +76,9 @@ Trainer::Trainer(const TrainOptions& options)
     data_parallel_ = std::make_unique<DataParallel>(
         [&] {
           torch::manual_seed(config_.seed);
-          return build_model(config_, dataset_.shape);
+          auto replica = build_model(config_, dataset_.shape);
+          if (config_.channels_last) to_channels_last(*replica);
+          return replica;
         },
         devices);
     model_ = full_model = data_parallel_->primary();
@@ -85,6 +91,7 @@ Trainer::Trainer(const TrainOptions& options)
     }
   }
   freezer_ = std::make_unique<Freezer>(config_.freeze, total_blocks_);
+  if (gradient_comm_) gradient_dtype_ = gradient_wire_dtype(config_.precision, device_.is_cuda());
   rebuild_buckets();
   optimizer_ =
       std::make_unique<optim::MultiTensorOptimizer>(config_.optimizer, model_->parameters());
@@ -111,6 +118,9 @@ Trainer::Trainer(const TrainOptions& options)
   start.blas = result_.blas = blas_info().name;
   start.blas_threads = result_.blas_threads = blas_threads();
   start.torch_version = torch_version();
+  start.precision = name_of(config_.precision);
+  if (gradient_comm_) start.gradient_dtype = dtype_name(gradient_dtype_);
+  if (pipeline_) start.boundary_dtype = dtype_name(compute_dtype_);
   emit(records::to_line(start));
 }
 
@@ -119,7 +129,33 @@ void Trainer::broadcast_state(Communicator& group) {
   for (const auto& b : model_->buffers()) state.push_back(b);
   torch::NoGradGuard no_grad;
   Communicator::Uncounted setup(group);
-  group.broadcast(state, 0);
+  // Collectives take row-major tensors: channels_last weights go as copies.
+  std::vector<torch::Tensor> sent;
+  for (const auto& t : state) sent.push_back(t.is_contiguous() ? t : t.contiguous());
+  group.broadcast(sent, 0);
+  for (size_t i = 0; i < state.size(); ++i)
+    if (!sent[i].is_same(state[i])) state[i].copy_(sent[i]);
+}
+
+torch::Tensor Trainer::model_input(const torch::Tensor& inputs) const {
+  return config_.channels_last ? to_channels_last(inputs) : inputs;
+}
+
+bool Trainer::unscale_gradients() {
+  if (!scaler_.enabled()) return true;
+  std::function<bool(bool)> agree;
+  if (comm_) {
+    // Every rank skips a step together: a pipeline's stages hold different
+    // gradients, and a replica that stepped alone would leave the others.
+    agree = [this](bool finite) {
+      std::vector<torch::Tensor> flag{
+          torch::full({}, finite ? 0.0 : 1.0, torch::TensorOptions().device(device_))};
+      Communicator::Uncounted bookkeeping(*comm_);
+      comm_->allreduce_sum(flag);
+      return flag[0].item<double>() == 0.0;
+    };
+  }
+  return scaler_.unscale(model_->parameters(), agree);
 }
 
 void Trainer::set_up_pipeline(torch::nn::Sequential full_model, int64_t stages) {
@@ -132,6 +168,7 @@ void Trainer::set_up_pipeline(torch::nn::Sequential full_model, int64_t stages) 
   plan.schedule = config_.schedule;
   plan.chunks = config_.chunks;
   plan.checkpoint = config_.checkpoint;
+  plan.compute_dtype = compute_dtype_;
   // Real samples show the shapes that cross each boundary and what each block costs.
   test_loader_->start_epoch(0);
   auto sample = test_loader_->next();
@@ -162,7 +199,8 @@ void Trainer::rebuild_buckets() {
     if (p.requires_grad()) trainable.push_back(p);
   if (trainable.empty()) return;  // a wholly frozen stage averages nothing
   buckets_ = std::make_unique<GradientBuckets>(
-      trainable, *gradient_comm_, static_cast<int64_t>(config_.bucket_mb * 1024 * 1024));
+      trainable, *gradient_comm_, static_cast<int64_t>(config_.bucket_mb * 1024 * 1024),
+      gradient_dtype_);
 }
 
 void Trainer::apply_freezing(int64_t frozen) {
@@ -303,18 +341,26 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   optimizer_->set_lr(lr);
 
   const int64_t samples = batch.targets.size(0);
+  const double loss_scale = scaler_.scale();
+  const bool cuda = device_.is_cuda();
+  batch.inputs = model_input(batch.inputs);
   torch::Tensor loss;
   if (pipeline_) {
-    auto out = pipeline_->train_step(batch.inputs, batch.targets, samples, buckets_.get(), timer);
+    auto out = pipeline_->train_step(batch.inputs, batch.targets, samples, buckets_.get(), timer,
+                                     loss_scale);
     loss = out.loss;
     if (out.correct.defined()) epoch_correct_ += out.correct;
   } else if (data_parallel_) {
     if (timer) timer->end_phase(Phase::data);  // each replica's share is copied in forward
-    auto out = data_parallel_->forward(batch.inputs, batch.targets);
+    DataParallel::Output out;
+    {
+      AutocastScope autocast(cuda, compute_dtype_);
+      out = data_parallel_->forward(batch.inputs, batch.targets);
+    }
     loss = out.loss;
     epoch_correct_ += out.correct;
     if (timer) timer->end_phase(Phase::forward);
-    data_parallel_->backward();
+    data_parallel_->backward(loss_scale);
     if (timer) timer->end_phase(Phase::backward);
     data_parallel_->reduce_gradients();
     if (timer) timer->end_phase(Phase::comm);
@@ -322,14 +368,19 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
     auto inputs = batch.inputs.to(device_, /*non_blocking=*/true);
     auto targets = batch.targets.to(device_, /*non_blocking=*/true);
     if (timer) timer->end_phase(Phase::data);
-    auto logits = model_->forward(inputs);
-    loss = torch::nn::functional::cross_entropy(logits, targets);
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(cuda, compute_dtype_);
+      logits = model_->forward(inputs);
+    }
+    // The loss in float32 whatever the forward's autocast dtype.
+    loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), targets);
     {
       torch::NoGradGuard no_grad;
       epoch_correct_ += logits.argmax(1).eq(targets).sum();
     }
     if (timer) timer->end_phase(Phase::forward);
-    loss.backward();
+    (loss_scale == 1.0 ? loss : loss * loss_scale).backward();
     if (timer) timer->end_phase(Phase::backward);
   }
   if (buckets_) {
@@ -337,12 +388,15 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
     buckets_->finish();
     if (timer) timer->end_phase(Phase::comm);
   }
-  if (freezer_->checks_after(global_step_ + 1)) observe_gradients();
+  const bool finite = unscale_gradients();
+  if (finite && freezer_->checks_after(global_step_ + 1)) observe_gradients();
   if (fault_ && fault_->first == options_.env.rank && fault_->second == global_step_ + 1)
     throw std::runtime_error("injected fault at step " + std::to_string(global_step_ + 1) +
                              " on rank " + std::to_string(options_.env.rank));
 
-  optimizer_->step();
+  // fp16: a step with an overflowed gradient is skipped and the scale halved.
+  if (finite) optimizer_->step();
+  scaler_.update(finite);
   // Gradients are dropped rather than zeroed, as PyTorch 2's zero_grad() does:
   // backward then writes them fresh instead of adding to zeros.
   for (auto& p : model_->parameters()) p.mutable_grad().reset();
@@ -366,6 +420,10 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   next.record.samples = samples * replicas_;
   next.record.lr = lr;
   next.record.frozen_blocks = frozen;
+  if (scaler_.enabled()) {
+    next.record.loss_scale = loss_scale;
+    next.record.skipped = !finite;
+  }
   if (pipeline_) {
     next.record.stage = pipeline_->plan().stage;
     next.record.replica = pipeline_->plan().replica;
@@ -439,10 +497,11 @@ double Trainer::evaluate() {
     while (auto batch = test_loader_->next()) {
       const int64_t n = batch->targets.size(0);
       if (pipeline_) {
-        auto hits = pipeline_->evaluate(batch->inputs, batch->targets, n);
+        auto hits = pipeline_->evaluate(model_input(batch->inputs), batch->targets, n);
         if (hits.defined()) correct += hits;
       } else {
-        auto logits = model_->forward(batch->inputs.to(device_));
+        AutocastScope autocast(device_.is_cuda(), compute_dtype_);
+        auto logits = model_->forward(model_input(batch->inputs).to(device_));
         correct += logits.argmax(1).eq(batch->targets.to(device_)).sum();
       }
       seen += n;

@@ -15,6 +15,7 @@
 #include "metrics/phase_timer.h"
 #include "optim/multi_tensor_optimizer.h"
 #include "pipeline/pipeline.h"
+#include "precision/mixed_precision.h"
 #include "strategy/data_parallel.h"
 
 namespace flotilla {
@@ -58,10 +59,18 @@ class Trainer {
   void rebuild_buckets();
 
   bool computes_loss() const { return !pipeline_ || pipeline_->plan().is_last(); }
+  // The batch as the model takes it: NHWC with channels_last.
+  torch::Tensor model_input(const torch::Tensor& inputs) const;
+  // fp16: unscales the gradients; false (on every rank alike) when one is not
+  // finite, and the optimizer step is to be skipped.
+  bool unscale_gradients();
 
   const TrainOptions& options_;
   const ExperimentConfig& config_;
   torch::Device device_;
+  torch::ScalarType compute_dtype_;   // autocast's: float32 (none), bfloat16 or float16
+  torch::ScalarType gradient_dtype_;  // what gradient buckets are all-reduced in
+  LossScaler scaler_;                 // fp16's; disabled otherwise
   data::Dataset dataset_;
   torch::nn::Sequential model_;  // this rank's blocks: the whole model, or its stage
   int64_t first_block_ = 0;      // index of model_'s first block in the whole model

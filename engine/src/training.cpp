@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "precision/mixed_precision.h"
 #include "runtime/thread_pools.h"
 #include "torch_adapter.h"
 #include "trainer.h"
@@ -73,6 +74,15 @@ std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
     problems.push_back(cuda_compiled() ? "device: \"cuda\" requested, but no GPU is visible"
                                        : "device: \"cuda\" requested, but this LibTorch (" +
                                              torch_version() + ") was built without CUDA");
+  else if (c.precision != Precision::fp32) {
+    const bool cuda = c.device == DeviceKind::cuda;
+    if (const auto why = autocast_problem(cuda, compute_dtype(c.precision)); !why.empty())
+      problems.push_back("precision: \"" + std::string(name_of(c.precision)) + "\" on " +
+                         (cuda ? "CUDA" : "the CPU") + " needs autocast to " +
+                         dtype_name(compute_dtype(c.precision)) + ", which this LibTorch (" +
+                         torch_version() + ") cannot do there: " + why +
+                         (cuda ? "" : "; use bf16 on the CPU, or fp16 on a GPU"));
+  }
   return problems;
 }
 
@@ -150,6 +160,7 @@ std::string summary_table(const ExperimentConfig& c, const TrainResult& r) {
     row("threads", std::to_string(r.threads) + " intra-op, " + std::to_string(r.blas_threads) +
                        " BLAS: " + r.blas);
   row("batch size", std::to_string(c.batch_size));
+  if (c.precision != Precision::fp32) row("precision", std::string(name_of(c.precision)));
   row("steps / epochs", std::to_string(r.steps) + " / " + std::to_string(r.epochs));
   // A run that never finished an epoch, or never stepped, has no figures:
   // a dash, not a zero that reads like a measurement.

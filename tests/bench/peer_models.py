@@ -1,6 +1,7 @@
 """PyTorch's own definitions of the engine's models, block for block the same
-(kuangliu/pytorch-cifar ResNet18 and MobileNetV2, Flotilla's small CNN, the
-RoBERTa-style Transformer encoder of engine/src/models/transformer_encoder.cpp),
+(kuangliu/pytorch-cifar ResNet18 and MobileNetV2, Flotilla's small CNN, its
+small ViT, the RoBERTa-style Transformer encoder of
+engine/src/models/transformer_encoder.cpp),
 so that benchmarks compare the same arithmetic."""
 import math
 
@@ -58,6 +59,94 @@ class ResNet18(nn.Module):
     def forward(self, x):
         out = self.layers(F.relu(self.bn1(self.conv1(x))))
         return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
+
+
+class InvertedResidual(nn.Module):
+    """engine/src/models/mobilenet_v2.cpp: expand, depthwise, project; a
+    shortcut (1x1 conv + BN where the width changes) at stride 1 only."""
+
+    def __init__(self, inp, out, expansion, stride):
+        super().__init__()
+        planes = expansion * inp
+        self.stride = stride
+        self.expand = nn.Conv2d(inp, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.depthwise = nn.Conv2d(planes, planes, 3, stride, 1, groups=planes, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.project = nn.Conv2d(planes, out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out)
+        self.shortcut = nn.Sequential()
+        if stride == 1 and inp != out:
+            self.shortcut = nn.Sequential(nn.Conv2d(inp, out, 1, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.expand(x)))
+        out = F.relu(self.bn2(self.depthwise(out)))
+        out = self.bn3(self.project(out))
+        return out if self.stride != 1 else out + self.shortcut(x)
+
+
+class MobileNetV2(nn.Module):
+    """The CIFAR variant (stride 1 stem and first two stages), as the engine's."""
+
+    STAGES = [(1, 16, 1, 1), (6, 24, 2, 1), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+              (6, 160, 3, 2), (6, 320, 1, 1)]
+
+    def __init__(self, channels=3, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 32, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(32)
+        layers, inp = [], 32
+        for expansion, out, count, stride in self.STAGES:
+            for i in range(count):
+                layers.append(InvertedResidual(inp, out, expansion, stride if i == 0 else 1))
+                inp = out
+        self.layers = nn.Sequential(*layers)
+        self.conv2 = nn.Conv2d(320, 1280, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(1280)
+        self.linear = nn.Linear(1280, classes)
+
+    def forward(self, x):
+        out = self.layers(F.relu(self.bn1(self.conv1(x))))
+        out = F.relu(self.bn2(self.conv2(out)))
+        return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
+
+
+class VitBlock(nn.Module):
+    """engine/src/models/vit.cpp: pre-norm, x + attention(LN(x)), x + MLP(LN(x))."""
+
+    def __init__(self, dim, heads, mlp_dim):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.attention = SelfAttention(dim, heads)
+        self.fc1 = nn.Linear(dim, mlp_dim)
+        self.fc2 = nn.Linear(mlp_dim, dim)
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
+class Vit(nn.Module):
+    """The engine's ViT (its small defaults: patch 4, dim 128, depth 6, heads 4,
+    mlp 256): strided-conv patches, class token, learned positions, head on the
+    class token's LayerNorm."""
+
+    def __init__(self, channels=3, height=32, width=32, classes=10, patch=4, dim=128, depth=6,
+                 heads=4, mlp_dim=256):
+        super().__init__()
+        self.project = nn.Conv2d(channels, dim, patch, patch)
+        self.class_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.position = nn.Parameter(torch.randn(1, 1 + (height // patch) * (width // patch), dim) * 0.02)
+        self.blocks = nn.Sequential(*[VitBlock(dim, heads, mlp_dim) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.fc = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.project(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.class_token.expand(x.shape[0], -1, -1), x], 1) + self.position
+        return self.fc(self.norm(self.blocks(x)[:, 0]))
 
 
 class SelfAttention(nn.Module):
@@ -128,6 +217,10 @@ def build(name, shape, classes, transformer=None):
         return SmallCNN(shape[0], shape[1], shape[2], classes)
     if name == "resnet18":
         return ResNet18(shape[0], classes)
+    if name == "mobilenet_v2":
+        return MobileNetV2(shape[0], classes)
+    if name == "vit":
+        return Vit(shape[0], shape[1], shape[2], classes)
     if name == "transformer_encoder":
         t = transformer
         return transformer_encoder(t["vocab"], t["hidden"], t["layers"], t["heads"], t["ffn"],

@@ -27,7 +27,8 @@ nlohmann::json parse_plan(const TrainRun& plan) {
 struct PlanCase {
   const char* name;
   int ranks;
-  std::string config;  // every step a full batch: train_samples = batch x replicas x steps
+  std::string config;       // every step a full batch: train_samples = batch x replicas x steps
+  int64_t value_bytes = 4;  // of an uncompressed boundary or bucket value: 2 in bf16
 };
 
 void PrintTo(const PlanCase& c, std::ostream* os) {
@@ -68,7 +69,7 @@ TEST_P(PlanAgainstARun, BlocksAllReducesAndBoundaryBytesAreWhatTheRanksRecord) {
     EXPECT_EQ(step["bytes_recv"], stage_plan["bytes_recv_per_step"]);
     if (!stage_plan["allreduce"].is_null()) {
       EXPECT_EQ(stage_plan["allreduce"]["bytes_per_step"].get<int64_t>(),
-                4 * stage_plan["trainable"].get<int64_t>());
+                c.value_bytes * stage_plan["trainable"].get<int64_t>());
       EXPECT_GT(step["algbw_gbps"].get<double>(), 0.0);
     }
     // What this rank sent across its boundaries, fp32 against the wire.
@@ -144,6 +145,21 @@ chunks: 5
 compression: {method: sort_quant, bits: 6, split_bits: 2}
 freeze: {method: fixed, schedule: [{at_step: 1, blocks: 1}]}
 )"},
+                      PlanCase{"Resnet18TwoStagesTwoReplicasBf16", 4, R"(
+model: resnet18
+dataset: synthetic
+synthetic: {shape: [3, 32, 32], classes: 10, train_samples: 16, test_samples: 4}
+strategy: pipeline_ddp
+ranks_per_node: 4
+replicas: 2
+balance: [4, 6]
+batch_size: 4
+chunks: 2
+bucket_mb: 4
+precision: bf16
+threads: 1
+)",
+                               2},
                       PlanCase{"TransformerDdpTwoRanks", 2, kSmallTransformer + R"(
 synthetic: {shape: [32], vocab: 1000, classes: 2, train_samples: 32, test_samples: 4}
 strategy: ddp

@@ -329,6 +329,116 @@ TEST(TrainProcess, PipelineDdpAllReducesEachStageAmongItsReplicas) {
   EXPECT_EQ(per_rank(1), 4 * (blocks[2] + blocks[3]) + activations);
 }
 
+// The small CNN on Fashion-MNIST as FashionMnistShortRunLearns trains it,
+// for `steps` steps on `threads` threads each rank, `extra` keys appended.
+std::string fashion_small_cnn(int steps, int threads, const std::string& extra) {
+  return R"(
+name: precision
+model: small_cnn
+dataset: fashion_mnist
+batch_size: 64
+epochs: 1
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}
+seed: 1
+)" + std::string("max_steps: ") +
+         std::to_string(steps) + "\nthreads: " + std::to_string(threads) + "\n" + extra;
+}
+
+TEST(TrainProcess, Bf16TrainsTheSmallCnnWithinOnePointOfFp32Long) {
+  TempDir fp32_dir, bf16_dir;
+  const auto fp32 = run_train(fp32_dir, fashion_small_cnn(300, 2, ""));
+  const auto bf16 = run_train(bf16_dir, fashion_small_cnn(300, 2, "precision: bf16\n"));
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.stderr_text;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.stderr_text;
+  EXPECT_EQ(bf16.records.front()["precision"], "bf16");
+  EXPECT_EQ(fp32.records.front()["precision"], "fp32");
+  const double fp32_acc = of_type(fp32.records, "epoch").at(0)["acc_test"];
+  const double bf16_acc = of_type(bf16.records, "epoch").at(0)["acc_test"];
+  std::printf("small_cnn, Fashion-MNIST, 300 steps, seed 1: test accuracy fp32 %.4f, bf16 %.4f\n",
+              fp32_acc, bf16_acc);
+  EXPECT_GT(fp32_acc, 0.8);
+  EXPECT_NEAR(bf16_acc, fp32_acc, 0.01) << "fp32 " << fp32_acc << ", bf16 " << bf16_acc;
+  EXPECT_NE(bf16.stderr_text.find("precision             bf16"), std::string::npos)
+      << bf16.stderr_text;
+}
+
+// Bytes sent by `rank` at each step of a run.
+std::vector<int64_t> bytes_sent_by(const std::vector<nlohmann::json>& records, int64_t rank) {
+  std::vector<int64_t> bytes;
+  for (const auto& step : of_type(records, "step"))
+    if (step["rank"] == rank) bytes.push_back(step["bytes_sent"].get<int64_t>());
+  return bytes;
+}
+
+TEST(TrainProcess, Bf16HalvesTheDdpGradientBytesOfEveryStep) {
+  const std::string ddp = fashion_small_cnn(4, 1, "strategy: ddp\nranks_per_node: 2\n");
+  TempDir fp32_dir, bf16_dir;
+  const auto fp32 = run_train_ranks(fp32_dir, ddp, 2);
+  const auto bf16 = run_train_ranks(bf16_dir, ddp + "precision: bf16\n", 2);
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.stderr_text;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.stderr_text;
+  const auto start = of_type(fp32.records, "start").at(0);
+  EXPECT_EQ(start["gradient_dtype"], "float32");
+  const int64_t parameters = start["trainable_parameters"];
+  // bfloat16 where the process group all-reduces it (NCCL, LibTorch 2's
+  // Gloo); float16, the same two bytes, on Debian's 1.13 Gloo.
+  for (const auto& s : of_type(bf16.records, "start")) {
+    EXPECT_EQ(s["precision"], "bf16");
+    EXPECT_TRUE(s["gradient_dtype"] == "bfloat16" || s["gradient_dtype"] == "float16") << s;
+  }
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const auto full = bytes_sent_by(fp32.records, rank);
+    const auto half = bytes_sent_by(bf16.records, rank);
+    ASSERT_EQ(full.size(), 4u);
+    ASSERT_EQ(half.size(), 4u);
+    for (size_t i = 0; i < full.size(); ++i) {
+      EXPECT_EQ(full[i], 4 * parameters) << "rank " << rank << " step " << i + 1;
+      EXPECT_EQ(half[i] * 2, full[i]) << "rank " << rank << " step " << i + 1;
+    }
+  }
+  std::printf("ddp, 2 ranks, small_cnn: bytes_sent per step fp32 %lld, bf16 %lld (%s)\n",
+              static_cast<long long>(bytes_sent_by(fp32.records, 0).at(0)),
+              static_cast<long long>(bytes_sent_by(bf16.records, 0).at(0)),
+              of_type(bf16.records, "start").at(0)["gradient_dtype"].get<std::string>().c_str());
+}
+
+TEST(TrainProcess, Bf16PipelineSendsActivationsAndGradientsInHalfTheBytes) {
+  TempDir fp32_dir, bf16_dir;
+  const auto fp32 = run_train_ranks(fp32_dir, fashion_pipeline("max_steps: 3\n"), 2);
+  const auto bf16 =
+      run_train_ranks(bf16_dir, fashion_pipeline("max_steps: 3\nprecision: bf16\n"), 2);
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.stderr_text;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.stderr_text;
+  EXPECT_EQ(of_type(fp32.records, "start").at(0)["boundary_dtype"], "float32");
+  EXPECT_EQ(of_type(bf16.records, "start").at(0)["boundary_dtype"], "bfloat16");
+  const int64_t activations = 4 * 64 * 64 * 7 * 7;  // the boundary tensor of one fp32 batch
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const auto full = bytes_sent_by(fp32.records, rank);
+    const auto half = bytes_sent_by(bf16.records, rank);
+    ASSERT_EQ(full.size(), half.size());
+    for (size_t i = 0; i < full.size(); ++i) {
+      EXPECT_EQ(full[i], activations) << "rank " << rank;
+      EXPECT_EQ(half[i] * 2, full[i]) << "rank " << rank;
+    }
+  }
+  for (const auto& step : of_type(bf16.records, "step")) {
+    if (step.contains("loss")) {
+      EXPECT_TRUE(std::isfinite(step["loss"].get<double>()));
+    }
+  }
+}
+
+TEST(TrainProcess, Fp16OnTheCpuIsRefusedNamingThePrecisionWhereLibTorchCannot) {
+  TempDir dir;
+  const auto result =
+      run_train(dir, "name: x\nmodel: small_cnn\ndataset: synthetic\nprecision: fp16\n");
+  if (result.exit_code == 0) GTEST_SKIP() << "this LibTorch autocasts to float16 on the CPU";
+  EXPECT_EQ(result.exit_code, 1);
+  const std::string message = result.records.back()["message"];
+  EXPECT_EQ(message.rfind("precision: \"fp16\" on the CPU needs autocast to float16", 0), 0u)
+      << message;
+}
+
 TEST(TrainProcess, DataParallelWithoutAGpuIsRefusedClearly) {
   if (std::filesystem::exists("/dev/nvidiactl"))
     GTEST_SKIP() << "a GPU is visible here: dp trains (scripts/gpu_check.sh runs it)";

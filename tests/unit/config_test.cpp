@@ -118,14 +118,10 @@ const BadConfig kBadConfigs[] = {
     {"optimizer: {momentum: 1.5}", "optimizer.momentum: must be in [0, 1), got 1.5"},
     {"optimizer: sgd", "optimizer: expected a mapping of keys, got \"sgd\""},
     {"optimiser: {lr: 0.1}",
-     "optimiser: unknown key; allowed: augment, balance, batch_size, bucket_mb, checkpoint, "
-     "chunks, "
-     "compression, "
-     "data_dir, "
-     "dataset, device, dropout, epochs, freeze, limits, lr_schedule, max_steps, model, name, "
-     "nodes, optimizer, ranks_per_node, replicas, schedule, seed, stall_timeout_s, strategy, "
-     "synthetic, threads, "
-     "transformer, vit"},
+     "optimiser: unknown key; allowed: augment, balance, batch_size, bucket_mb, channels_last, "
+     "checkpoint, chunks, compression, data_dir, dataset, device, dropout, epochs, freeze, "
+     "limits, lr_schedule, max_steps, model, name, nodes, optimizer, precision, ranks_per_node, "
+     "replicas, schedule, seed, stall_timeout_s, strategy, synthetic, threads, transformer, vit"},
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
     {"limits: {memory_mb: -1}", "limits.memory_mb: must be 0 (no limit) or positive, got -1"},
     {"limits: {memory_mb: 1.5}", "limits.memory_mb: expected an integer, got 1.5"},
@@ -133,6 +129,12 @@ const BadConfig kBadConfigs[] = {
     {"stall_timeout_s: -5", "stall_timeout_s: must be 0 (never) or positive, got -5"},
     {"stall_timeout_s: 2.5", "stall_timeout_s: expected an integer, got 2.5"},
     {"device: tpu", "device: unknown value \"tpu\"; allowed: cpu, cuda"},
+    {"precision: fp8", "precision: unknown value \"fp8\"; allowed: fp32, bf16, fp16"},
+    {"precision: 16", "precision: expected one of fp32, bf16, fp16, got 16"},
+    {"channels_last: yes please", "channels_last: expected true or false, got \"yes please\""},
+    {"model: vit\nchannels_last: true",
+     "channels_last: applies to the CNNs (small_cnn, resnet18, mobilenet_v2, vgg13); model "
+     "\"vit\" has no NHWC layout"},
     {"seed: -1", "seed: expected a non-negative integer, got -1"},
     {"threads: -2",
      "threads: must be 0 (the node's cores shared among its ranks) or positive, got -2"},
@@ -296,6 +298,25 @@ TEST(ExperimentConfig, StallTimeoutDefaultsToFiveMinutesAndRoundTrips) {
   EXPECT_EQ(parse_experiment(to_yaml(c), "export.yaml").stall_timeout_s, 20);
   EXPECT_EQ(parse_experiment(to_json(c), "export.json").stall_timeout_s, 20);
   EXPECT_EQ(parse_experiment(merged("stall_timeout_s: 0"), "off.yaml").stall_timeout_s, 0);
+}
+
+TEST(ExperimentConfig, PrecisionAndChannelsLastDefaultToFp32NchwAndRoundTrip) {
+  const auto plain = parse_experiment(kValid);
+  EXPECT_EQ(plain.precision, Precision::fp32);
+  EXPECT_FALSE(plain.channels_last);
+  const auto c = parse_experiment(merged("precision: bf16\nchannels_last: true"), "bf16.yaml");
+  EXPECT_EQ(c.precision, Precision::bf16);
+  EXPECT_TRUE(c.channels_last);
+  EXPECT_NE(to_yaml(c).find("precision: bf16"), std::string::npos) << to_yaml(c);
+  for (const auto& text : {to_yaml(c), to_json(c)}) {
+    const auto back = parse_experiment(text, "export");
+    EXPECT_EQ(back.precision, Precision::bf16);
+    EXPECT_TRUE(back.channels_last);
+  }
+  // fp16 on the CPU is valid as a config: whether this LibTorch can is the
+  // engine's answer when the rank starts.
+  EXPECT_EQ(parse_experiment(merged("precision: fp16"), "fp16.yaml").precision, Precision::fp16);
+  EXPECT_EQ(name_of(Precision::fp16), "fp16");
 }
 
 TEST(ExperimentConfig, NewModelSectionsDefaultToSmallVitAndRobertaBase) {

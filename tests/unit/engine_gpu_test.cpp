@@ -1,7 +1,7 @@
-// The CUDA paths: NCCL through the communication layer, DDP's buckets on it,
-// CUDA-event step timing, the caching allocator's statistics, DataParallel
-// and the codecs on device tensors. Each test skips, saying why, where this
-// LibTorch has no CUDA or no GPU is visible.
+// The CUDA paths: NCCL through the communication layer, DDP's buckets on it
+// (fp32 and bf16), autocast on CUDA, CUDA-event step timing, the caching allocator's statistics,
+// DataParallel and the codecs on device tensors. Each test skips, saying why, where this LibTorch
+// has no CUDA or no GPU is visible.
 #include <gtest/gtest.h>
 
 #include "codec/activation_codec.h"
@@ -71,6 +71,43 @@ TEST(Gpu, DdpBucketsOnNcclAverageTheGradientsAndCountFourBytesAParameter) {
         << (got[i].grad() - want[i].grad()).abs().max().item<double>();
   EXPECT_EQ(comm->take_stats().bytes_sent, 4 * parameter_count(*model));
   EXPECT_GT(buckets.started_during_backward(), 0);
+}
+
+TEST(Gpu, Bf16AndFp16AutocastRunTheForwardInTheirDtypeOnCuda) {
+  SKIP_WITHOUT_GPU();
+  auto model = small_cnn_on(kGpu);
+  const auto inputs = torch::randn({8, 1, 28, 28}, torch::TensorOptions().device(kGpu));
+  for (auto dtype : {torch::kBFloat16, torch::kFloat16}) {
+    EXPECT_EQ(autocast_problem(true, dtype), "") << dtype;
+    AutocastScope autocast(true, dtype);
+    EXPECT_EQ(model->forward(inputs).scalar_type(), dtype);
+  }
+  EXPECT_EQ(model->forward(inputs).scalar_type(), torch::kFloat32)
+      << "autocast ends with its scope";
+}
+
+TEST(Gpu, DdpBucketsOnNcclInBf16AverageWithinRoundingInTwoBytesAParameter) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(allreduces(true, torch::kBFloat16));
+  auto comm = one_rank_nccl();
+  auto model = small_cnn_on(kGpu);
+  auto reference = small_cnn_on(kGpu);
+  GradientBuckets buckets(model->parameters(), *comm, 64 * 1024, torch::kBFloat16);
+  const auto inputs = torch::randn({16, 1, 28, 28}, torch::TensorOptions().device(kGpu));
+  const auto targets =
+      torch::randint(0, 10, {16}, torch::TensorOptions().dtype(torch::kInt64).device(kGpu));
+  torch::nn::functional::cross_entropy(model->forward(inputs), targets).backward();
+  buckets.finish();
+  torch::nn::functional::cross_entropy(reference->forward(inputs), targets).backward();
+  const auto got = model->parameters(), want = reference->parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].grad().scalar_type(), torch::kFloat32);
+    // bfloat16 keeps 8 significant bits.
+    const double scale = want[i].grad().abs().max().item<double>();
+    EXPECT_LE((got[i].grad() - want[i].grad()).abs().max().item<double>(), scale / 64 + 1e-6)
+        << "gradient " << i;
+  }
+  EXPECT_EQ(comm->take_stats().bytes_sent, 2 * parameter_count(*model));
 }
 
 TEST(Gpu, CudaEventTimerPhasesAddUpToTheStep) {

@@ -115,6 +115,7 @@ std::vector<ConfigKey> build_table() {
   const auto steps = [](const ExperimentConfig& c) {
     return c.lr_schedule.name == LrScheduleKind::step;
   };
+  const auto cnn = [](const ExperimentConfig& c) { return is_cnn(c.model); };
 
   const std::vector<Row> rows = {
       // Experiment
@@ -286,6 +287,14 @@ std::vector<ConfigKey> build_table() {
       {"device", G::device, T::choice, "cpu or cuda",
        "Where each rank computes: the CPU, or its own GPU (one per rank; dp drives them all).", "",
        nullptr, choices_of<DeviceKind>()},
+      {"precision", G::device, T::choice, "fp32, bf16 or fp16",
+       "The forward's compute dtype: fp32, or autocast to bf16 or fp16 with fp32 master weights "
+       "(fp16 with a dynamic loss scale); DDP gradients and pipeline boundaries travel in it.",
+       "", nullptr, choices_of<Precision>()},
+      {"channels_last", G::device, T::boolean, "true or false (CNNs only)",
+       "Keeps the CNN's weights and images in NHWC memory order, the layout GPU tensor cores "
+       "prefer.",
+       "model small_cnn, resnet18, mobilenet_v2 or vgg13", cnn},
       {"threads", G::device, T::integer, "0 or a positive integer",
        "Compute threads of each rank (LibTorch's pool and the BLAS library's); 0 shares the "
        "node's cores among its ranks_per_node ranks, at least 1 each."},

@@ -324,6 +324,11 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   if (!(c.lr_schedule.gamma > 0 && c.lr_schedule.gamma <= 1))
     check.in_range("lr_schedule.gamma", c.lr_schedule.gamma, 0, 1, false);
   check.in_range("dropout", c.dropout, 0, 1, true);
+  if (c.channels_last && !is_cnn(c.model))
+    check.add("channels_last",
+              "applies to the CNNs (small_cnn, resnet18, mobilenet_v2, vgg13); "
+              "model " +
+                  in_quotes(name_of(c.model)) + " has no NHWC layout");
   check.at_least_zero("limits.memory_mb", c.limits.memory_mb, "no limit");
   check.at_least_zero("stall_timeout_s", c.stall_timeout_s, "never");
   if (c.dataset == DatasetKind::synthetic) check_synthetic(c.synthetic, check);

@@ -41,6 +41,8 @@ FLOTILLA_ENUM_NAMES(CompressionMethod, {CompressionMethod::none, "none"},
                     {CompressionMethod::uniform, "uniform"},
                     {CompressionMethod::sort_quant, "sort_quant"})
 FLOTILLA_ENUM_NAMES(DeviceKind, {DeviceKind::cpu, "cpu"}, {DeviceKind::cuda, "cuda"})
+FLOTILLA_ENUM_NAMES(Precision, {Precision::fp32, "fp32"}, {Precision::bf16, "bf16"},
+                    {Precision::fp16, "fp16"})
 
 #undef FLOTILLA_ENUM_NAMES
 

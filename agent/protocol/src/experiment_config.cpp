@@ -132,6 +132,8 @@ ExperimentConfig read_config(const json& root, std::string_view source,
     z->finish();
   }
   r.read_enum("device", c.device);
+  r.read_enum("precision", c.precision);
+  r.read("channels_last", c.channels_last);
   r.read("seed", c.seed);
   r.read("threads", c.threads);
   r.read("dropout", c.dropout);
@@ -249,6 +251,8 @@ static json to_json_value(const ExperimentConfig& c) {
         {"bits", c.compression.bits},
         {"split_bits", c.compression.split_bits}}},
       {"device", name_of(c.device)},
+      {"precision", name_of(c.precision)},
+      {"channels_last", c.channels_last},
       {"seed", c.seed},
       {"threads", c.threads},
       {"dropout", c.dropout},
@@ -286,6 +290,11 @@ std::string join_list(const std::vector<std::string>& entries) {
   return text;
 }
 
+bool is_cnn(ModelKind model) {
+  return model == ModelKind::small_cnn || model == ModelKind::resnet18 ||
+         model == ModelKind::mobilenet_v2 || model == ModelKind::vgg13;
+}
+
 std::string_view name_of(ModelKind v) {
   return detail::enum_name(v);
 }
@@ -311,6 +320,9 @@ std::string_view name_of(CompressionMethod v) {
   return detail::enum_name(v);
 }
 std::string_view name_of(DeviceKind v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(Precision v) {
   return detail::enum_name(v);
 }
 

@@ -25,23 +25,26 @@ std::optional<Outcome> outcome_from_name(std::string_view name) {
 }
 
 std::string to_line(const Start& r) {
-  return json{{"type", "start"},
-              {"rank", r.rank},
-              {"world_size", r.world_size},
-              {"model", r.model},
-              {"dataset", r.dataset},
-              {"device", r.device},
-              {"parameters", r.parameters},
-              {"trainable_parameters", r.trainable_parameters},
-              {"blocks", r.blocks},
-              {"block_parameters", r.block_parameters},
-              {"balance", r.balance},
-              {"steps_per_epoch", r.steps_per_epoch},
-              {"threads", r.threads},
-              {"blas", r.blas},
-              {"blas_threads", r.blas_threads},
-              {"torch_version", r.torch_version}}
-      .dump();
+  json j{{"type", "start"},
+         {"rank", r.rank},
+         {"world_size", r.world_size},
+         {"model", r.model},
+         {"dataset", r.dataset},
+         {"device", r.device},
+         {"parameters", r.parameters},
+         {"trainable_parameters", r.trainable_parameters},
+         {"blocks", r.blocks},
+         {"block_parameters", r.block_parameters},
+         {"balance", r.balance},
+         {"steps_per_epoch", r.steps_per_epoch},
+         {"threads", r.threads},
+         {"blas", r.blas},
+         {"blas_threads", r.blas_threads},
+         {"torch_version", r.torch_version},
+         {"precision", r.precision}};
+  if (!r.gradient_dtype.empty()) j["gradient_dtype"] = r.gradient_dtype;
+  if (!r.boundary_dtype.empty()) j["boundary_dtype"] = r.boundary_dtype;
+  return j.dump();
 }
 
 std::string to_line(const Step& r) {
@@ -79,6 +82,10 @@ std::string to_line(const Step& r) {
     j["compression_ratio"] = r.compression_ratio;
     j["encode_ms"] = r.encode_ms;
     j["decode_ms"] = r.decode_ms;
+  }
+  if (r.loss_scale > 0) {
+    j["loss_scale"] = r.loss_scale;
+    j["skipped"] = r.skipped;
   }
   return j.dump();
 }

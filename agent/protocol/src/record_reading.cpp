@@ -70,6 +70,9 @@ std::optional<Start> start_from_line(std::string_view line) {
   f.read("steps_per_epoch", r.steps_per_epoch);
   f.read("threads", r.threads);
   f.read("torch_version", r.torch_version);
+  f.read("precision", r.precision);
+  f.read("gradient_dtype", r.gradient_dtype);
+  f.read("boundary_dtype", r.boundary_dtype);
   if (!f.ok()) return std::nullopt;
   return r;
 }
@@ -112,6 +115,11 @@ std::optional<Step> step_from_line(std::string_view line) {
   f.read("compression_ratio", r.compression_ratio);
   f.read("encode_ms", r.encode_ms);
   f.read("decode_ms", r.decode_ms);
+  f.read("loss_scale", r.loss_scale);
+  if (f.has("skipped")) {
+    const auto& skipped = f.object()["skipped"];
+    r.skipped = skipped.is_boolean() && skipped.get<bool>();
+  }
   if (!f.ok()) return std::nullopt;
   return r;
 }

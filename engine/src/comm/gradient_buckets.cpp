@@ -8,9 +8,10 @@
 namespace flotilla {
 
 GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, Communicator& comm,
-                                 int64_t bucket_bytes)
+                                 int64_t bucket_bytes, torch::ScalarType wire_dtype)
     : parameters_(std::move(parameters)),
       comm_(comm),
+      wire_dtype_(wire_dtype),
       bucket_of_(parameters_.size()),
       ready_(parameters_.size(), 0),
       self_(std::make_shared<std::atomic<GradientBuckets*>>(this)) {
@@ -87,7 +88,10 @@ void GradientBuckets::start(Bucket& bucket) {
     const auto& grad = parameters_[i].grad();
     grads.push_back(grad.defined() ? grad : torch::zeros_like(parameters_[i]));
   }
-  bucket.operation = comm_.start_allreduce_sum(torch::utils::flatten_dense_tensors(grads));
+  auto flat = torch::utils::flatten_dense_tensors(grads);
+  if (flat.scalar_type() != wire_dtype_)
+    flat = flat.div(static_cast<double>(comm_.size())).to(wire_dtype_);
+  bucket.operation = comm_.start_allreduce_sum(std::move(flat));
 }
 
 void GradientBuckets::finish() {
@@ -98,8 +102,12 @@ void GradientBuckets::finish() {
   const double ranks = static_cast<double>(comm_.size());
   for (auto& bucket : buckets_) {
     comm_.finish(*bucket.operation);
-    auto& sum = bucket.operation->tensor;
-    sum.div_(ranks);
+    auto sum = bucket.operation->tensor;
+    // A reduced-precision bucket was averaged before it was sent.
+    if (sum.scalar_type() != parameters_[bucket.parameters.front()].scalar_type())
+      sum = sum.to(parameters_[bucket.parameters.front()].scalar_type());
+    else
+      sum.div_(ranks);
     std::vector<torch::Tensor> like;
     for (size_t i : bucket.parameters) like.push_back(parameters_[i]);
     const auto averaged = torch::utils::unflatten_dense_tensors(sum, like);

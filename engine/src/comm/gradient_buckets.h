@@ -12,6 +12,8 @@
 // Reducer's constructor and its autograd plumbing change between LibTorch 1.13
 // and 2.x, it is meant to be driven from Python's DDP module, and every byte
 // and millisecond must pass through Flotilla's Communicator to be measured.
+// Buckets are laid out by the parameters' (float32) bytes whatever dtype they
+// travel in, so one model's buckets are the same in every precision.
 
 #include <torch/torch.h>
 
@@ -38,8 +40,13 @@ class GradientBuckets {
                                                  int64_t bucket_bytes);
 
   // `parameters`: those that train (frozen ones are left out of all-reduce).
+  // `wire_dtype`: what each bucket is all-reduced in. Below float32 (bf16,
+  // fp16 runs) the gradients are averaged before they are cast and sent, as
+  // PyTorch's bf16/fp16 compression hooks do, so that the sum stays in range,
+  // and cast back to float32 after: half the bytes on the wire.
   GradientBuckets(std::vector<torch::Tensor> parameters, Communicator& comm,
-                  int64_t bucket_bytes = kDefaultBucketBytes);
+                  int64_t bucket_bytes = kDefaultBucketBytes,
+                  torch::ScalarType wire_dtype = torch::kFloat32);
   ~GradientBuckets();  // removes the hooks
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -70,6 +77,7 @@ class GradientBuckets {
 
   std::vector<torch::Tensor> parameters_;
   Communicator& comm_;
+  torch::ScalarType wire_dtype_;
   std::atomic<bool> armed_{true};
   std::vector<size_t> bucket_of_;
   std::vector<char> ready_;  // per parameter, this step

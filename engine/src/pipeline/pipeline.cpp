@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "codec/activation_codec.h"
+#include "torch_adapter.h"
 
 namespace flotilla {
 namespace {
@@ -58,7 +59,7 @@ std::vector<int64_t> Pipeline::shape_at(int64_t boundary, int64_t batch) const {
 
 Pipeline::StepOutput Pipeline::train_step(const torch::Tensor& inputs, const torch::Tensor& targets,
                                           int64_t batch_size, GradientBuckets* buckets,
-                                          PhaseTimer* timer) {
+                                          PhaseTimer* timer, double loss_scale) {
   // tensor_split's sizes: they differ by at most one, and every stage computes them alike.
   const auto sizes = micro_batch_sizes(batch_size, plan_.chunks);
   const auto count = static_cast<int64_t>(sizes.size());
@@ -94,7 +95,7 @@ Pipeline::StepOutput Pipeline::train_step(const torch::Tensor& inputs, const tor
       if (plan_.is_last()) out.loss += m.output.detach();
     } else {
       if (buckets && k == last_backward) buckets->set_armed(true);
-      backward(m, size, timer);
+      backward(m, size, timer, loss_scale);
     }
   }
   finish_sends();
@@ -104,7 +105,11 @@ Pipeline::StepOutput Pipeline::train_step(const torch::Tensor& inputs, const tor
 
 torch::Tensor Pipeline::run_blocks(const torch::Tensor& input, const MicroBatch& micro,
                                    torch::Tensor* correct) {
-  auto output = blocks_->forward(input);
+  torch::Tensor output;
+  {
+    AutocastScope autocast(device_.is_cuda(), plan_.compute_dtype);
+    output = blocks_->forward(input);
+  }
   if (!plan_.is_last()) return output;
   if (correct) {
     torch::NoGradGuard no_grad;
@@ -112,7 +117,8 @@ torch::Tensor Pipeline::run_blocks(const torch::Tensor& input, const MicroBatch&
   }
   // Each micro-batch's mean loss weighted by its share: the sum over
   // micro-batches is the batch's mean loss, and so are the gradients.
-  return torch::nn::functional::cross_entropy(output, micro.targets) * micro.weight;
+  return torch::nn::functional::cross_entropy(output.to(torch::kFloat32), micro.targets) *
+         micro.weight;
 }
 
 void Pipeline::forward(MicroBatch& micro, int64_t size, PhaseTimer* timer, torch::Tensor& correct) {
@@ -137,7 +143,7 @@ void Pipeline::forward(MicroBatch& micro, int64_t size, PhaseTimer* timer, torch
   }
 }
 
-void Pipeline::backward(MicroBatch& micro, int64_t size, PhaseTimer* timer) {
+void Pipeline::backward(MicroBatch& micro, int64_t size, PhaseTimer* timer, double loss_scale) {
   if (!trains()) {
     micro = {};
     return;
@@ -153,9 +159,9 @@ void Pipeline::backward(MicroBatch& micro, int64_t size, PhaseTimer* timer) {
   // gradient has nothing to differentiate.
   if (output.requires_grad()) {
     if (plan_.is_last())
-      output.backward();
+      (loss_scale == 1.0 ? output : output * loss_scale).backward();
     else
-      output.backward(grad_output);
+      output.backward(grad_output.to(output.scalar_type()));
   }
   end_phase(timer, Phase::backward);
   if (input_needs_grad()) {
@@ -173,7 +179,11 @@ torch::Tensor Pipeline::evaluate(const torch::Tensor& inputs, const torch::Tenso
   auto input = plan_.is_first() ? inputs.to(device_)
                                 : receive(shape_at(plan_.stage - 1, batch_size),
                                           plan_.rank_of(plan_.stage - 1), kActivationTag);
-  auto output = blocks_->forward(input);
+  torch::Tensor output;
+  {
+    AutocastScope autocast(device_.is_cuda(), plan_.compute_dtype);
+    output = blocks_->forward(input);
+  }
   if (plan_.is_last()) return output.argmax(1).eq(targets.to(device_)).sum();
   send(output, plan_.rank_of(plan_.stage + 1), kActivationTag);
   finish_sends();
@@ -181,13 +191,14 @@ torch::Tensor Pipeline::evaluate(const torch::Tensor& inputs, const torch::Tenso
 }
 
 void Pipeline::send(torch::Tensor tensor, int64_t to, int tag) {
-  TORCH_CHECK(tensor.scalar_type() == torch::kFloat32,
-              "pipeline stages exchange float32 tensors, got ", tensor.scalar_type());
-  tensor = tensor.contiguous();
+  TORCH_CHECK(tensor.is_floating_point(), "pipeline stages exchange floating-point tensors, got ",
+              tensor.scalar_type());
+  // Under autocast a block may end in either dtype; the boundary has one.
+  tensor = tensor.to(plan_.compute_dtype).contiguous();
   const int64_t raw = tensor.numel() * tensor.element_size();
   if (codec_) {
     const auto start = std::chrono::steady_clock::now();
-    tensor = codec_->encode(tensor);
+    tensor = codec_->encode(tensor.to(torch::kFloat32));
     link_stats_.encode_ms += ms_since(start);
   }
   link_stats_.raw_bytes += raw;
@@ -200,7 +211,7 @@ torch::Tensor Pipeline::receive(std::vector<int64_t> shape, int64_t from, int ta
   for (int64_t d : shape) numel *= d;
   const auto options = torch::TensorOptions().device(device_);
   auto buffer = codec_ ? torch::empty({codec_->encoded_bytes(numel)}, options.dtype(torch::kUInt8))
-                       : torch::empty(shape, options.dtype(torch::kFloat32));
+                       : torch::empty(shape, options.dtype(plan_.compute_dtype));
   auto operation = comm_.start_recv(buffer, from, tag);
   comm_.finish(operation);
   if (!codec_) return buffer;

@@ -27,6 +27,10 @@ struct PipelinePlan {
   Schedule schedule = Schedule::gpipe;
   int64_t chunks = 1;
   bool checkpoint = false;
+  // The forward's autocast dtype (float32: none), which activations and
+  // their gradients also cross each boundary in (a codec encodes them from
+  // float32 as ever).
+  torch::ScalarType compute_dtype = torch::kFloat32;
 
   int64_t rank_of(int64_t stage_index) const { return replica * stages + stage_index; }
   int64_t first_block() const;  // of this stage, in the whole model
@@ -41,7 +45,7 @@ struct PipelinePlan {
 
 // What passed through this stage's codec since the last take.
 struct LinkStats {
-  int64_t raw_bytes = 0;   // fp32 bytes of the tensors sent
+  int64_t raw_bytes = 0;   // bytes of the tensors sent, in the compute dtype
   int64_t wire_bytes = 0;  // bytes they took on the wire
   double encode_ms = 0;
   double decode_ms = 0;
@@ -62,9 +66,12 @@ class Pipeline {
   // first stage, `targets` on the last (others may pass undefined tensors).
   // Leaves this stage's gradients, summed over micro-batches, in its
   // parameters; with `buckets` (pipeline_ddp) their all-reduce starts during
-  // the last micro-batch's backward, and the caller finishes it.
+  // the last micro-batch's backward, and the caller finishes it. The last
+  // stage differentiates its loss times `loss_scale` (fp16's dynamic scale),
+  // so every stage's gradients are scaled alike.
   StepOutput train_step(const torch::Tensor& inputs, const torch::Tensor& targets,
-                        int64_t batch_size, GradientBuckets* buckets, PhaseTimer* timer);
+                        int64_t batch_size, GradientBuckets* buckets, PhaseTimer* timer,
+                        double loss_scale = 1.0);
   // Forward only, as one micro-batch; the hits on the last stage, undefined elsewhere.
   torch::Tensor evaluate(const torch::Tensor& inputs, const torch::Tensor& targets,
                          int64_t batch_size);
@@ -82,7 +89,7 @@ class Pipeline {
     double weight = 0;                     // its share of the batch
   };
   void forward(MicroBatch& micro, int64_t size, PhaseTimer* timer, torch::Tensor& correct);
-  void backward(MicroBatch& micro, int64_t size, PhaseTimer* timer);
+  void backward(MicroBatch& micro, int64_t size, PhaseTimer* timer, double loss_scale);
   torch::Tensor run_blocks(const torch::Tensor& input, const MicroBatch& micro,
                            torch::Tensor* correct);
   // This stage's input needs a gradient: some block before it still trains.

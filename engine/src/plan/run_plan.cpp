@@ -16,6 +16,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/schedule.h"
 #include "pipeline/stage_setup.h"
+#include "precision/mixed_precision.h"
 #include "runtime/thread_pools.h"
 #include "torch_adapter.h"
 
@@ -70,11 +71,12 @@ std::vector<double> estimate_block_ms(torch::nn::Sequential& model, const torch:
 }
 
 // Payload of one direction across a boundary whose tensors hold `per_sample`
-// values a sample, for micro-batches of `sizes`.
+// values a sample, for micro-batches of `sizes`; uncompressed, each value
+// takes `value_bytes` (the compute dtype's: 2 in bf16 and fp16).
 TransferPlan transfer(const ActivationCodec* codec, int64_t per_sample,
-                      const std::vector<int64_t>& sizes, bool sent) {
+                      const std::vector<int64_t>& sizes, bool sent, int64_t value_bytes) {
   auto wire = [&](int64_t elements) {
-    return codec ? codec->encoded_bytes(elements) : elements * int64_t{sizeof(float)};
+    return codec ? codec->encoded_bytes(elements) : elements * value_bytes;
   };
   TransferPlan t;
   t.sent = sent;
@@ -89,18 +91,24 @@ TransferPlan transfer(const ActivationCodec* codec, int64_t per_sample,
 }
 
 // The all-reduce a stage's ranks run each step, as Trainer::rebuild_buckets
-// sets it up: the stage's trainable parameters in GradientBuckets' buckets.
-AllreducePlan allreduce_of(const torch::nn::Sequential& blocks, int64_t ranks, double bucket_mb) {
+// sets it up: the stage's trainable parameters in GradientBuckets' buckets,
+// laid out by their float32 bytes and sent at `value_bytes` a value (2 where
+// precision is bf16 or fp16).
+AllreducePlan allreduce_of(const torch::nn::Sequential& blocks, int64_t ranks, double bucket_mb,
+                           int64_t value_bytes) {
   AllreducePlan a;
   a.ranks = ranks;
-  std::vector<int64_t> bytes;
+  std::vector<int64_t> bytes, values;
   for (const auto& p : blocks->parameters())
-    if (p.requires_grad()) bytes.push_back(p.numel() * p.element_size());
+    if (p.requires_grad()) {
+      bytes.push_back(p.numel() * p.element_size());
+      values.push_back(p.numel());
+    }
   if (bytes.empty()) return a;  // a wholly frozen stage averages nothing
   for (const auto& bucket :
        GradientBuckets::assign(bytes, static_cast<int64_t>(bucket_mb * 1024 * 1024))) {
     int64_t total = 0;
-    for (size_t i : bucket) total += bytes[i];
+    for (size_t i : bucket) total += values[i] * value_bytes;
     a.bucket_bytes.push_back(total);
     a.bytes_per_step += total;
   }
@@ -213,6 +221,10 @@ RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options
   // device run would avoid it, but LibTorch 1.13's Module::to refuses meta).
   const auto shapes = stages > 1 ? boundary_shapes(model, shape_example(samples), plan.balance)
                                  : std::vector<std::vector<int64_t>>{};
+  // Boundaries and gradient buckets carry the compute dtype (a bf16 run on a
+  // Gloo without bfloat16 sends float16: two bytes alike).
+  const int64_t value_bytes =
+      static_cast<int64_t>(c10::elementSize(compute_dtype(config.precision)));
   for (int64_t b = 0; b + 1 < stages; ++b) {
     BoundaryPlan boundary;
     boundary.boundary = b;
@@ -226,9 +238,10 @@ RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options
     receiver.stages = stages;
     receiver.stage = b + 1;
     receiver.balance = plan.balance;
-    boundary.activations = transfer(codec.get(), per_sample, plan.micro_batch_sizes, true);
+    boundary.activations =
+        transfer(codec.get(), per_sample, plan.micro_batch_sizes, true, value_bytes);
     boundary.gradients = transfer(codec.get(), per_sample, plan.micro_batch_sizes,
-                                  receiver.input_needs_grad(plan.frozen_blocks));
+                                  receiver.input_needs_grad(plan.frozen_blocks), value_bytes);
     plan.boundaries.push_back(std::move(boundary));
   }
 
@@ -250,7 +263,7 @@ RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options
     int64_t allreduce_bytes = 0;
     if (group) {
       stage.allreduce =
-          allreduce_of(stage_blocks(model, plan.balance, s), *group, config.bucket_mb);
+          allreduce_of(stage_blocks(model, plan.balance, s), *group, config.bucket_mb, value_bytes);
       allreduce_bytes = stage.allreduce->bytes_per_step;
     }
     stage.bytes_sent_per_step = stage.bytes_recv_per_step = allreduce_bytes;

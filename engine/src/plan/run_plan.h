@@ -26,7 +26,7 @@ struct BlockPlan {
 struct AllreducePlan {
   int64_t ranks = 0;                  // P, the group's size
   std::vector<int64_t> bucket_bytes;  // in launch order
-  int64_t bytes_per_step = 0;         // what a step record reports (4 x trainable parameters)
+  int64_t bytes_per_step = 0;  // what a step record reports (4, or 2 in bf16/fp16, x trainable)
 };
 
 struct StagePlan {
@@ -46,7 +46,7 @@ struct StagePlan {
 struct TransferPlan {
   bool sent = true;        // gradients: false while every block before the boundary is frozen
   int64_t fp32_bytes = 0;  // of one full micro-batch
-  int64_t wire_bytes = 0;  // after the codec (fp32_bytes without one)
+  int64_t wire_bytes = 0;  // after the codec (without one: in the compute dtype)
   int64_t fp32_bytes_per_step = 0;  // over every micro-batch of a step
   int64_t wire_bytes_per_step = 0;
 };

@@ -32,8 +32,10 @@ DataParallel::Output DataParallel::forward(const torch::Tensor& inputs,
     auto logits = replicas_[k]->forward(input_parts[k].to(device, /*non_blocking=*/true));
     const auto part_targets = target_parts[k].to(device, /*non_blocking=*/true);
     // Each part's mean weighted by its share: the sum is the batch's mean.
-    losses_.push_back(torch::nn::functional::cross_entropy(logits, part_targets) *
-                      (static_cast<double>(n) / static_cast<double>(batch)));
+    // The loss in float32 whatever the forward's autocast dtype.
+    losses_.push_back(
+        torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), part_targets) *
+        (static_cast<double>(n) / static_cast<double>(batch)));
     torch::NoGradGuard no_grad;
     out.loss += losses_.back().detach().to(primary);
     out.correct += logits.argmax(1).eq(part_targets).sum().to(primary);
@@ -41,8 +43,8 @@ DataParallel::Output DataParallel::forward(const torch::Tensor& inputs,
   return out;
 }
 
-void DataParallel::backward() {
-  for (auto& loss : losses_) loss.backward();
+void DataParallel::backward(double loss_scale) {
+  for (auto& loss : losses_) (loss_scale == 1.0 ? loss : loss * loss_scale).backward();
   losses_.clear();
 }
 

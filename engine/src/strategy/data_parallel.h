@@ -32,8 +32,9 @@ class DataParallel {
   };
   // Every replica's forward on its share of the batch (scattered along dim 0).
   Output forward(const torch::Tensor& inputs, const torch::Tensor& targets);
-  // Every replica's backward of what forward() computed.
-  void backward();
+  // Every replica's backward of what forward() computed, its loss times
+  // `loss_scale` (fp16's dynamic scale).
+  void backward(double loss_scale = 1.0);
   // Every replica's gradients summed into the primary's.
   void reduce_gradients();
   // After the optimizer stepped the primary: its parameters and buffers to the others.

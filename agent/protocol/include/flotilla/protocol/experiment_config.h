@@ -23,6 +23,9 @@ enum class LrScheduleKind { constant, step, cosine };
 enum class FreezeMethod { none, fixed, autofreeze };
 enum class CompressionMethod { none, uniform, sort_quant };
 enum class DeviceKind { cpu, cuda };
+// The compute dtype of the forward pass: fp32, or autocast to bf16 or fp16
+// with fp32 master weights (fp16 with a dynamic loss scale).
+enum class Precision { fp32, bf16, fp16 };
 
 struct OptimizerConfig {
   OptimizerKind name = OptimizerKind::sgd;
@@ -133,6 +136,9 @@ struct ExperimentConfig {
   FreezeConfig freeze;
   CompressionConfig compression;
   DeviceKind device = DeviceKind::cpu;
+  Precision precision = Precision::fp32;
+  // CNNs: weights and inputs in NHWC memory order (tensor cores' layout).
+  bool channels_last = false;
   uint64_t seed = 0;
   int64_t threads = 0;  // per rank: LibTorch's and the BLAS pools; 0: the node's share
   double dropout = 0.0;
@@ -196,6 +202,9 @@ std::vector<std::string> split_list(std::string_view text);
 // The reverse: "a,b,c".
 std::string join_list(const std::vector<std::string>& entries);
 
+// The convolutional networks, which `channels_last` applies to.
+bool is_cnn(ModelKind model);
+
 // Number of cuttable blocks of the configured model: what `balance` sums to.
 int64_t model_block_count(const ExperimentConfig& config);
 
@@ -208,5 +217,6 @@ std::string_view name_of(LrScheduleKind v);
 std::string_view name_of(FreezeMethod v);
 std::string_view name_of(CompressionMethod v);
 std::string_view name_of(DeviceKind v);
+std::string_view name_of(Precision v);
 
 }  // namespace flotilla

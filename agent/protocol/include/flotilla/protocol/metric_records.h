@@ -31,6 +31,13 @@ struct Start {
   std::string blas;          // the BLAS library behind libblas.so.3, as found at run time
   int64_t blas_threads = 0;  // its pool (1: single-threaded)
   std::string torch_version;
+  std::string precision = "fp32";  // the config's: fp32, bf16 or fp16
+  // The dtypes the step records' bytes were counted in ("float32",
+  // "bfloat16", "float16"): what gradient buckets are all-reduced in (empty
+  // where this rank all-reduces none) and what crosses a pipeline boundary
+  // before any codec (empty without a pipeline).
+  std::string gradient_dtype;
+  std::string boundary_dtype;
 };
 
 struct Step {
@@ -70,6 +77,10 @@ struct Step {
   double compression_ratio = 0;
   double encode_ms = 0;
   double decode_ms = 0;
+  // precision fp16 only (0 elsewhere): the loss scale this step used, and
+  // whether its optimizer step was skipped for a non-finite gradient.
+  double loss_scale = 0;
+  bool skipped = false;
 };
 
 struct Epoch {
