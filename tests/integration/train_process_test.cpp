@@ -431,7 +431,9 @@ TEST(TrainProcess, Bf16PipelineSendsActivationsAndGradientsInHalfTheBytes) {
 TEST(TrainProcess, Fp16OnTheCpuIsRefusedNamingThePrecisionWhereLibTorchCannot) {
   TempDir dir;
   const auto result =
-      run_train(dir, "name: x\nmodel: small_cnn\ndataset: synthetic\nprecision: fp16\n");
+      run_train(dir, "name: x\nmodel: small_cnn\ndataset: synthetic\nprecision: fp16\nmax_steps: 2\n");
+  // Two steps: where fp16 autocast exists on the CPU (LibTorch 2.x) the run is
+  // accepted and trains, and float16 on the CPU is slow (69 s on the H100 host).
   if (result.exit_code == 0) GTEST_SKIP() << "this LibTorch autocasts to float16 on the CPU";
   EXPECT_EQ(result.exit_code, 1);
   const std::string message = result.records.back()["message"];
