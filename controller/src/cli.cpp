@@ -199,6 +199,17 @@ int run_cli(int argc, char** argv) {
   app.add_flag("--trust-new-host-key", options.connect.trust_new_host_key,
                "accept and remember a node's host key not seen before (a changed key is always "
                "refused)");
+  std::vector<std::string> confirmed_keys;
+  app.add_option("--trust-host-key", confirmed_keys,
+                 "NODE=SHA256:...: accept and remember NODE's host key not seen before only when "
+                 "it has this fingerprint, as a refusal showed it (repeatable)")
+      ->check([](const std::string& value) -> std::string {
+        const auto equals = value.find('=');
+        if (equals == 0 || equals == std::string::npos ||
+            value.compare(equals + 1, 7, "SHA256:") != 0)
+          return "\"" + value + "\" is not NODE=SHA256:<fingerprint>";
+        return {};
+      });
 
   auto* run = app.add_subcommand("run", "run an experiment and follow it to its end");
   std::string file, nodes;
@@ -258,6 +269,11 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitBadInput;
+  }
+
+  for (const auto& value : confirmed_keys) {
+    const auto equals = value.find('=');
+    options.connect.confirmed_host_keys[value.substr(0, equals)] = value.substr(equals + 1);
   }
 
   try {

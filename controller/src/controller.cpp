@@ -333,18 +333,25 @@ std::vector<Controller::UnknownHostKey> Controller::unknown_host_keys(
     try {
       NodeConnection::open(*node, options);
     } catch (const HostKeyError& e) {
-      if (e.kind() == HostKeyError::Kind::changed) throw;
+      if (e.kind() != HostKeyError::Kind::unknown) throw;
       unknown.push_back({name, e.fingerprint()});
     }
   }
   return unknown;
 }
 
-void Controller::trust_host_key(const std::string& name) {
+void Controller::trust_host_key(const std::string& name, const std::string& confirmed_fingerprint) {
   const auto node = store_.node(name);
   if (!node) throw std::runtime_error("no node \"" + name + "\" in " + store_.path().toStdString());
+  if (confirmed_fingerprint.empty())
+    throw std::runtime_error("node " + name +
+                             ": no fingerprint to trust; a host key is trusted only as the "
+                             "fingerprint a person confirmed (\"SHA256:...\")");
+  // This is a new connection, and the node may present another key on it
+  // than the one shown: only the confirmed one is recorded.
   auto options = options_.connect;
-  options.trust_new_host_key = true;
+  options.trust_new_host_key = false;
+  options.confirmed_host_keys = {{name, confirmed_fingerprint}};
   NodeConnection::open(*node, options);
 }
 

@@ -130,10 +130,11 @@ void ControllerWorker::startRun(const QString& config_json) {
   }
 }
 
-void ControllerWorker::trustHostKeyAndRun(const QString& node, const QString& config_json) {
+void ControllerWorker::trustHostKeyAndRun(const QString& node, const QString& fingerprint,
+                                          const QString& config_json) {
   if (!controller_) return;
   try {
-    controller_->trust_host_key(node.toStdString());
+    controller_->trust_host_key(node.toStdString(), fingerprint.toStdString());
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
     return;
@@ -377,10 +378,10 @@ void ControllerWorker::probeNodes(const QStringList& names) {
   });
 }
 
-void ControllerWorker::trustHostKeyAndProbe(const QString& name) {
+void ControllerWorker::trustHostKeyAndProbe(const QString& name, const QString& fingerprint) {
   if (!controller_) return;
   try {
-    controller_->trust_host_key(name.toStdString());
+    controller_->trust_host_key(name.toStdString(), fingerprint.toStdString());
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
     return;
