@@ -6,12 +6,11 @@
 #include <QObject>
 #include <QString>
 #include <QStringList>
+#include <QThreadPool>
 #include <QVector>
 
 #include <filesystem>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -194,8 +193,10 @@ class ControllerWorker : public QObject,
   std::unique_ptr<controller::Controller> controller_;
   std::unique_ptr<controller::SweepPool> sweeps_;  // stopped before the controller goes
   controller::ConnectOptions connect_;
-  std::mutex probes_mutex_;
-  std::vector<std::thread> probes_;  // and report writers: joined when the worker goes
+  // Probes and report writers, off this thread: at most kBackgroundThreads at
+  // once (more wait their turn), all waited for when the worker goes.
+  static constexpr int kBackgroundThreads = 4;
+  QThreadPool background_;
 };
 
 }  // namespace flotilla::gui
