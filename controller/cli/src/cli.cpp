@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "flotilla/cli/cli.h"
 
 #include "cli_compare.h"
 #include "cli_console.h"
