@@ -3,124 +3,35 @@
 // (trust_host_key) is refused, naming both keys, and nothing is recorded.
 // Against a real sshd on 127.0.0.1 that this test starts and restarts with
 // another host key.
-#include <pwd.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <memory>
-#include <thread>
+#include <iterator>
 
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/store.h"
-#include "ports.h"
-#include "processes.h"
-#include "ssh_session.h"
+#include "local_sshd.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::ChildProcess;
+using testing::LocalSshd;
 using testing::TempDir;
 
-constexpr const char* kSshd = "/usr/sbin/sshd";
-
-std::string run_shell(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return out;
-  char buffer[512];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  ::pclose(pipe);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
+NodeRow node_of(const LocalSshd& sshd, const std::filesystem::path& dir) {
+  NodeRow n;
+  n.name = "keyed";
+  n.host = "127.0.0.1";
+  n.port = sshd.port();
+  n.user = LocalSshd::login();
+  n.key_file = sshd.client_key();
+  n.remote_dir = (dir / "remote").string();
+  return n;
 }
-
-std::string login() {
-  if (::geteuid() == 0) return "root";
-  const passwd* pw = ::getpwuid(::geteuid());
-  return pw ? pw->pw_name : "";
-}
-
-// One sshd on 127.0.0.1 of this test's own, which can be restarted on the
-// same port with another host key: a reinstalled node, or someone in between.
-class LocalSshd {
- public:
-  explicit LocalSshd(const std::filesystem::path& dir)
-      : dir_(dir), port_(testing::free_tcp_port()) {
-    for (const auto* name : {"host_key_1", "host_key_2", "client_key"})
-      run_shell("ssh-keygen -q -t ed25519 -N '' -C flotilla-test -f " + (dir_ / name).string());
-  }
-  ~LocalSshd() { stop(); }
-
-  // Whether sshd can run here at all; `why` says what is missing.
-  static bool available(std::string* why) {
-    if (::access(kSshd, X_OK) != 0 || run_shell("command -v ssh-keygen").empty()) {
-      *why = std::string(kSshd) + " or ssh-keygen is not installed";
-      return false;
-    }
-    // As root, sshd wants its privilege separation directory.
-    if (::geteuid() == 0) std::filesystem::create_directories("/run/sshd");
-    return true;
-  }
-
-  // Starts (or restarts) sshd presenting host key 1 or 2; true once it answers.
-  bool start(int host_key) {
-    stop();
-    const auto config = dir_ / "sshd_config";
-    std::ofstream(config) << "Port " << port_ << "\nListenAddress 127.0.0.1\n"
-                          << "HostKey " << host_key_path(host_key).string() << "\n"
-                          << "PidFile none\nAuthorizedKeysFile "
-                          << (dir_ / "client_key.pub").string()
-                          << "\nPermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n";
-    sshd_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kSshd, "-D", "-e", "-f", config.string()}, dir_ / "sshd.log");
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (tcp_port_answers("127.0.0.1", port_, 200ms)) return true;
-      if (sshd_->wait(0ms)) return false;  // it exited: its log says why
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-  void stop() {
-    if (!sshd_) return;
-    sshd_->kill(SIGTERM);
-    sshd_->wait(10s);
-    sshd_.reset();
-  }
-  std::string log() const { return sshd_ ? sshd_->output() : std::string(); }
-
-  std::filesystem::path host_key_path(int n) const {
-    return dir_ / ("host_key_" + std::to_string(n));
-  }
-  std::string fingerprint(int host_key) const {
-    return run_shell("ssh-keygen -lf " + host_key_path(host_key).string() +
-                     ".pub | awk '{print $2}'");
-  }
-  NodeRow node() const {
-    NodeRow n;
-    n.name = "keyed";
-    n.host = "127.0.0.1";
-    n.port = port_;
-    n.user = login();
-    n.key_file = (dir_ / "client_key").string();
-    n.remote_dir = (dir_ / "remote").string();
-    return n;
-  }
-
- private:
-  std::filesystem::path dir_;
-  int port_;
-  std::unique_ptr<ChildProcess> sshd_;
-};
 
 std::string file_text(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -138,7 +49,7 @@ TEST(HostKeyTrust, AKeySwappedBetweenTheQuestionAndTheTrustIsRefusedNamingBothAn
   ASSERT_NE(shown, swapped);
 
   Store store(QString::fromStdString((dir.path() / "flotilla.db").string()));
-  store.add_node(sshd.node());
+  store.add_node(node_of(sshd, dir.path()));
   ControllerOptions options;
   options.connect.known_hosts = dir.path() / "known_hosts";
   options.connect.timeout = 10s;
