@@ -36,6 +36,11 @@ Controller::Controller(Store& store, ControllerOptions options)
   // refused writes: the agent sends them again from its spool, as for an
   // attach. Not on the writer thread, which must not wait for a link.
   refetch_listener_ = store_.add_refetch_listener([this](const RefetchRequest& r) {
+    {
+      // Another controller on this store (a sweep's, a kill's) follows it.
+      std::lock_guard lock(mutex_);
+      if (!followed_.count(r.run)) return;
+    }
     in_background([this, r] {
       try {
         if (!link_for(r.node).send(protocol::Resume{r.run, r.after_seq}))

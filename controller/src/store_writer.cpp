@@ -243,6 +243,7 @@ void Store::writer_loop() {
 
   bool refused = false;  // the database refuses writes, since `refused_since`
   Clock::time_point refused_since{};
+  int64_t dropped_before_refusal = 0;  // records let go of past the limit before it
   // Said once a refusal, however often it is retried and whichever statement
   // of the batch SQLite refuses each time (the words differ).
   bool refusal_reported = false;
@@ -281,11 +282,17 @@ void Store::writer_loop() {
           }
         }
       }
-      if (refused && refusal_reported)
+      if (refused && refusal_reported) {
+        const int64_t let_go = queue_use().dropped - dropped_before_refusal;
         report({"database " + path_.toStdString() +
-                    " takes writes again: every record that waited is stored",
+                    " takes writes again: every record that waited is stored" +
+                    (let_go > 0 ? "; " + std::to_string(let_go) +
+                                      " record(s) let go of past the queue's limit are fetched "
+                                      "again from the agents' spools"
+                                : std::string()),
                 {},
                 true});
+      }
       refused = false;
       refusal_reported = false;
       ask_for_refetches(db);
@@ -296,7 +303,10 @@ void Store::writer_loop() {
     // the queue, in order, except the waited-for writes that are out of
     // patience, whose callers get the error.
     const auto now = Clock::now();
-    if (!refused) refused_since = now;
+    if (!refused) {
+      refused_since = now;
+      dropped_before_refusal = queue_use().dropped;
+    }
     refused = true;
     const bool closing_out_of_patience = stopping && now - refused_since >= options_.write_patience;
     std::deque<Item> kept;

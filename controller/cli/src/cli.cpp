@@ -199,6 +199,13 @@ int run_cli(int argc, char** argv) {
   app.add_flag("--trust-new-host-key", options.connect.trust_new_host_key,
                "accept and remember a node's host key not seen before (a changed key is always "
                "refused)");
+  StoreOptions store_options;
+  app.add_option("--store-queue-limit", store_options.queue_limit_records,
+                 "the most records the database's writer holds in memory; past it, while the "
+                 "database refuses writes, records are fetched again from the agents' spools "
+                 "once it takes them")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   std::vector<std::string> confirmed_keys;
   app.add_option("--trust-host-key", confirmed_keys,
                  "NODE=SHA256:...: accept and remember NODE's host key not seen before only when "
@@ -277,7 +284,7 @@ int run_cli(int argc, char** argv) {
   }
 
   try {
-    Store store(QString::fromStdString(db));
+    Store store(QString::fromStdString(db), store_options);
     if (*run) return command_run(store, options, file, nodes);
     if (*attach) return command_attach(store, options, attach_runs);
     if (*runs) return command_runs(store);
