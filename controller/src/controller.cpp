@@ -32,6 +32,27 @@ Controller::Controller(Store& store, ControllerOptions options)
   // the runs hears of it (the CLI prints a line, the window its status).
   store_listener_ = store_.add_problem_listener(
       [this](const StoreProblem& problem) { note_problem(problem.message); });
+  // Records the store let go of past its queue's limit while the database
+  // refused writes: the agent sends them again from its spool, as for an
+  // attach. Not on the writer thread, which must not wait for a link.
+  refetch_listener_ = store_.add_refetch_listener([this](const RefetchRequest& r) {
+    {
+      // Another controller on this store (a sweep's, a kill's) follows it.
+      std::lock_guard lock(mutex_);
+      if (!followed_.count(r.run)) return;
+    }
+    in_background([this, r] {
+      try {
+        if (!link_for(r.node).send(protocol::Resume{r.run, r.after_seq}))
+          throw std::runtime_error("the agent went away");
+      } catch (const std::exception& e) {
+        note_problem("run " + r.run + ": node " + r.node + " could not be asked again for the " +
+                     "records after #" + std::to_string(r.after_seq) + " (" + e.what() +
+                     "); they stay in its spool, and a reconnect or `flotilla attach` fetches "
+                     "them");
+      }
+    });
+  });
   in_background([this] { watch_for_stalls(); });
 }
 
@@ -67,6 +88,7 @@ protocol::ProbeReply Controller::probe(const std::string& node) {
 
 Controller::~Controller() {
   store_.remove_problem_listener(store_listener_);
+  store_.remove_refetch_listener(refetch_listener_);
   {
     std::lock_guard lock(mutex_);
     closing_ = true;
@@ -333,18 +355,25 @@ std::vector<Controller::UnknownHostKey> Controller::unknown_host_keys(
     try {
       NodeConnection::open(*node, options);
     } catch (const HostKeyError& e) {
-      if (e.kind() == HostKeyError::Kind::changed) throw;
+      if (e.kind() != HostKeyError::Kind::unknown) throw;
       unknown.push_back({name, e.fingerprint()});
     }
   }
   return unknown;
 }
 
-void Controller::trust_host_key(const std::string& name) {
+void Controller::trust_host_key(const std::string& name, const std::string& confirmed_fingerprint) {
   const auto node = store_.node(name);
   if (!node) throw std::runtime_error("no node \"" + name + "\" in " + store_.path().toStdString());
+  if (confirmed_fingerprint.empty())
+    throw std::runtime_error("node " + name +
+                             ": no fingerprint to trust; a host key is trusted only as the "
+                             "fingerprint a person confirmed (\"SHA256:...\")");
+  // This is a new connection, and the node may present another key on it
+  // than the one shown: only the confirmed one is recorded.
   auto options = options_.connect;
-  options.trust_new_host_key = true;
+  options.trust_new_host_key = false;
+  options.confirmed_host_keys = {{name, confirmed_fingerprint}};
   NodeConnection::open(*node, options);
 }
 
@@ -597,13 +626,15 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
                   record->record_type.empty() ? "unknown" : record->record_type,
                   record->record_json};
     heard_from(record->run, node, record);
-    store_.append_record(record->run, row);
-    if (observer_) observer_->record_received(record->run, row);
+    // One let go of past the store's queue limit comes again from the spool.
+    if (store_.append_record(record->run, row) && observer_)
+      observer_->record_received(record->run, row);
     return;
   }
   if (const auto* end = std::get_if<protocol::RunEnd>(&message)) {
     RecordRow row{end->seq, node, -1, "run_end", protocol::encode(*end)};
-    store_.append_record(end->run, row);
+    // Let go of past the store's queue limit: acted on when it comes again.
+    if (!store_.append_record(end->run, row)) return;
     if (observer_) observer_->record_received(end->run, row);
     node_ended(node, *end);
     return;

@@ -57,6 +57,9 @@ class SshConnection final : public NodeConnection {
     target.key_file = node_.key_file;
     target.known_hosts = options.known_hosts.empty() ? default_known_hosts() : options.known_hosts;
     target.trust_new_host_key = options.trust_new_host_key;
+    if (const auto confirmed = options.confirmed_host_keys.find(node_.name);
+        confirmed != options.confirmed_host_keys.end())
+      target.confirmed_host_key = confirmed->second;
     target.timeout = options.timeout;
     session_ = SshSession::connect(target);
     // Relative to the login's home directory, for SFTP and commands alike.

@@ -133,11 +133,21 @@ ReportResult write_report(const CompareTable& table, const ReportOptions& option
         "steps, at least 5, left out); \"—\" marks a figure a run does not have.\n";
 
   md << "\n## Charts\n";
+  // The renderer is found at run time, not built with the CLI: one that is
+  // not there is said once a chart, by its path.
+  const auto renderer =
+      options.renderer.empty() ? sibling_program("flotilla-gui") : options.renderer;
+  const std::string no_renderer = fs::exists(renderer)
+                                      ? std::string()
+                                      : "the chart renderer " + renderer.string() +
+                                            " is not there (flotilla-gui is looked for beside this "
+                                            "program; build or install it to draw charts)";
   for (const auto& panel : options.panels) {
     const auto file = options.directory / (panel + ".png");
     md << "\n### " << panel_title(panel) << "\n\n";
-    const auto problem =
-        render(render_arguments(table, options, panel, file), file, options.render_timeout);
+    const auto problem = no_renderer.empty() ? render(render_arguments(table, options, panel, file),
+                                                      file, options.render_timeout)
+                                             : no_renderer;
     if (problem.empty()) {
       result.images.push_back(file);
       md << "![" << panel_title(panel) << "](" << panel << ".png)\n";

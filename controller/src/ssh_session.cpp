@@ -246,11 +246,21 @@ std::shared_ptr<SshSession> SshSession::connect(const SshTarget& target) {
                              "key from that file.");
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
-      if (!target.trust_new_host_key)
+      // A person confirmed one key: exactly that one is trusted. Another
+      // one now means the key changed between showing and trusting.
+      if (!target.confirmed_host_key.empty() && target.confirmed_host_key != self->fingerprint_)
+        throw HostKeyError(HostKeyError::Kind::not_confirmed, self->fingerprint_,
+                           "the host key of " + impl.where() + " is now " + self->fingerprint_ +
+                               ", not " + target.confirmed_host_key +
+                               " that was shown and confirmed. Refused and nothing recorded: "
+                               "the key changed after it was shown (a reinstall, or someone "
+                               "in between); check the node's key again.");
+      if (target.confirmed_host_key.empty() && !target.trust_new_host_key)
         throw HostKeyError(HostKeyError::Kind::unknown, self->fingerprint_,
                            "the host key of " + impl.where() + " (" + self->fingerprint_ +
-                               ") is not known; check it and trust it explicitly "
-                               "(--trust-new-host-key)");
+                               ") is not known; check it and trust exactly this key "
+                               "(--trust-host-key NODE=" +
+                               self->fingerprint_ + ") or any new key (--trust-new-host-key)");
       {
         // Written here rather than by ssh_session_update_known_hosts, which
         // creates the file with whatever mode the umask leaves.

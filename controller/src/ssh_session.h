@@ -48,6 +48,9 @@ struct SshTarget {
   std::filesystem::path key_file;     // empty: ssh-agent (SSH_AUTH_SOCK)
   std::filesystem::path known_hosts;  // host keys are checked against and added to it
   bool trust_new_host_key = false;    // an unknown key is refused unless this is set
+  // The fingerprint a person confirmed for this host: when set, an unknown
+  // key is recorded only if it is this one, and refused otherwise.
+  std::string confirmed_host_key;
   std::chrono::milliseconds timeout{15000};
 };
 

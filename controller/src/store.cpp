@@ -133,6 +133,7 @@ Store::~Store() {
     stopping_ = true;
   }
   queued_.notify_all();
+  room_.notify_all();
   if (writer_.joinable()) writer_.join();
 }
 

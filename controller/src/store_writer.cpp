@@ -1,6 +1,6 @@
 // The store's one writer thread: batches of queued writes, each write all or
 // nothing, and a database that refuses writes waited out without losing or
-// reordering anything queued.
+// reordering anything queued, in bounded memory (store.h says how).
 #include <QSqlDatabase>
 #include <QSqlError>
 #include <QSqlQuery>
@@ -43,13 +43,99 @@ std::string joined(const std::set<std::string>& runs) {
 
 }  // namespace
 
-void Store::append_record(const std::string& run, RecordRow record) {
+void Store::release_locked(const Item& item) {
+  if (!std::holds_alternative<QueuedRecord>(item.what)) return;
+  --use_.records;
+  use_.bytes -= item.bytes;
+}
+
+bool Store::has_room_locked(int64_t bytes) const {
+  // One record always fits, however long: the queue is never stuck.
+  return use_.records == 0 || (use_.records < options_.queue_limit_records &&
+                               use_.bytes + bytes <= options_.queue_limit_bytes);
+}
+
+bool Store::append_record(const std::string& run, RecordRow record) {
   check_writable();
+  const int64_t bytes = static_cast<int64_t>(sizeof(Item) + run.size() + record.node.size() +
+                                             record.type.size() + record.body.size());
   {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({QueuedRecord{run, std::move(record)}, nullptr, {}});
+    std::unique_lock lock(mutex_);
+    const auto key = std::make_pair(run, record.node);
+    if (auto gap = gaps_.find(key); gap != gaps_.end()) {
+      // Its records come again from the agent's spool: until they are asked
+      // for, and then ahead of the next one asked for, they are let go.
+      if (!gap->second.refetch_asked || record.seq > gap->second.next_seq) {
+        ++use_.dropped;
+        return false;
+      }
+      if (record.seq == gap->second.next_seq) ++gap->second.next_seq;
+    }
+    const auto can_drop = [&] { return refused_ && refetch_listener_count_ > 0; };
+    room_.wait(lock, [&] { return stopping_ || can_drop() || has_room_locked(bytes); });
+    if (!has_room_locked(bytes)) {
+      // Let go of: the agent's spool holds it, and everything queued before
+      // it is stored before it is asked for again.
+      gaps_[key] = Gap{items_queued_, false, 0};
+      ++use_.dropped;
+      return false;
+    }
+    queue_.push_back({QueuedRecord{run, std::move(record)}, nullptr, {}, bytes});
+    ++items_queued_;
+    ++use_.records;
+    use_.bytes += bytes;
+    use_.peak_records = std::max(use_.peak_records, use_.records);
+    use_.peak_bytes = std::max(use_.peak_bytes, use_.bytes);
   }
   queued_.notify_one();
+  return true;
+}
+
+StoreQueueUse Store::queue_use() const {
+  std::lock_guard lock(mutex_);
+  return use_;
+}
+
+int Store::add_refetch_listener(RefetchListener listener) {
+  std::lock_guard lock(listeners_mutex_);
+  refetch_listeners_[next_listener_] = std::move(listener);
+  ++refetch_listener_count_;
+  return next_listener_++;
+}
+
+void Store::remove_refetch_listener(int id) {
+  std::lock_guard lock(listeners_mutex_);
+  refetch_listener_count_ -= static_cast<int>(refetch_listeners_.erase(id));
+}
+
+void Store::ask_for_refetches(QSqlDatabase& db) {
+  std::vector<std::pair<std::string, std::string>> ready;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, gap] : gaps_)
+      if (!gap.refetch_asked && gap.ready_after_item <= items_done_) ready.push_back(key);
+  }
+  if (ready.empty()) return;
+  // This thread is the only writer: what it reads here stays the last
+  // stored record until it commits again.
+  std::vector<RefetchRequest> requests;
+  for (const auto& [run, node] : ready) {
+    SqlQuery q(db, path_);
+    q.run("SELECT COALESCE(MAX(seq), 0) FROM records WHERE run_id = ? AND node = ?",
+          {QString::fromStdString(run), QString::fromStdString(node)});
+    requests.push_back({run, node, q.next() ? q.at(0).toLongLong() : int64_t{0}});
+  }
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& r : requests) {
+      auto& gap = gaps_[{r.run, r.node}];
+      gap.refetch_asked = true;
+      gap.next_seq = r.after_seq + 1;
+    }
+  }
+  std::lock_guard lock(listeners_mutex_);
+  for (const auto& r : requests)
+    for (auto& [id, listener] : refetch_listeners_) listener(r);
 }
 
 void Store::flush() {
@@ -62,7 +148,7 @@ void Store::write_and_wait(Write write) {
   auto future = done->get_future();
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({std::move(write), done, {}});
+    queue_.push_back({std::move(write), done, {}, 0});
   }
   queued_.notify_one();
   future.get();
@@ -157,6 +243,7 @@ void Store::writer_loop() {
 
   bool refused = false;  // the database refuses writes, since `refused_since`
   Clock::time_point refused_since{};
+  int64_t dropped_before_refusal = 0;  // records let go of past the limit before it
   // Said once a refusal, however often it is retried and whichever statement
   // of the batch SQLite refuses each time (the words differ).
   bool refusal_reported = false;
@@ -174,6 +261,13 @@ void Store::writer_loop() {
     const std::string refusal = commit(db, *step_numbers, batch, errors);
     if (refusal.empty()) {
       ++commits_;
+      {
+        std::lock_guard lock(mutex_);
+        for (const auto& item : batch) release_locked(item);
+        items_done_ += static_cast<int64_t>(batch.size());
+        refused_ = false;
+      }
+      room_.notify_all();
       for (size_t i = 0; i < batch.size(); ++i) {
         if (batch[i].done) {
           if (errors[i])
@@ -188,13 +282,20 @@ void Store::writer_loop() {
           }
         }
       }
-      if (refused && refusal_reported)
+      if (refused && refusal_reported) {
+        const int64_t let_go = queue_use().dropped - dropped_before_refusal;
         report({"database " + path_.toStdString() +
-                    " takes writes again: every record that waited is stored",
+                    " takes writes again: every record that waited is stored" +
+                    (let_go > 0 ? "; " + std::to_string(let_go) +
+                                      " record(s) let go of past the queue's limit are fetched "
+                                      "again from the agents' spools"
+                                : std::string()),
                 {},
                 true});
+      }
       refused = false;
       refusal_reported = false;
+      ask_for_refetches(db);
       continue;
     }
 
@@ -202,17 +303,21 @@ void Store::writer_loop() {
     // the queue, in order, except the waited-for writes that are out of
     // patience, whose callers get the error.
     const auto now = Clock::now();
-    if (!refused) refused_since = now;
+    if (!refused) {
+      refused_since = now;
+      dropped_before_refusal = queue_use().dropped;
+    }
     refused = true;
     const bool closing_out_of_patience = stopping && now - refused_since >= options_.write_patience;
     std::deque<Item> kept;
     std::set<std::string> runs;
-    int64_t records = 0;
+    int64_t records = 0, given_up = 0;
     for (auto& item : batch) {
       if (item.refused_since == Clock::time_point{}) item.refused_since = now;
       if (item.done && now - item.refused_since >= options_.write_patience) {
         item.done->set_exception(std::make_exception_ptr(
             StoreError(refusal + "; gave up after " + seconds_text(options_.write_patience))));
+        ++given_up;
         continue;
       }
       if (const auto* r = std::get_if<QueuedRecord>(&item.what)) {
@@ -221,13 +326,28 @@ void Store::writer_loop() {
       }
       kept.push_back(std::move(item));
     }
+    {
+      std::lock_guard lock(mutex_);
+      items_done_ += given_up;
+      refused_ = true;
+      if (closing_out_of_patience) {
+        for (const auto& item : kept) release_locked(item);
+        items_done_ += static_cast<int64_t>(kept.size());
+      }
+      // Records past the limit are let go of from now on (and ones waiting
+      // for room are), so that they are counted here too.
+      for (const auto& [key, gap] : gaps_)
+        if (!gap.refetch_asked) runs.insert(key.first);
+    }
+    room_.notify_all();
     if (closing_out_of_patience) {
       // The store is closing: what the database never took is said, not kept.
-      if (records > 0)
+      if (records > 0 || !runs.empty())
         report({"database " + path_.toStdString() + " still refuses writes as it closes (" +
                     refusal + "): " + std::to_string(records) + " record(s) of run(s) " +
                     joined(runs) +
-                    " are not stored; they remain in the agents' spools, from where "
+                    " (and any let go of past the queue's limit) are not stored; they remain in "
+                    "the agents' spools, from where "
                     "`flotilla attach` fetches them while a run is live",
                 {runs.begin(), runs.end()},
                 false});
@@ -238,7 +358,11 @@ void Store::writer_loop() {
       report({"database " + path_.toStdString() + " refuses writes (" + refusal + "); " +
                   std::to_string(records) + " record(s) of run(s) " + joined(runs) +
                   " wait in the queue and are tried again every " +
-                  seconds_text(options_.retry_interval),
+                  seconds_text(options_.retry_interval) + " (past " +
+                  std::to_string(options_.queue_limit_records) + " records or " +
+                  std::to_string(options_.queue_limit_bytes >> 20) +
+                  " MiB, records are let go of here and fetched again from the agents' spools "
+                  "once it takes writes)",
               {runs.begin(), runs.end()},
               false});
     }

@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
+#include "flotilla/controller/sweep_report.h"
 #include "flotilla/protocol/config_keys.h"
 #include "flotilla/protocol/numbers.h"
-#include "sweep_report.h"
 
 namespace flotilla::controller {
 namespace {

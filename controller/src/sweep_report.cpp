@@ -1,4 +1,4 @@
-#include "sweep_report.h"
+#include "flotilla/controller/sweep_report.h"
 
 #include <QString>
 #include <algorithm>

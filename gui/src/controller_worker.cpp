@@ -24,16 +24,12 @@ ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent
   qRegisterMetaType<SweepPlanItem>();
   qRegisterMetaType<std::shared_ptr<const controller::CompareTable>>();
   connect_.agent_binary = agent_binary_;
+  background_.setMaxThreadCount(kBackgroundThreads);
 }
 
 ControllerWorker::~ControllerWorker() {
   // Probes end by their connect timeout at the latest; they call into this object.
-  std::vector<std::thread> probes;
-  {
-    std::lock_guard lock(probes_mutex_);
-    probes.swap(probes_);
-  }
-  for (auto& t : probes) t.join();
+  background_.waitForDone();
   // The sweeps' live runs go on; a later start of the window or `flotilla
   // attach` continues them.
   sweeps_.reset();
@@ -130,10 +126,11 @@ void ControllerWorker::startRun(const QString& config_json) {
   }
 }
 
-void ControllerWorker::trustHostKeyAndRun(const QString& node, const QString& config_json) {
+void ControllerWorker::trustHostKeyAndRun(const QString& node, const QString& fingerprint,
+                                          const QString& config_json) {
   if (!controller_) return;
   try {
-    controller_->trust_host_key(node.toStdString());
+    controller_->trust_host_key(node.toStdString(), fingerprint.toStdString());
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
     return;
@@ -194,8 +191,7 @@ void ControllerWorker::writeReport(const QStringList& runs, const QString& basel
   controller::ReportOptions options;
   options.directory = directory.toStdString();
   options.database = database_.toStdString();
-  std::lock_guard lock(probes_mutex_);
-  probes_.emplace_back([this, table, options] {
+  background_.start([this, table, options] {
     try {
       const auto result = controller::write_report(*table, options);
       QStringList problems;
@@ -357,8 +353,7 @@ void ControllerWorker::probeNodes(const QStringList& names) {
   if (!store_) return;
   std::vector<std::string> list;
   for (const auto& n : names) list.push_back(n.toStdString());
-  std::lock_guard lock(probes_mutex_);
-  probes_.emplace_back([this, list, names, options = connect_] {
+  background_.start([this, list, names, options = connect_] {
     controller::probe_nodes(*store_, list, options, [this](const controller::ProbeOutcome& out) {
       NodeProbeResult result;
       result.node = QString::fromStdString(out.node);
@@ -377,10 +372,10 @@ void ControllerWorker::probeNodes(const QStringList& names) {
   });
 }
 
-void ControllerWorker::trustHostKeyAndProbe(const QString& name) {
+void ControllerWorker::trustHostKeyAndProbe(const QString& name, const QString& fingerprint) {
   if (!controller_) return;
   try {
-    controller_->trust_host_key(name.toStdString());
+    controller_->trust_host_key(name.toStdString(), fingerprint.toStdString());
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
     return;

@@ -6,12 +6,11 @@
 #include <QObject>
 #include <QString>
 #include <QStringList>
+#include <QThreadPool>
 #include <QVector>
 
 #include <filesystem>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -106,8 +105,10 @@ class ControllerWorker : public QObject,
   void saveExperiment(const QString& name, const QString& config_json);
   // Asks first (hostKeyUnknown) when a node's SSH host key is not known yet.
   void startRun(const QString& config_json);
-  // Records the node's host key as the person confirmed it, then starts the run.
-  void trustHostKeyAndRun(const QString& node, const QString& config_json);
+  // Records the node's host key if it is the one the person confirmed
+  // (`fingerprint`, as shown), then starts the run; another key is refused.
+  void trustHostKeyAndRun(const QString& node, const QString& fingerprint,
+                          const QString& config_json);
   void killRun(const QString& run);
   // Marks the sweep killed (its queued points skipped) and kills its live run;
   // the controller running the sweep stores the point's end.
@@ -119,8 +120,9 @@ class ControllerWorker : public QObject,
   // Probes the nodes in parallel on threads of their own, so that this
   // thread (and the window) never waits for SSH: nodeProbed as each is done.
   void probeNodes(const QStringList& names);
-  // Records the node's host key as the person confirmed it, then probes it.
-  void trustHostKeyAndProbe(const QString& name);
+  // Records the node's host key if it is the one the person confirmed
+  // (`fingerprint`, as shown), then probes it; another key is refused.
+  void trustHostKeyAndProbe(const QString& name, const QString& fingerprint);
   // How long connecting to a node and its agent's answers may take.
   void setConnectTimeout(int milliseconds);
   // The compare table of `runs` against `baseline` (empty: the first run),
@@ -191,8 +193,10 @@ class ControllerWorker : public QObject,
   std::unique_ptr<controller::Controller> controller_;
   std::unique_ptr<controller::SweepPool> sweeps_;  // stopped before the controller goes
   controller::ConnectOptions connect_;
-  std::mutex probes_mutex_;
-  std::vector<std::thread> probes_;  // and report writers: joined when the worker goes
+  // Probes and report writers, off this thread: at most kBackgroundThreads at
+  // once (more wait their turn), all waited for when the worker goes.
+  static constexpr int kBackgroundThreads = 4;
+  QThreadPool background_;
 };
 
 }  // namespace flotilla::gui

@@ -425,8 +425,8 @@ void MainWindow::connectWorker() {
             if (answer == QMessageBox::Yes)
               QMetaObject::invokeMethod(
                   worker_,
-                  [worker = worker_, node, config_json] {
-                    worker->trustHostKeyAndRun(node, config_json);
+                  [worker = worker_, node, fingerprint, config_json] {
+                    worker->trustHostKeyAndRun(node, fingerprint, config_json);
                   },
                   Qt::QueuedConnection);
           });

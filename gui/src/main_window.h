@@ -83,7 +83,7 @@ class MainWindow : public QMainWindow {
   void requestUpdateNode(const flotilla::gui::NodeItem& node);
   void requestRemoveNode(const QString& name);
   void requestProbe(const QStringList& names);
-  void requestTrustAndProbe(const QString& name);
+  void requestTrustAndProbe(const QString& name, const QString& fingerprint);
 
  private:
   void buildWidgets();

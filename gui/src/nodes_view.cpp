@@ -160,7 +160,7 @@ void NodesView::nodeProbed(const NodeProbeResult& result) {
     if (answer == QMessageBox::Yes) {
       in_flight_.insert(result.node);
       ++batch_size_;
-      emit requestTrustAndProbe(result.node);
+      emit requestTrustAndProbe(result.node, result.fingerprint);
     }
   } else if (result.host_key == NodeProbeResult::HostKey::changed) {
     unreachable_[result.node] = "refused: its host key changed (" + result.fingerprint + ")";

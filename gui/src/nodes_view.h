@@ -68,7 +68,8 @@ class NodesView : public QWidget {
   void requestUpdate(const flotilla::gui::NodeItem& node);
   void requestRemove(const QString& name);
   void requestProbe(const QStringList& names);
-  void requestTrustAndProbe(const QString& name);
+  // `fingerprint`: the key the person was shown and confirmed.
+  void requestTrustAndProbe(const QString& name, const QString& fingerprint);
 
  private:
   void updateButtons();

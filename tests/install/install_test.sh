@@ -45,5 +45,11 @@ if [[ $gui == 1 ]]; then
     echo "install_test: the installed flotilla does not answer --help" >&2
     exit 1
   }
+  # The window's help needs no display: no DISPLAY, no platform asked for.
+  env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "$prefix/bin/flotilla-gui" --help |
+    grep -q -- "--render" || {
+    echo "install_test: the installed flotilla-gui does not answer --help without a display" >&2
+    exit 1
+  }
 fi
 echo "install_test: $(find "$prefix" -type f | wc -l) files installed, $presets presets"

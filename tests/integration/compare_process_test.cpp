@@ -170,9 +170,38 @@ TEST_F(CompareCli, ReportWithoutARendererSaysWhereEachChartWouldBe) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;
 }
 
+// flotilla is built without the window (no build dependency): it looks for
+// flotilla-gui beside itself when it needs a chart, and says which file is
+// missing when it is not there.
+TEST_F(CompareCli, AFlotillaWithoutTheWindowBesideItSaysWhichRendererIsMissing) {
+  const auto alone = cli_->dir().path() / "alone";
+  std::filesystem::create_directories(alone);
+  std::filesystem::copy_file(FLOTILLA_CLI_BINARY, alone / "flotilla");
+  const auto missing = (alone / "flotilla-gui").string();
+  const auto run_alone = [&](std::vector<std::string> args, const std::string& name) {
+    args.insert(args.begin(), {(alone / "flotilla").string(), "--db", cli_->db()});
+    ChildProcess process(args, alone / name);
+    const auto status = process.wait(120s);
+    return std::make_pair(status.value_or(-1), process.output());
+  };
+  const auto [plot, plot_out] =
+      run_alone({"plot", runs_[0], "-o", (alone / "plot.png").string()}, "plot.txt");
+  EXPECT_EQ(plot, 2) << plot_out;
+  EXPECT_NE(plot_out.find(missing), std::string::npos) << plot_out;
+  const auto out = alone / "report";
+  const auto [report, report_out] =
+      run_alone({"report", runs_[0], runs_[1], "-o", out.string()}, "report.txt");
+  EXPECT_EQ(report, 1) << report_out;
+  const auto md = read_text(out / "report.md");
+  EXPECT_NE(md.find("*(not drawn: the chart renderer " + missing + " is not there"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("## Summary"), std::string::npos) << md;
+}
+
 TEST_F(CompareCli, ReportLinksChartsThatExistAndArePng) {
-  // The charts are drawn by the flotilla-gui --render beside the CLI (built
-  // with it): never skipped, a report without its images fails here.
+  // The charts are drawn by the flotilla-gui --render beside the CLI (this
+  // test builds it): never skipped, a report without its images fails here.
   const auto out = cli_->dir().path() / "report";
   const auto [status, output] = cli_->run({"report", runs_[0], runs_[1], "-o", out.string()});
   ASSERT_EQ(status, 0) << output;

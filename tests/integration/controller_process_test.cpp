@@ -1,6 +1,7 @@
 // The `flotilla` CLI as a real process: controller, agent and training ranks
 // on the local node, with the database read back afterwards.
 #include "cli_fixture.h"
+#include "local_sshd.h"
 
 namespace flotilla::testing {
 namespace {
@@ -249,6 +250,54 @@ TEST(FlotillaCli, FreezingDropsDdpBytesByExactlyTheFrozenBlocksGradients) {
           << "rank " << rank << " step " << i + 1;
     }
   }
+}
+
+// The CLI's confirmation of a host key is the fingerprint itself: an unknown
+// key is refused naming how to trust exactly it, a --trust-host-key
+// fingerprint the node does not present is refused naming both and records
+// nothing, and the one it presents is trusted. Against an sshd on 127.0.0.1
+// of this test's own; the node's agent is this build's flotilla-agent.
+TEST(FlotillaCli, TrustHostKeyTrustsOnlyTheFingerprintGiven) {
+  std::string why;
+  if (!LocalSshd::available(&why)) GTEST_SKIP() << why;
+  Flotilla f;
+  LocalSshd sshd(f.dir().path());
+  ASSERT_TRUE(sshd.start(1)) << sshd.log();
+  const auto presented = sshd.fingerprint(1), other = sshd.fingerprint(2);
+  const auto agent = std::filesystem::path(FLOTILLA_CLI_BINARY).parent_path() / "flotilla-agent";
+  const auto known_hosts = (f.dir().path() / "known_hosts").string();
+  ASSERT_EQ(
+      f.run({"nodes", "add", "keyed", "--host", "127.0.0.1", "--port", std::to_string(sshd.port()),
+             "--user", LocalSshd::login(), "--key", sshd.client_key(), "--remote-dir",
+             (f.dir().path() / "remote").string(), "--agent-path", agent.string()})
+          .first,
+      0);
+  const auto probe = [&](const std::vector<std::string>& trust) {
+    std::vector<std::string> args{"--known-hosts", known_hosts};
+    args.insert(args.end(), trust.begin(), trust.end());
+    args.insert(args.end(), {"nodes", "probe", "keyed"});
+    return f.run(args, 120s);
+  };
+
+  const auto [unknown, unknown_out] = probe({});
+  EXPECT_NE(unknown, 0) << unknown_out;
+  EXPECT_NE(unknown_out.find("--trust-host-key NODE=" + presented), std::string::npos)
+      << unknown_out;
+
+  const auto [refused, refused_out] = probe({"--trust-host-key", "keyed=" + other});
+  EXPECT_NE(refused, 0) << refused_out;
+  EXPECT_NE(refused_out.find(presented), std::string::npos) << refused_out;
+  EXPECT_NE(refused_out.find(other), std::string::npos) << refused_out;
+  EXPECT_FALSE(std::filesystem::exists(known_hosts) && std::filesystem::file_size(known_hosts) > 0)
+      << "a key was recorded";
+
+  const auto [bad, bad_out] = probe({"--trust-host-key", presented});
+  EXPECT_EQ(bad, 2) << bad_out;
+  EXPECT_NE(bad_out.find("is not NODE=SHA256:"), std::string::npos) << bad_out;
+
+  const auto [trusted, trusted_out] = probe({"--trust-host-key", "keyed=" + presented});
+  EXPECT_EQ(trusted, 0) << trusted_out;
+  EXPECT_GT(std::filesystem::file_size(known_hosts), 0u);
 }
 
 }  // namespace

@@ -115,6 +115,40 @@ TEST(DatabaseFaults, AnotherProcessHoldingTheWriteLockFor30sDelaysRecordsButLose
   print_problems(said);
 }
 
+// The writer's memory is bounded (--store-queue-limit, here one record):
+// while another process holds the write lock, records past the limit are let
+// go of, and once the lock is released the controller asks the agent for
+// them again from its spool. Every spooled record is stored once.
+TEST(DatabaseFaults, PastTheQueueLimitRecordsAreFetchedAgainFromTheSpoolAndNoneIsLost) {
+  Flotilla f;
+  const auto file = f.dir().write("limited.yaml", two_ranks("limited", "epochs: 50\n"));
+  auto runner = f.start({"--store-queue-limit", "1", "run", file.string()}, "run.txt");
+  const auto run = f.wait_for_run_with_records(10, 120s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+
+  SqliteLockHolder holder(f.db(), f.dir().path() / "sqlite3.txt");
+  ASSERT_TRUE(wait_until([&] { return holder.holds(); }, 30s)) << holder.output();
+  ASSERT_TRUE(
+      wait_until([&] { return runner->output().find("refuses writes") != std::string::npos; }, 30s))
+      << runner->output();
+  const size_t spooled_at_refusal = lines_in(f.spool(run));
+  // The run trains on and spools well past the limit meanwhile.
+  ASSERT_TRUE(wait_until([&] { return lines_in(f.spool(run)) > spooled_at_refusal + 40; }, 60s));
+  holder.commit();
+  ASSERT_TRUE(wait_until(
+      [&] { return runner->output().find("takes writes again") != std::string::npos; }, 60s))
+      << runner->output();
+  const size_t spooled_at_release = lines_in(f.spool(run));
+  ASSERT_TRUE(wait_until([&] { return f.store().records(run).size() >= spooled_at_release; }, 60s))
+      << f.store().records(run).size() << " stored of " << spooled_at_release << " spooled";
+
+  kill_and_expect_complete(f, *runner, run);
+  const auto said = runner->output();
+  EXPECT_NE(said.find("let go of past the queue's limit are fetched again"), std::string::npos)
+      << said;
+  print_problems(said);
+}
+
 TEST(DatabaseFaults, ARunTrainsOnWhileTheDatabasesDiskIsFullAndStoresEveryRecordOnceAfter) {
   if (!SmallDisk::can_mount()) GTEST_SKIP() << "mounting a small file system to fill needs root";
   Flotilla f("disk/flotilla.db");

@@ -5,23 +5,30 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string>
 
 namespace flotilla::controller {
 
 struct ConnectOptions {
-  bool trust_new_host_key = false;     // accept and remember an unknown host key
+  bool trust_new_host_key = false;  // accept and remember any unknown host key
+  // Node name -> the fingerprint ("SHA256:...") a person was shown and
+  // confirmed for it: that node's unknown host key is recorded only when it
+  // is this one, and refused (HostKeyError::Kind::not_confirmed) otherwise,
+  // whatever trust_new_host_key says.
+  std::map<std::string, std::string> confirmed_host_keys;
   std::filesystem::path known_hosts;   // empty: known_hosts next to the database's default
   std::filesystem::path agent_binary;  // this machine's flotilla-agent; empty: next to this program
   std::chrono::milliseconds timeout{15000};
 };
 
-// An unknown host key (refused unless trusted explicitly), or one that
-// differs from the stored one (always refused).
+// An unknown host key (refused unless trusted explicitly), one that differs
+// from the stored one (always refused), or an unknown one that is not the key
+// a person confirmed (refused: the key was swapped after it was shown).
 class HostKeyError : public std::runtime_error {
  public:
-  enum class Kind { unknown, changed };
+  enum class Kind { unknown, changed, not_confirmed };
   HostKeyError(Kind kind, std::string fingerprint, const std::string& message)
       : std::runtime_error(message), kind_(kind), fingerprint_(std::move(fingerprint)) {}
   Kind kind() const { return kind_; }

@@ -101,16 +101,20 @@ class Controller {
   // connects to each remote node of `nodes` and returns those whose host key
   // this controller's known_hosts does not hold yet, with the key's SHA256
   // fingerprint for a person to compare. Throws HostKeyError for a key that
-  // has changed (always refused), std::runtime_error for an unknown or
+  // has changed (always refused) or differs from one confirmed in the
+  // options (confirmed_host_keys), std::runtime_error for an unknown or
   // unreachable node.
   struct UnknownHostKey {
     std::string node;
     std::string fingerprint;
   };
   std::vector<UnknownHostKey> unknown_host_keys(const std::vector<std::string>& nodes);
-  // Records `node`'s current host key as trusted, after a person confirmed
-  // its fingerprint. A changed key is still refused.
-  void trust_host_key(const std::string& node);
+  // Records `node`'s host key as trusted after a person confirmed
+  // `confirmed_fingerprint` (as unknown_host_keys gave it): over a new
+  // connection, so the key presented there must be that one, else
+  // HostKeyError (not_confirmed, naming both) and nothing is recorded. A
+  // changed key is still refused.
+  void trust_host_key(const std::string& node, const std::string& confirmed_fingerprint);
 
  private:
   // Stores a run of `config` and starts its ranks in `mode`.
@@ -177,6 +181,7 @@ class Controller {
   ControllerOptions options_;
   ControllerObserver* observer_ = nullptr;
   int store_listener_ = -1;  // the store's refusals, told to the observer
+  int refetch_listener_ = -1;  // records the store let go of, asked of their agent again
   mutable std::mutex mutex_;
   std::condition_variable ended_changed_;
   std::set<std::string> ended_;     // runs whose end this controller stored

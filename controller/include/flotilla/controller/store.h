@@ -20,6 +20,20 @@
 // it; the problem listeners hear of the refusal and of its end. Records are
 // never given up while the store lives; a write that a caller waits for gives
 // up after `write_patience`, and the caller gets the error.
+//
+// Memory is bounded: the records the writer holds (queued, or in the batch
+// being tried) are at most StoreOptions::queue_limit_records and
+// queue_limit_bytes. Past the limit, while the database takes writes,
+// append_record waits for room (the link's reader, and so the agent, slow
+// down). While the database refuses writes, a record past the limit is
+// dropped from memory only, when a refetch listener is there to get it back:
+// the agent's spool still holds it. From then on every record of that run
+// and node is dropped until the writer has committed what was queued before;
+// then the listeners are asked to fetch everything of the run and node after
+// the last stored seq again (the controller sends the agent a Resume, as
+// `flotilla attach` does), and records of it are taken again in seq order
+// from there (a live record ahead of the resent ones is dropped too: it
+// comes again). Nothing is lost, and each record is stored once.
 
 #include <QString>
 
@@ -144,6 +158,26 @@ struct StoreOptions {
   // is retried before the caller gets the error; records are retried for as
   // long as the store lives.
   std::chrono::milliseconds write_patience{30000};
+  // The most the writer holds of records not yet committed (see the top of
+  // this file): 100,000 records or 64 MiB of their text, whichever comes first.
+  int64_t queue_limit_records = 100000;
+  int64_t queue_limit_bytes = int64_t{64} << 20;
+};
+
+// What the writer holds of records not yet committed, and the most it has
+// held; `dropped`: records it let go of past the limit, to be fetched again.
+struct StoreQueueUse {
+  int64_t records = 0, bytes = 0;
+  int64_t peak_records = 0, peak_bytes = 0;
+  int64_t dropped = 0;
+};
+
+// Records of `run` from `node` after `after_seq` are to be sent again: the
+// store let some of them go past its queue's limit while the database
+// refused writes, and it takes writes again.
+struct RefetchRequest {
+  std::string run, node;
+  int64_t after_seq = 0;
 };
 
 // The database refused the queued writes, or takes them again.
@@ -217,7 +251,11 @@ class Store {
   // Moves a run to `to` if the state machine allows it from the stored state,
   // atomically; returns whether it moved (a second end of one run does not).
   bool transition(const std::string& run, RunState to, const std::string& reason = {});
-  void append_record(const std::string& run, RecordRow record);  // does not wait
+  // Queues the record; waits only for room in the queue while the database
+  // takes writes. False: dropped from memory past the queue's limit while the
+  // database refuses writes (or a resend is under way); a refetch listener is
+  // asked for it again once the database takes writes.
+  bool append_record(const std::string& run, RecordRow record);
   void flush();  // waits until everything queued so far is committed
 
   // For the controller's other tables (sweep_store.h, link_bench.h): `write` runs on the
@@ -228,6 +266,7 @@ class Store {
   void read_only(const std::function<void(QSqlDatabase&)>& read) const;
   // Transactions the writer has committed: a burst of records is one, not one each.
   int64_t commits() const { return commits_; }
+  StoreQueueUse queue_use() const;
 
   // Told, on the writer thread, when the database refuses queued writes and
   // when it takes them again. Without a listener the problem goes to stderr.
@@ -236,6 +275,13 @@ class Store {
   using ProblemListener = std::function<void(const StoreProblem&)>;
   int add_problem_listener(ProblemListener listener);  // returns an id for removing it
   void remove_problem_listener(int id);
+  // Told, on the writer thread, which records to fetch again (see the top of
+  // this file). Records past the queue's limit are dropped only while one is
+  // there; without, append_record waits for room. The same rules as for
+  // problem listeners apply.
+  using RefetchListener = std::function<void(const RefetchRequest&)>;
+  int add_refetch_listener(RefetchListener listener);
+  void remove_refetch_listener(int id);
 
  private:
   using Write = std::function<void(QSqlDatabase&)>;
@@ -249,6 +295,15 @@ class Store {
     // When the database first refused it (the epoch: never): a waited-for
     // write is given up `write_patience` after.
     std::chrono::steady_clock::time_point refused_since{};
+    int64_t bytes = 0;  // a record's share of the queue's limit; 0 for a write
+  };
+  // A run and node whose records the writer let go of past the queue's limit.
+  struct Gap {
+    // Asked for once everything queued before the first drop is committed
+    // (items_queued_ then; items_done_ counts up to it).
+    int64_t ready_after_item = 0;
+    bool refetch_asked = false;
+    int64_t next_seq = 0;  // once asked: the next record taken, in seq order
   };
   // Runs `write` on the writer thread in order and waits for its commit;
   // rethrows what it threw.
@@ -268,6 +323,11 @@ class Store {
   // Throws unless the store may write.
   void check_writable() const;
   void report(const StoreProblem& problem);
+  // After a commit: asks the refetch listeners for the gaps whose earlier
+  // records are all stored.
+  void ask_for_refetches(QSqlDatabase& db);
+  bool has_room_locked(int64_t bytes) const;
+  void release_locked(const Item& item);  // a record committed or given up
 
   QString path_;
   // This Store's claim on its file (claim_database_file): held until the
@@ -278,11 +338,19 @@ class Store {
   QString writer_connection_;
   std::mutex listeners_mutex_;
   std::map<int, ProblemListener> listeners_;
+  std::map<int, RefetchListener> refetch_listeners_;
+  std::atomic<int> refetch_listener_count_{0};
   int next_listener_ = 0;
   mutable std::mutex mutex_;
   std::condition_variable queued_;
+  std::condition_variable room_;  // records held went down, or the database refused
   std::deque<Item> queue_;
   bool stopping_ = false;
+  // Guarded by mutex_: the limit's accounting and the gaps it made.
+  StoreQueueUse use_;
+  bool refused_ = false;  // the last try at a batch was refused
+  int64_t items_queued_ = 0, items_done_ = 0;
+  std::map<std::pair<std::string, std::string>, Gap> gaps_;  // (run, node)
   std::atomic<int64_t> commits_{0};
   std::string open_error_;
   std::promise<void> writer_ready_;

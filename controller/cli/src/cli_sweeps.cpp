@@ -9,9 +9,9 @@
 #include "cli_console.h"
 #include "flotilla/controller/compare.h"
 #include "flotilla/controller/sweep_plan.h"
+#include "flotilla/controller/sweep_report.h"
 #include "flotilla/controller/sweep_runner.h"
 #include "flotilla/controller/sweep_store.h"
-#include "sweep_report.h"
 
 namespace flotilla::controller {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cli_bench.h"
+#include "flotilla/controller/connect_options.h"
 #include "flotilla/controller/store.h"
-#include "node_connection.h"
 
 namespace flotilla::controller {
 

@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "flotilla/cli/cli.h"
 
 #include "cli_compare.h"
 #include "cli_console.h"
@@ -199,6 +199,24 @@ int run_cli(int argc, char** argv) {
   app.add_flag("--trust-new-host-key", options.connect.trust_new_host_key,
                "accept and remember a node's host key not seen before (a changed key is always "
                "refused)");
+  StoreOptions store_options;
+  app.add_option("--store-queue-limit", store_options.queue_limit_records,
+                 "the most records the database's writer holds in memory; past it, while the "
+                 "database refuses writes, records are fetched again from the agents' spools "
+                 "once it takes them")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  std::vector<std::string> confirmed_keys;
+  app.add_option("--trust-host-key", confirmed_keys,
+                 "NODE=SHA256:...: accept and remember NODE's host key not seen before only when "
+                 "it has this fingerprint, as a refusal showed it (repeatable)")
+      ->check([](const std::string& value) -> std::string {
+        const auto equals = value.find('=');
+        if (equals == 0 || equals == std::string::npos ||
+            value.compare(equals + 1, 7, "SHA256:") != 0)
+          return "\"" + value + "\" is not NODE=SHA256:<fingerprint>";
+        return {};
+      });
 
   auto* run = app.add_subcommand("run", "run an experiment and follow it to its end");
   std::string file, nodes;
@@ -260,8 +278,13 @@ int run_cli(int argc, char** argv) {
     return code == 0 ? 0 : kExitBadInput;
   }
 
+  for (const auto& value : confirmed_keys) {
+    const auto equals = value.find('=');
+    options.connect.confirmed_host_keys[value.substr(0, equals)] = value.substr(equals + 1);
+  }
+
   try {
-    Store store(QString::fromStdString(db));
+    Store store(QString::fromStdString(db), store_options);
     if (*run) return command_run(store, options, file, nodes);
     if (*attach) return command_attach(store, options, attach_runs);
     if (*runs) return command_runs(store);

@@ -37,8 +37,9 @@ std::optional<int> run_plot_command(Store& store, const PlotCommand& plot) {
     }
   const auto renderer = sibling_program("flotilla-gui");
   if (!std::filesystem::exists(renderer)) {
-    std::cerr << "flotilla: plot needs flotilla-gui next to flotilla, and there is no "
-              << renderer.string() << "\n";
+    std::cerr << "flotilla: plot draws with flotilla-gui, looked for beside flotilla, and there "
+                 "is no "
+              << renderer.string() << " (build or install flotilla-gui)\n";
     return kBadInput;
   }
   QStringList arguments{"--render",

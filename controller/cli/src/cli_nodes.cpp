@@ -4,8 +4,7 @@
 #include <iostream>
 
 #include "exit_status.h"
-#include "node_access.h"
-#include "node_connection.h"
+#include "flotilla/controller/nodes.h"
 
 namespace flotilla::controller {
 namespace {

@@ -1,7 +1,7 @@
 // flotilla: the command-line face of the controller.
 #include <QCoreApplication>
 
-#include "cli.h"
+#include "flotilla/cli/cli.h"
 
 int main(int argc, char** argv) {
   QCoreApplication app(argc, argv);  // QtSql loads its SQLite driver through it
