@@ -13,6 +13,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "flotilla/charts/panel_widget.h"
@@ -71,6 +72,8 @@ class DashboardLoader : public QObject {
 
  signals:
   void frameReady(std::shared_ptr<const flotilla::gui::DashboardFrame> frame);
+  // A load of `runs` stopped at its next page: another show superseded it.
+  void loadCancelled(const QStringList& runs);
   void failed(const QString& message, quint64 generation);
 
  private:
@@ -86,7 +89,10 @@ class DashboardLoader : public QObject {
   quint64 generation_ = 0;
   std::atomic<quint64> latest_{0}, latest_show_{0};
   std::atomic<int> frames_in_flight_{0};
-  bool news_waiting_ = false;     // records read while a frame was in flight
+  bool news_waiting_ = false;  // records read while a frame was in flight
+  // The database's data_version when the live runs were last read: a poll
+  // that finds it unchanged reads nothing.
+  std::optional<int64_t> read_version_;
   QTimer* poll_timer_ = nullptr;  // created on the loader's thread
 };
 
