@@ -40,7 +40,7 @@ void DashboardLoader::show(const QStringList& runs, const charts::PanelOptions& 
                            quint64 generation) {
   if (!poll_timer_) {
     poll_timer_ = new QTimer(this);
-    poll_timer_->setInterval(500);
+    poll_timer_->setInterval(250);
     connect(poll_timer_, &QTimer::timeout, this, &DashboardLoader::poll);
   }
   poll_timer_->stop();

@@ -3,7 +3,8 @@
 // store (read-only: a view never writes), builds and prepares every panel,
 // and hands the window finished frames. A long run is painted first from its
 // step buckets and then at full resolution; a live run is read again every
-// half second from the last record read, per node. The window's thread only
+// quarter second from the last record read, per node, when the database
+// changed. The window's thread only
 // draws.
 
 #include <QObject>
@@ -61,7 +62,12 @@ class DashboardLoader : public QObject {
   // live run's polls read the new records but build no frame: a window's
   // thread slower than the polls (a busy machine) would otherwise have
   // frames, each the size of everything drawn, queue up without bound.
-  void frameTaken() { frames_in_flight_ = 0; }
+  // Then it reads at once, so that the next frame is built while the window
+  // draws this one.
+  void frameTaken() {
+    frames_in_flight_ = 0;
+    QMetaObject::invokeMethod(this, &DashboardLoader::poll, Qt::QueuedConnection);
+  }
 
  public slots:
   // Shows `runs` (the first paint of a long run coarse, then full).
