@@ -19,6 +19,7 @@
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTimer>
+#include <QWindow>
 
 #include <xcb/xcb.h>
 #include <nlohmann/json.hpp>
@@ -47,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 xcb_atom_t atom(xcb_connection_t* c, const char* name) {
   auto* reply =
       xcb_intern_atom_reply(c, xcb_intern_atom(c, 0, uint16_t(std::strlen(name)), name), nullptr);
-  const xcb_atom_t a = reply ? reply->atom : XCB_ATOM_NONE;
+  const xcb_atom_t a = reply ? reply->atom : xcb_atom_t(XCB_ATOM_NONE);
   free(reply);
   return a;
 }
