@@ -5,9 +5,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -22,7 +24,7 @@ namespace {
 
 class LocalTransport final : public Transport {
  public:
-  explicit LocalTransport(const std::filesystem::path& program) {
+  LocalTransport(const std::filesystem::path& program, int niceness) {
     // An agent that dies must show up as a failed write, not kill the controller.
     ::signal(SIGPIPE, SIG_IGN);
     if (::access(program.c_str(), X_OK) != 0)
@@ -48,6 +50,13 @@ class LocalTransport final : public Transport {
     }
     to_agent_ = to_agent[1];
     from_agent_ = from_agent[0];
+    // Before the agent is told to start any rank: the ranks it forks inherit
+    // its priority. A priority that cannot be lowered leaves the run as it is.
+    if (niceness > 0) {
+      errno = 0;
+      const int own = ::getpriority(PRIO_PROCESS, 0);
+      if (errno == 0) (void)::setpriority(PRIO_PROCESS, id_t(pid_), std::min(19, own + niceness));
+    }
   }
 
   ~LocalTransport() override {
@@ -103,8 +112,9 @@ class LocalTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> start_local_agent(const std::filesystem::path& agent_binary) {
-  return std::make_unique<LocalTransport>(agent_binary);
+std::unique_ptr<Transport> start_local_agent(const std::filesystem::path& agent_binary,
+                                             int niceness) {
+  return std::make_unique<LocalTransport>(agent_binary, niceness);
 }
 
 }  // namespace flotilla::controller

@@ -34,13 +34,15 @@ std::string one_line(std::string text) {
 
 class LocalConnection final : public NodeConnection {
  public:
-  explicit LocalConnection(std::filesystem::path agent) : agent_(std::move(agent)) {}
+  LocalConnection(std::filesystem::path agent, int niceness)
+      : agent_(std::move(agent)), niceness_(niceness) {}
   DeployReport deploy() override { return {agent_.parent_path().string(), 0, 0, {}}; }
-  std::unique_ptr<Transport> start_agent() override { return start_local_agent(agent_); }
+  std::unique_ptr<Transport> start_agent() override { return start_local_agent(agent_, niceness_); }
   std::string address() const override { return "127.0.0.1"; }
 
  private:
   std::filesystem::path agent_;
+  int niceness_ = 0;
 };
 
 class SshConnection final : public NodeConnection {
@@ -178,7 +180,8 @@ std::unique_ptr<NodeConnection> NodeConnection::open(const NodeRow& node,
                                                      const ConnectOptions& options) {
   ConnectOptions resolved = options;
   if (resolved.agent_binary.empty()) resolved.agent_binary = sibling_program("flotilla-agent");
-  if (node.is_local()) return std::make_unique<LocalConnection>(resolved.agent_binary);
+  if (node.is_local())
+    return std::make_unique<LocalConnection>(resolved.agent_binary, resolved.local_agent_niceness);
   try {
     return std::make_unique<SshConnection>(node, resolved);
   } catch (const HostKeyError&) {

@@ -8,16 +8,63 @@
 #include <QSqlRecord>
 #include <QVariant>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <thread>
 
 #include "migrations.h"
 #include "sql_query.h"
 #include "store_file.h"
 
 namespace flotilla::controller {
+
+// Each reading thread's connection to one store.
+struct StoreReaders {
+  struct Reader {
+    QSqlDatabase db;
+    int64_t serial = 0;
+  };
+  std::mutex mutex;
+  std::map<std::thread::id, Reader> by_thread;
+
+  // Closes the connection `thread` opened (its copy of the handle goes first,
+  // so that QtSql closes it without "still in use").
+  void close(std::thread::id thread) {
+    QString name;
+    {
+      std::lock_guard lock(mutex);
+      const auto it = by_thread.find(thread);
+      if (it == by_thread.end()) return;
+      name = it->second.db.connectionName();
+      by_thread.erase(it);
+    }
+    QSqlDatabase::removeDatabase(name);
+  }
+  void close_all() {
+    std::vector<QString> names;
+    {
+      std::lock_guard lock(mutex);
+      for (const auto& [thread, reader] : by_thread) names.push_back(reader.db.connectionName());
+      by_thread.clear();
+    }
+    for (const auto& name : names) QSqlDatabase::removeDatabase(name);
+  }
+};
+
 namespace {
+
+// The stores a thread has read from: their connections of this thread are
+// closed when it ends (a store that went first closed them itself).
+struct ThreadReaders {
+  std::vector<std::weak_ptr<StoreReaders>> used;
+  ~ThreadReaders() {
+    for (const auto& weak : used)
+      if (const auto readers = weak.lock()) readers->close(std::this_thread::get_id());
+  }
+};
+thread_local ThreadReaders thread_readers;
 
 std::atomic<int64_t> connection_counter{0};
 
@@ -103,7 +150,10 @@ int64_t now_ms() {
 }
 
 Store::Store(QString path, StoreOptions options, StoreAccess access)
-    : path_(std::move(path)), options_(options), access_(access) {
+    : path_(std::move(path)),
+      options_(options),
+      access_(access),
+      readers_(std::make_shared<StoreReaders>()) {
   const QFileInfo info(path_);
   // Before any connection: SQLite would write over some damaged files.
   file_claim_ = claim_database_file(path_);
@@ -135,23 +185,56 @@ Store::~Store() {
   queued_.notify_all();
   room_.notify_all();
   if (writer_.joinable()) writer_.join();
+  // Before the file claim goes: no connection of this store outlives it.
+  readers_->close_all();
 }
 
 int Store::latest_schema_version() {
   return latest_migration();
 }
 
+std::pair<QSqlDatabase, int64_t> Store::reader() const {
+  const auto thread = std::this_thread::get_id();
+  {
+    std::lock_guard lock(readers_->mutex);
+    if (const auto it = readers_->by_thread.find(thread); it != readers_->by_thread.end())
+      return {it->second.db, it->second.serial};
+  }
+  const int64_t serial = connection_counter++;
+  const QString name = QStringLiteral("flotilla-read-%1").arg(serial);
+  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
+  try {
+    open_connection(db, path_, true, options_.busy_timeout);
+  } catch (...) {
+    db = QSqlDatabase();
+    QSqlDatabase::removeDatabase(name);
+    throw;
+  }
+  {
+    std::lock_guard lock(readers_->mutex);
+    readers_->by_thread[thread] = {db, serial};
+  }
+  auto& used = thread_readers.used;
+  used.erase(std::remove_if(used.begin(), used.end(), [](const auto& w) { return w.expired(); }),
+             used.end());
+  used.push_back(readers_);
+  return {db, serial};
+}
+
+void Store::drop_reader() const {
+  readers_->close(std::this_thread::get_id());
+}
+
 template <typename F>
 auto Store::with_reader(F&& read) const {
-  const QString name = unique_connection_name("read");
-  struct Remove {
-    QString name;
-    ~Remove() { QSqlDatabase::removeDatabase(name); }
-  } remove{name};
-  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
-  open_connection(db, path_, true, options_.busy_timeout);
-  Sql q(db, path_);
-  return read(q);
+  try {
+    auto [db, serial] = reader();
+    Sql q(db, path_);
+    return read(q);
+  } catch (const StoreError&) {
+    drop_reader();
+    throw;
+  }
 }
 
 void Store::check_schema_for_reading() const {
@@ -184,14 +267,26 @@ void Store::check_schema_for_reading() const {
 }
 
 void Store::read_only(const std::function<void(QSqlDatabase&)>& read) const {
-  const QString name = unique_connection_name("read");
-  struct Remove {
-    QString name;
-    ~Remove() { QSqlDatabase::removeDatabase(name); }
-  } remove{name};
-  QSqlDatabase db = QSqlDatabase::addDatabase("QSQLITE", name);
-  open_connection(db, path_, true, options_.busy_timeout);
-  read(db);
+  try {
+    auto [db, serial] = reader();
+    read(db);
+  } catch (const StoreError&) {
+    drop_reader();
+    throw;
+  }
+}
+
+int64_t Store::data_version() const {
+  try {
+    auto [db, serial] = reader();
+    Sql q(db, path_);
+    q.run("PRAGMA data_version");
+    const int64_t version = q.next() ? q.at(0).toLongLong() : 0;
+    return (serial << 32) ^ version;
+  } catch (const StoreError&) {
+    drop_reader();
+    throw;
+  }
 }
 
 void Store::write_transaction(const std::function<void(QSqlDatabase&)>& write) {

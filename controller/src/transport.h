@@ -24,6 +24,8 @@ class Transport {
 
 // Starts `agent_binary` as a child on a pair of pipes. Throws
 // std::runtime_error naming the program when it cannot be started.
-std::unique_ptr<Transport> start_local_agent(const std::filesystem::path& agent_binary);
+// `niceness` above this process's (the agent's ranks inherit it).
+std::unique_ptr<Transport> start_local_agent(const std::filesystem::path& agent_binary,
+                                             int niceness = 0);
 
 }  // namespace flotilla::controller

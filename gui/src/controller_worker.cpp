@@ -25,6 +25,10 @@ ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent
   qRegisterMetaType<std::shared_ptr<const controller::CompareTable>>();
   connect_.agent_binary = agent_binary_;
   background_.setMaxThreadCount(kBackgroundThreads);
+  // Local ranks busy on every core run below the window, which stays the
+  // one a person is waiting on (issue 22: the window answered after seconds
+  // with four local ranks on two cores).
+  connect_.local_agent_niceness = kLocalAgentNiceness;
 }
 
 ControllerWorker::~ControllerWorker() {
@@ -71,21 +75,35 @@ void ControllerWorker::open() {
 }
 
 void ControllerWorker::refresh() {
+  refreshLists(false);
+}
+
+void ControllerWorker::refreshIfChanged() {
+  refreshLists(true);
+}
+
+void ControllerWorker::refreshLists(bool only_changes) {
   if (!store_) return;
   try {
+    // Read before the lists: a change committed meanwhile is read next time.
+    const int64_t version = store_->data_version();
+    if (only_changes && refreshed_version_ == version) return;
+    refreshed_version_ = version;
     QVector<ExperimentItem> experiments;
     for (const auto& e : store_->experiments())
       experiments.push_back(
           {QString::fromStdString(e.name), QString::fromStdString(e.config_json)});
-    emit experimentsChanged(experiments);
+    if (!only_changes || experiments != experiments_) emit experimentsChanged(experiments);
+    experiments_ = experiments;
     QVector<RunItem> runs;
     for (const auto& r : store_->runs())
       runs.push_back({QString::fromStdString(r.id), QString::fromStdString(r.experiment_name),
                       QString::fromUtf8(name_of(r.state).data(), name_of(r.state).size()),
                       QString::fromStdString(r.reason), QString::fromStdString(join_list(r.nodes)),
                       r.world_size, r.created_ms, QString::fromStdString(r.config_json)});
-    emit runsChanged(runs);
-    emitNodes();
+    if (!only_changes || runs != runs_) emit runsChanged(runs);
+    runs_ = runs;
+    emitNodes(only_changes);
   } catch (const std::exception& e) {
     emit failed(QString::fromStdString(e.what()));
   }
@@ -278,7 +296,7 @@ void ControllerWorker::killSweep(const QString& name) {
   }
 }
 
-void ControllerWorker::emitNodes() {
+void ControllerWorker::emitNodes(bool only_changes) {
   QVector<NodeItem> nodes;
   for (const auto& n : store_->nodes()) {
     NodeItem item;
@@ -296,7 +314,8 @@ void ControllerWorker::emitNodes() {
       item.live_runs << QString::fromStdString(run);
     nodes.push_back(item);
   }
-  emit nodesChanged(nodes);
+  if (!only_changes || nodes != nodes_) emit nodesChanged(nodes);
+  nodes_ = nodes;
 }
 
 controller::NodeRow node_row_of(const NodeItem& n) {

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -92,6 +93,8 @@ class ControllerWorker : public QObject,
                          private controller::SweepObserver {
   Q_OBJECT
  public:
+  // How much nicer than the window the local agent and its ranks run.
+  static constexpr int kLocalAgentNiceness = 10;
   // `view_only`: the store opened read-only and no controller: nothing is
   // started, resumed or written (the window as --screenshot opens it).
   ControllerWorker(QString database, std::filesystem::path agent_binary, bool view_only = false);
@@ -101,7 +104,12 @@ class ControllerWorker : public QObject,
   // Opens the database, follows the runs that are still live, continues the
   // live sweeps that no other controller runs, lists everything.
   void open();
+  // Reads and sends every list.
   void refresh();
+  // The same when the database changed since the last read, sending only
+  // the lists that changed (the window's periodic poll: nothing is read or
+  // sent while nothing changes).
+  void refreshIfChanged();
   void saveExperiment(const QString& name, const QString& config_json);
   // Asks first (hostKeyUnknown) when a node's SSH host key is not known yet.
   void startRun(const QString& config_json);
@@ -183,7 +191,8 @@ class ControllerWorker : public QObject,
   // Both observers': a controller's or a sweep's problem.
   void problem(const std::string& message) override;
 
-  void emitNodes();
+  void refreshLists(bool only_changes);
+  void emitNodes(bool only_changes = false);
 
   QString database_;
   std::filesystem::path agent_binary_;
@@ -197,6 +206,11 @@ class ControllerWorker : public QObject,
   // once (more wait their turn), all waited for when the worker goes.
   static constexpr int kBackgroundThreads = 4;
   QThreadPool background_;
+  // What the last refresh read and sent.
+  std::optional<int64_t> refreshed_version_;
+  QVector<ExperimentItem> experiments_;
+  QVector<RunItem> runs_;
+  QVector<NodeItem> nodes_;
 };
 
 }  // namespace flotilla::gui

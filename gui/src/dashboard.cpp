@@ -13,6 +13,8 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 #include "run_details.h"
 
 namespace flotilla::gui {
@@ -20,8 +22,13 @@ namespace flotilla::gui {
 using charts::PanelKind;
 
 Dashboard::Dashboard(const QString& database, QWidget* parent)
-    : QWidget(parent), loader_(new DashboardLoader(database)), sync_(new charts::PanelSync(this)) {
+    : QWidget(parent),
+      loader_(new DashboardLoader(database)),
+      sync_(new charts::PanelSync(this)),
+      pace_(new QTimer(this)) {
   setObjectName("dashboard");
+  pace_->setSingleShot(true);
+  connect(pace_, &QTimer::timeout, this, &Dashboard::takeFrame);
   auto* bar = new QWidget;
   buildControls(bar);
   auto* grid_holder = new QWidget;
@@ -62,6 +69,7 @@ Dashboard::Dashboard(const QString& database, QWidget* parent)
   connect(this, &Dashboard::requestShow, loader_, &DashboardLoader::show);
   connect(this, &Dashboard::requestOptions, loader_, &DashboardLoader::setOptions);
   connect(loader_, &DashboardLoader::frameReady, this, &Dashboard::receive);
+  connect(loader_, &DashboardLoader::loadCancelled, this, &Dashboard::loadCancelled);
   connect(loader_, &DashboardLoader::failed, this, [this](const QString& message, quint64 g) {
     if (g != generation_) return;
     error_ = message;
@@ -73,6 +81,8 @@ Dashboard::Dashboard(const QString& database, QWidget* parent)
 }
 
 Dashboard::~Dashboard() {
+  // A load in progress stops at its next page.
+  loader_->supersede(++generation_, true);
   loader_thread_.quit();
   loader_thread_.wait();
 }
@@ -95,6 +105,15 @@ void Dashboard::buildControls(QWidget* bar) {
   smoothing_spin_->setDecimals(2);
   smoothing_spin_->setToolTip(
       "TensorBoard's debiased exponential moving average; the raw values stay faint behind");
+  // Per-step values of small batches are a band of noise: smoothed by
+  // default, the raw values one click away.
+  smoothing_spin_->setValue(kDefaultSmoothing);
+  smoothing_slider_->setValue(int(std::lround(kDefaultSmoothing * 100)));
+  raw_button_ = new QToolButton;
+  raw_button_->setObjectName("rawButton");
+  raw_button_->setText("raw");
+  raw_button_->setCheckable(true);
+  raw_button_->setToolTip("Every panel's raw values, unsmoothed (again: smoothed as before)");
   ranks_button_ = new QToolButton;
   ranks_button_->setObjectName("ranksButton");
   ranks_button_->setText("ranks: all");
@@ -121,6 +140,7 @@ void Dashboard::buildControls(QWidget* bar) {
   row->addWidget(new QLabel("smoothing:"));
   row->addWidget(smoothing_slider_);
   row->addWidget(smoothing_spin_);
+  row->addWidget(raw_button_);
   row->addSpacing(8);
   row->addWidget(ranks_button_);
   row->addWidget(nodes_button_);
@@ -138,7 +158,17 @@ void Dashboard::buildControls(QWidget* bar) {
   connect(smoothing_spin_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
     QSignalBlocker block(smoothing_slider_);
     smoothing_slider_->setValue(int(std::lround(v * 100)));
+    QSignalBlocker raw(raw_button_);
+    raw_button_->setChecked(v == 0);
     optionsChanged();
+  });
+  connect(raw_button_, &QToolButton::toggled, this, [this](bool raw) {
+    if (raw) {
+      smoothed_weight_ = smoothing_spin_->value() > 0 ? smoothing_spin_->value() : smoothed_weight_;
+      setSmoothing(0);
+    } else {
+      setSmoothing(smoothed_weight_);
+    }
   });
   connect(breakdown_combo_, &QComboBox::activated, this, [this](int index) {
     const QVariant rank = breakdown_combo_->itemData(index);
@@ -188,6 +218,7 @@ void Dashboard::showRuns(const QStringList& runs) {
   frame_.reset();
   pending_.reset();
   on_screen_.reset();
+  latest_.reset();
   error_.clear();
   // Filters belong to a run; zoom too.
   shown_ranks_.reset();
@@ -208,35 +239,62 @@ void Dashboard::optionsChanged() {
 }
 
 void Dashboard::receive(std::shared_ptr<const DashboardFrame> frame) {
-  loader_->frameTaken();
-  // A frame of other runs, or of options changed since, is not drawn.
-  if (frame->runs != runs_ || frame->generation < generation_) return;
+  // A frame of other runs, or of options changed since, is not drawn; the
+  // loader may build the next one.
+  if (frame->runs != runs_ || frame->generation < generation_) {
+    loader_->frameTaken();
+    return;
+  }
   error_.clear();
-  pending_ = std::move(frame);
+  latest_ = std::move(frame);
+  scheduleFrame();
+}
+
+bool Dashboard::outOfSight() const {
+  // A dashboard that is not in a shown window at all (a bench, a test, an
+  // export) draws; one on a tab of a shown window that is not current waits.
+  return !isVisible() && window()->isVisible();
+}
+
+void Dashboard::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  scheduleFrame();
+}
+
+void Dashboard::scheduleFrame() {
+  if (!latest_ || pending_ || pace_->isActive() || outOfSight()) return;
+  // The first frame of a run at once; later ones at most kFramesPerSecond.
+  const qint64 since = last_take_.isValid() ? last_take_.elapsed() : 1000;
+  const int interval = 1000 / kFramesPerSecond;
+  pace_->start(on_screen_ ? int(std::max<qint64>(0, interval - since)) : 0);
+}
+
+void Dashboard::takeFrame() {
+  if (!latest_ || pending_) return;
+  if (outOfSight()) return;  // taken when shown
+  pending_ = std::move(latest_);
+  last_take_.start();
   next_panel_ = 0;
+  // The loader reads what came meanwhile and builds the next frame while
+  // this one is drawn.
+  loader_->frameTaken();
   updateFilters(*pending_);
   if (!pending_->facts.empty()) details_->showFacts(pending_->facts.front());
-  // One chain of turns draws the panels: a frame that comes while another is
-  // half drawn takes the chain over (from its first panel) rather than
-  // starting a second chain beside it.
-  if (!drawing_) drawNextPanel();
+  // The status line says what the panels draw: it follows a frame from its
+  // first panel on.
+  on_screen_ = pending_;
+  updateStatus();
+  drawNextPanel();
 }
 
 void Dashboard::drawNextPanel() {
-  drawing_ = false;
   if (!pending_) return;
   const auto kinds = std::size(charts::kAllPanels);
   if (next_panel_ < kinds) {
     const auto kind = charts::kAllPanels[next_panel_++];
     panels_.at(kind)->setPanel(pending_->panels.at(kind));
-    // The status line says what the panels draw: it follows a frame from its
-    // first panel on, in the same turn (it used to wait for the last one, so
-    // that while a live run's frames came it named an older frame's records).
-    if (next_panel_ == 1) {
-      on_screen_ = pending_;
-      updateStatus();
-    }
-    drawing_ = true;
+    // One panel a turn: input and painting get their turns between panels,
+    // and the frame is drawn to its last panel before another is taken.
     QTimer::singleShot(0, this, &Dashboard::drawNextPanel);
     return;
   }
@@ -244,6 +302,7 @@ void Dashboard::drawNextPanel() {
   ++frames_drawn_;
   updateStatus();
   emit frameDrawn();
+  scheduleFrame();
 }
 
 void Dashboard::updateFilters(const DashboardFrame& frame) {

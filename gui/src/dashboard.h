@@ -2,10 +2,19 @@
 // The selected run's dashboard: controls shared by every panel (x axis,
 // smoothing, rank and node filter, the breakdown's rank), the grid of panels
 // (W&B's panel grid), and a Details tab. Loading and building happen on the
-// DashboardLoader's thread; this widget only draws the frames it sends,
-// one panel per turn of the event loop so that input never waits long.
+// DashboardLoader's thread; this widget only draws the frames it sends.
+//
+// Drawing: the newest frame waits in one slot (a newer one replaces it); a
+// timer takes it at most kFramesPerSecond times a second, and every panel of
+// a frame taken is drawn, one panel per turn of the event loop so that input
+// never waits long, before the next frame is taken. A panel is never left
+// behind however slow drawing is, and no frame is built to be thrown away:
+// the loader builds the next one once the window has taken the last. A
+// dashboard on a tab that is not shown takes no frame until it is shown.
 
+#include <QElapsedTimer>
 #include <QThread>
+#include <QTimer>
 #include <QWidget>
 
 #include <map>
@@ -40,6 +49,9 @@ class Dashboard : public QWidget {
   charts::PanelSync* sync() const { return sync_; }
   RunDetails* details() const { return details_; }
   charts::PanelOptions options() const;
+  static constexpr int kFramesPerSecond = 4;
+  // The smoothing a dashboard starts with (the "raw" button shows none).
+  static constexpr double kDefaultSmoothing = 0.9;
   // The frame drawn last (null before the first), and how many were drawn.
   const DashboardFrame* frame() const { return frame_.get(); }
   int framesDrawn() const { return frames_drawn_; }
@@ -53,15 +65,25 @@ class Dashboard : public QWidget {
  signals:
   // Every panel of a frame is drawn.
   void frameDrawn();
+  // The loader gave up a superseded load of `runs` at its next page.
+  void loadCancelled(const QStringList& runs);
   void requestShow(const QStringList& runs, const flotilla::charts::PanelOptions& options,
                    quint64 generation);
   void requestOptions(const flotilla::charts::PanelOptions& options, quint64 generation);
+
+ protected:
+  void showEvent(QShowEvent* event) override;
 
  private:
   void buildControls(QWidget* bar);
   void optionsChanged();
   void receive(std::shared_ptr<const DashboardFrame> frame);
+  // Starts the pacing timer when a frame waits and none is being drawn.
+  void scheduleFrame();
+  void takeFrame();
   void drawNextPanel();
+  // Hidden behind another tab of a window that is shown.
+  bool outOfSight() const;
   void updateFilters(const DashboardFrame& frame);
   void updateStatus();
 
@@ -77,16 +99,19 @@ class Dashboard : public QWidget {
   QComboBox* x_combo_;
   QSlider* smoothing_slider_;
   QDoubleSpinBox* smoothing_spin_;
-  QToolButton *ranks_button_, *nodes_button_;
+  QToolButton *ranks_button_, *nodes_button_, *raw_button_;
+  double smoothed_weight_ = kDefaultSmoothing;  // what "raw" unchecked goes back to
   QComboBox* breakdown_combo_;
   std::optional<std::set<int64_t>> shown_ranks_;
   std::optional<std::set<std::string>> shown_nodes_;
   std::optional<int64_t> breakdown_rank_;
   // Drawn whole; being drawn (a panel a turn); the newest one any panel
-  // shows, which the status line describes.
-  std::shared_ptr<const DashboardFrame> frame_, pending_, on_screen_;
+  // shows, which the status line describes; the newest one received, not
+  // yet taken (the slot).
+  std::shared_ptr<const DashboardFrame> frame_, pending_, on_screen_, latest_;
   size_t next_panel_ = 0;
-  bool drawing_ = false;  // a drawNextPanel is queued
+  QTimer* pace_;             // single shot: takes the frame in the slot
+  QElapsedTimer last_take_;  // when the last frame was taken
   int frames_drawn_ = 0;
   QString error_;
 };

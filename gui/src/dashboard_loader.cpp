@@ -40,7 +40,7 @@ void DashboardLoader::show(const QStringList& runs, const charts::PanelOptions& 
                            quint64 generation) {
   if (!poll_timer_) {
     poll_timer_ = new QTimer(this);
-    poll_timer_->setInterval(500);
+    poll_timer_->setInterval(250);
     connect(poll_timer_, &QTimer::timeout, this, &DashboardLoader::poll);
   }
   poll_timer_->stop();
@@ -50,8 +50,18 @@ void DashboardLoader::show(const QStringList& runs, const charts::PanelOptions& 
   shown_ = runs;
   runs_.clear();
   news_waiting_ = false;
+  read_version_.reset();
   if (!openStore()) return;
   const double started = now_ms();
+  // Read before the records: a change committed during the load is read by
+  // the first poll.
+  std::optional<int64_t> version;
+  try {
+    version = store_->data_version();
+  } catch (const std::exception&) {
+  }
+  // Another show asked for since this one began: stop at the next page.
+  const charts::CancelCheck superseded = [this, generation] { return latest_show_ > generation; };
   try {
     // A long run is painted at once from its buckets, then read in full.
     bool coarse = false;
@@ -66,12 +76,18 @@ void DashboardLoader::show(const QStringList& runs, const charts::PanelOptions& 
     // A live run goes on growing while the window follows it: its older
     // rows are folded so that the window's memory stays bounded.
     for (const auto& run : runs)
-      runs_.push_back(charts::load_run(*store_, run.toStdString(), charts::RowLimits{}));
+      runs_.push_back(
+          charts::load_run(*store_, run.toStdString(), charts::RowLimits{}, superseded));
+  } catch (const charts::LoadCancelled&) {
+    runs_.clear();
+    emit loadCancelled(runs);
+    return;
   } catch (const std::exception& e) {
     runs_.clear();
     emit failed(QString::fromStdString(e.what()), generation_);
     return;
   }
+  read_version_ = version;
   emitFrame(false, started);
   poll_timer_->start();
 }
@@ -96,6 +112,10 @@ void DashboardLoader::poll() {
   const double started = now_ms();
   size_t added = 0;
   try {
+    // Nothing committed since the last read: nothing to read.
+    const int64_t version = store_->data_version();
+    if (live && read_version_ == version && !news_waiting_) return;
+    read_version_ = version;
     for (auto& run : runs_) {
       if (!live) break;
       const auto before = run.run.state;

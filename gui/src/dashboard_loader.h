@@ -3,7 +3,8 @@
 // store (read-only: a view never writes), builds and prepares every panel,
 // and hands the window finished frames. A long run is painted first from its
 // step buckets and then at full resolution; a live run is read again every
-// half second from the last record read, per node. The window's thread only
+// quarter second from the last record read, per node, when the database
+// changed. The window's thread only
 // draws.
 
 #include <QObject>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "flotilla/charts/panel_widget.h"
@@ -60,7 +62,12 @@ class DashboardLoader : public QObject {
   // live run's polls read the new records but build no frame: a window's
   // thread slower than the polls (a busy machine) would otherwise have
   // frames, each the size of everything drawn, queue up without bound.
-  void frameTaken() { frames_in_flight_ = 0; }
+  // Then it reads at once, so that the next frame is built while the window
+  // draws this one.
+  void frameTaken() {
+    frames_in_flight_ = 0;
+    QMetaObject::invokeMethod(this, &DashboardLoader::poll, Qt::QueuedConnection);
+  }
 
  public slots:
   // Shows `runs` (the first paint of a long run coarse, then full).
@@ -71,6 +78,8 @@ class DashboardLoader : public QObject {
 
  signals:
   void frameReady(std::shared_ptr<const flotilla::gui::DashboardFrame> frame);
+  // A load of `runs` stopped at its next page: another show superseded it.
+  void loadCancelled(const QStringList& runs);
   void failed(const QString& message, quint64 generation);
 
  private:
@@ -86,7 +95,10 @@ class DashboardLoader : public QObject {
   quint64 generation_ = 0;
   std::atomic<quint64> latest_{0}, latest_show_{0};
   std::atomic<int> frames_in_flight_{0};
-  bool news_waiting_ = false;     // records read while a frame was in flight
+  bool news_waiting_ = false;  // records read while a frame was in flight
+  // The database's data_version when the live runs were last read: a poll
+  // that finds it unchanged reads nothing.
+  std::optional<int64_t> read_version_;
   QTimer* poll_timer_ = nullptr;  // created on the loader's thread
 };
 

@@ -55,6 +55,7 @@ QString with_shortcut(const QAction* action, const QString& words) {
 MainWindow::MainWindow(const QString& database, const std::filesystem::path& agent_binary,
                        QWidget* parent, bool view_only)
     : QMainWindow(parent),
+      worker_thread_(std::make_unique<QThread>()),
       worker_(new ControllerWorker(database, agent_binary, view_only)),
       view_only_(view_only) {
   setWindowTitle("Flotilla — " + database);
@@ -67,21 +68,36 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
   updateButtons();
   // A screenshot shows the window as built, whatever the last session left.
   if (!view_only_) restoreSettings();
-  worker_->moveToThread(&worker_thread_);
-  connect(&worker_thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  worker_->moveToThread(worker_thread_.get());
+  connect(worker_thread_.get(), &QThread::finished, worker_, &QObject::deleteLater);
   connectWorker();
-  worker_thread_.start();
+  worker_thread_->start();
   QMetaObject::invokeMethod(worker_, &ControllerWorker::open, Qt::QueuedConnection);
   // Runs started elsewhere (the CLI) show up too.
+  // Read only when the database changed.
   auto* poll = new QTimer(this);
-  connect(poll, &QTimer::timeout, this, &MainWindow::requestRefresh);
+  connect(poll, &QTimer::timeout, worker_, &ControllerWorker::refreshIfChanged);
   poll->start(3000);
 }
 
 MainWindow::~MainWindow() {
   if (!view_only_) saveSettings();
-  worker_thread_.quit();
-  worker_thread_.wait();
+  // Closing returns in bounded time: the worker may sit in an SSH connect to
+  // an unreachable node or in the store's write patience (seconds). The runs
+  // go on on their nodes either way; a worker still busy is left to finish on
+  // its own thread, which deletes it (and then itself) when it ends.
+  worker_thread_->quit();
+  if (!worker_thread_->wait(kShutdownWaitMs)) {
+    QThread* thread = worker_thread_.release();
+    connect(thread, &QThread::finished, thread, &QObject::deleteLater);
+    if (thread->isFinished()) thread->deleteLater();
+  }
+}
+
+void MainWindow::setConnectTimeout(int milliseconds) {
+  QMetaObject::invokeMethod(
+      worker_, [worker = worker_, milliseconds] { worker->setConnectTimeout(milliseconds); },
+      Qt::QueuedConnection);
 }
 
 void MainWindow::buildWidgets() {

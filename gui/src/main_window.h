@@ -14,6 +14,7 @@
 #include <QVector>
 
 #include <filesystem>
+#include <memory>
 
 #include "controller_worker.h"
 
@@ -39,6 +40,8 @@ class SweepView;
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
+  // How long closing waits for the controller's worker before leaving it.
+  static constexpr unsigned long kShutdownWaitMs = 1500;
   // `view_only`: shows the database without a controller (nothing is run,
   // resumed or written), as --screenshot does.
   MainWindow(const QString& database, const std::filesystem::path& agent_binary,
@@ -47,6 +50,9 @@ class MainWindow : public QMainWindow {
 
   ExperimentDesigner* form() const { return form_; }
   Dashboard* dashboard() const { return dashboard_; }
+  // How long connecting to a node and its agent's answers may take (the
+  // worker's; 15 s unless set).
+  void setConnectTimeout(int milliseconds);
   NodesView* nodesView() const { return nodes_view_; }
   SweepView* sweepView() const { return sweep_view_; }
   QTabWidget* tabs() const { return tabs_; }
@@ -101,7 +107,9 @@ class MainWindow : public QMainWindow {
   void importExperiment();
   void exportExperiment();
 
-  QThread worker_thread_;
+  // Left to end on its own when closing finds it busy (an SSH connect to an
+  // unreachable node, the store's write patience): see ~MainWindow.
+  std::unique_ptr<QThread> worker_thread_;
   ControllerWorker* worker_;
   bool view_only_;
   QVector<ExperimentItem> experiments_;

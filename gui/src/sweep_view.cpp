@@ -48,6 +48,9 @@ void SweepLoader::load() {
   try {
     if (!store_)
       store_ = std::make_unique<controller::Store>(database_, controller::StoreAccess::read_only);
+    // Nothing committed since the last read: the table shows it already.
+    const int64_t version = store_->data_version();
+    if (read_version_ == version) return;
     controller::SweepStore sweeps(*store_);
     QVector<SweepItem> items;
     for (const auto& sweep : sweeps.sweeps()) {
@@ -72,10 +75,12 @@ void SweepLoader::load() {
                                first_line(point.reason)});
       items.push_back(std::move(item));
     }
+    read_version_ = version;
     emit loaded(items);
   } catch (const std::exception& e) {
     // A database without sweeps yet (or not there yet) is no failure to show twice.
     store_.reset();
+    read_version_.reset();
     emit failed(q(e.what()));
   }
 }
@@ -160,7 +165,10 @@ SweepView::SweepView(const QString& database, QWidget* parent)
     if (runs.size() >= 2) emit compareRequested(runs);
   });
   connect(new_sweep_, &QPushButton::clicked, this, &SweepView::newSweepRequested);
-  connect(timer_, &QTimer::timeout, this, &SweepView::refresh);
+  // A tab that is not shown reads nothing; it reads at once when shown.
+  connect(timer_, &QTimer::timeout, this, [this] {
+    if (isVisible() || !window()->isVisible()) refresh();
+  });
   thread_.start();
   timer_->start(2000);
   refresh();
@@ -173,6 +181,11 @@ SweepView::~SweepView() {
 
 void SweepView::refresh() {
   emit loadRequested();
+}
+
+void SweepView::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  refresh();
 }
 
 void SweepView::selectSweep(const QString& name) {

@@ -4,8 +4,9 @@
 // points (values, state, run, reason), "Kill sweep", "Compare" (the
 // Compare tab on the runs of the selected sweep) and "New sweep…" (the
 // sweep designer). The store is read on a thread of its own (SweepLoader,
-// every two seconds), never on the window's; the kill goes to the
-// controller's worker through killRequested.
+// every two seconds while the tab is shown, and only when the database
+// changed), never on the window's; the kill goes to the controller's worker
+// through killRequested.
 
 #include <QObject>
 #include <QString>
@@ -14,6 +15,7 @@
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 
 class QAction;
 class QLabel;
@@ -60,6 +62,7 @@ class SweepLoader : public QObject {
  private:
   QString database_;
   std::unique_ptr<controller::Store> store_;
+  std::optional<int64_t> read_version_;  // the database's data_version at the last read
 };
 
 class SweepView : public QWidget {
@@ -93,6 +96,9 @@ class SweepView : public QWidget {
   void compareRequested(const QStringList& runs);
   void newSweepRequested();
   void loadRequested();
+
+ protected:
+  void showEvent(QShowEvent* event) override;
 
  private:
   void showSweeps(const QVector<SweepItem>& sweeps);

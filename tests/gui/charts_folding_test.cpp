@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <optional>
+#include <regex>
 #include <vector>
 
 #include "flotilla/charts/panel.h"
@@ -180,6 +182,14 @@ TEST_F(FoldedRun, PanelsDrawTheFoldedStepsAndSaySo) {
     return n.find("drawn as means of") != std::string::npos;
   });
   EXPECT_TRUE(noted);
+  // Numbers as a person writes them: "steps before 4,098", not "4098.00000".
+  for (const auto& note : panel.notes) {
+    if (note.find("drawn as means of") == std::string::npos) continue;
+    EXPECT_TRUE(std::regex_search(
+        note,
+        std::regex("^steps before [1-9][0-9]{0,2}(,[0-9]{3})* drawn as means of [0-9]+-step")))
+        << note;
+  }
   // The median after warm-up counts each bucket as the steps it holds: the
   // rate rises 0.01 a step, so it lands within a bucket's rise of the exact one.
   RunData full = live_run(std::nullopt);

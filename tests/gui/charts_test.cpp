@@ -12,6 +12,7 @@
 #include <QLegend>
 #include <QLegendMarker>
 #include <QTest>
+#include <QXYSeries>
 #include <QXmlStreamReader>
 
 #include <nlohmann/json.hpp>
@@ -401,9 +402,11 @@ TEST_F(StoredRun, CoarseLoadHoldsEachBucketsMeanAndExtremes) {
   EXPECT_TRUE(has_more_steps_than(store, "ddp-run", 2 * kSteps - 1));
 }
 
-// The throughput panel's median label sits inside the plot, right-aligned
-// at its line, whatever the panel's size: it once began left of the plot
-// and covered the y axis' title when the plot was narrower than the label.
+// The throughput panel's median label sits inside the plot, right-aligned,
+// whatever the panel's size: it once began left of the plot and covered the
+// y axis' title when the plot was narrower than the label. And it covers no
+// data: it sits in a band at the top that the y range keeps free (it sat on
+// the job's line, over the data).
 TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
   const RunData run = load();
   PanelWidget widget(nullptr);
@@ -434,6 +437,15 @@ TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
     EXPECT_LE(box.bottom(), plot.bottom() + 0.5);
     // Right-aligned at the line's end (the plot's right edge), unless it fills the plot.
     EXPECT_NEAR(box.right(), plot.right() - 4, 1.0);
+    for (auto* series : widget.chart()->series()) {
+      auto* line = qobject_cast<QXYSeries*>(series);
+      if (!line || !line->isVisible()) continue;
+      for (const QPointF& p : line->points()) {
+        const QPointF at = widget.chart()->mapToPosition(p, line);
+        EXPECT_FALSE(box.contains(at)) << line->name().toStdString() << " at (" << p.x() << ", "
+                                       << p.y() << ") lies under the label";
+      }
+    }
   }
   // The legend, which cuts long names ("median aft..."), names the line
   // only: the figure is in the label beside it.

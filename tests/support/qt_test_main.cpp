@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
 #ifdef FLOTILLA_TEST_WIDGETS
   // Windows are drawn off screen unless a platform (xcb under Xvfb) is asked for.
   if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+#ifdef FLOTILLA_TEST_SCALE_FACTOR
+  // A HiDPI screen, as a binary's tests assume: set before the application exists.
+  qputenv("QT_SCALE_FACTOR", FLOTILLA_TEST_SCALE_FACTOR);
+#endif
   // The window keeps its settings (QSettings); a test's go to a directory
   // of its own, never the person's, and start from none.
   QTemporaryDir settings;

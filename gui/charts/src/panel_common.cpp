@@ -402,20 +402,36 @@ std::optional<double> weighted_median(std::vector<std::pair<double, int64_t>> va
   return values.back().first;
 }
 
+std::string people_number(double value) {
+  if (!std::isfinite(value)) return "—";
+  if (value == std::round(value) && std::abs(value) < 1e15) {
+    // Whole: its digits in groups of three ("4,098", not "4098.00000").
+    std::string digits = std::to_string(int64_t(std::abs(value)));
+    for (int at = int(digits.size()) - 3; at > 0; at -= 3) digits.insert(size_t(at), ",");
+    return (value < 0 ? "-" : "") + digits;
+  }
+  std::string text = label_number(value, 3);
+  if (text.find('.') != std::string::npos && text.find('e') == std::string::npos) {
+    while (text.back() == '0') text.pop_back();
+    if (text.back() == '.') text.pop_back();
+  }
+  return text;
+}
+
 std::vector<std::string> folded_notes(const RunData& run, bool steps, bool system, bool named) {
   std::vector<std::string> notes;
   const std::string who = named ? run_label(run) + ": " : "";
   if (steps && run.steps_folded())
-    notes.push_back(who + "steps before " + label_number(run.folded_before_step, 9) +
-                    " drawn as means of " + std::to_string(run.step_bucket) +
+    notes.push_back(who + "steps before " + people_number(run.folded_before_step) +
+                    " drawn as means of " + people_number(double(run.step_bucket)) +
                     "-step buckets, the newest step by step (a live run's older steps are kept "
                     "coarse so that the window's memory stays bounded)");
   if (system)
     for (const auto& [node, s] : run.systems)
       if (s.folded_rows > 0)
         notes.push_back(who + node + "'s system samples older than " +
-                        label_number(run.limits ? run.limits->recent_system_seconds / 60 : 0, 3) +
-                        " min drawn as means of " + label_number(s.bucket_seconds, 6) + " s");
+                        people_number(run.limits ? run.limits->recent_system_seconds / 60 : 0) +
+                        " min drawn as means of " + people_number(s.bucket_seconds) + " s");
   return notes;
 }
 

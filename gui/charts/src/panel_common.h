@@ -65,6 +65,10 @@ std::string rank_label(const RankColumns& rank);
 std::string run_label(const RunData& run);
 // A number for a label, in the C locale: 1846.5, 0.25, 3.1e-05.
 std::string label_number(double value, int significant = 4);
+// A number as a person reads it in a sentence: whole ones in groups of
+// three ("4,098"), others with three significant digits and no trailing
+// zeros ("2.5").
+std::string people_number(double value);
 
 // Sentences for panels without data.
 std::string no_steps_reason(const RunData& run);

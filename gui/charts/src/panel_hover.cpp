@@ -50,7 +50,9 @@ void PanelWidget::showHover(double x) {
   const double px = plot.left() + (x - x0_) / (x1_ - x0_) * plot.width();
   if (!drawn_->cursor) {
     drawn_->cursor = new QGraphicsLineItem(chart());
-    drawn_->cursor->setPen(QPen(QColor(60, 60, 60), 1, Qt::SolidLine));
+    QPen cursor(QColor(60, 60, 60), 1, Qt::SolidLine);
+    cursor.setCosmetic(true);
+    drawn_->cursor->setPen(cursor);
     drawn_->cursor->setZValue(20);
     drawn_->hover_box = new QGraphicsRectItem(chart());
     drawn_->hover_box->setBrush(QColor(255, 255, 255, 225));

@@ -18,6 +18,7 @@
 #include <QMenu>
 #include <QMessageBox>
 #include <QScatterSeries>
+#include <QScopedValueRollback>
 #include <QTextDocument>
 #include <QTextOption>
 #include <QToolButton>
@@ -42,41 +43,99 @@ QColor colour_of(int index) {
 // The room kept between a reference line's label and the plot's edges.
 constexpr qreal kLabelInset = 4;
 
-// QtCharts draws a solid line segment by segment but a dashed or dotted one
-// as one path; Qt's raster engine strokes a path wider than 1 px by filling
-// its outline, which for a per-pixel min/max zigzag of ~2,000 points takes
-// seconds (measured: 1.7 s dashed at 1.6 px against 5 ms at 1 px), and the
-// window's thread stalled on it while a live run streamed. Patterned lines
-// therefore stay 1 px wide, where the cosmetic stroker draws them directly.
-// A rank's thin line is 1 px for the same reason: QtCharts draws a solid line
-// a segment at a time, and each 1.6 px segment went through the general
-// stroker (docs/dashboard.md, Performance, has the figures).
-QPen pen_of(const Series& s) {
-  QPen pen(colour_of(s.colour));
-  pen.setWidthF(1.0);
+// Every pen that draws data is cosmetic: its width is in device pixels, so a
+// line costs the same on every screen. Qt's raster engine draws a line with
+// its fast cosmetic stroker only while the pen is at most 1 device pixel
+// wide; a 1 px pen that is not cosmetic is 2 device pixels at
+// QT_SCALE_FACTOR=2 and every segment went through the general stroker again
+// (a window answering after seconds on a HiDPI screen, issue 22). QtCharts
+// draws a solid line segment by segment but a patterned one as one path,
+// which a wide pen strokes by filling its outline (1.7 s for a dashed
+// per-pixel zigzag at 1.6 px against 5 ms at 1 px: docs/dashboard.md,
+// Performance).
+QPen cosmetic_pen(const QColor& colour, qreal width = 1.0, Qt::PenStyle style = Qt::SolidLine) {
+  QPen pen(colour, width, style);
+  pen.setCosmetic(true);
+  return pen;
+}
+
+// A dashed or dotted line of more points than this is drawn solid (and
+// lighter): its dashes fall on a per-pixel zigzag and read as noise, not as a
+// pattern.
+// The axis line and grids too (the theme sets them after addAxis).
+void make_cosmetic(QAbstractAxis* axis) {
+  auto cosmetic = [](QPen pen) {
+    pen.setCosmetic(true);
+    pen.setWidthF(std::min<qreal>(pen.widthF(), 1.0));
+    return pen;
+  };
+  axis->setLinePen(cosmetic(axis->linePen()));
+  axis->setGridLinePen(cosmetic(axis->gridLinePen()));
+  axis->setMinorGridLinePen(cosmetic(axis->minorGridLinePen()));
+}
+
+constexpr qsizetype kMostPatternedPoints = 400;
+
+QPen pen_of(const Series& s, qsizetype points = 0) {
+  QPen pen = cosmetic_pen(colour_of(s.colour));
+  const bool dense = points > kMostPatternedPoints;
   switch (s.style) {
     case SeriesStyle::bold:
-      pen.setWidthF(3.0);
+      // 1 device pixel too: a wider cosmetic pen leaves the fast stroker
+      // (QStroker's joins took most of a scale-2 redraw, issue 22). The job's
+      // line stands out by being opaque over its ranks' lighter lines.
       break;
+    case SeriesStyle::thin: {
+      QColor lighter = pen.color();
+      lighter.setAlpha(150);
+      pen.setColor(lighter);
+      break;
+    }
     case SeriesStyle::dashed:
-      pen.setStyle(Qt::DashLine);
-      pen.setWidthF(1.0);
-      break;
     case SeriesStyle::dotted:
-      pen.setStyle(Qt::DotLine);
-      pen.setWidthF(1.0);
+      if (dense) {
+        QColor lighter = pen.color();
+        lighter.setAlpha(s.style == SeriesStyle::dashed ? 170 : 120);
+        pen.setColor(lighter);
+      } else {
+        pen.setStyle(s.style == SeriesStyle::dashed ? Qt::DashLine : Qt::DotLine);
+      }
       break;
     case SeriesStyle::faint_raw: {
       QColor faint = pen.color();
-      faint.setAlpha(70);
+      faint.setAlpha(60);
       pen.setColor(faint);
-      pen.setWidthF(1.0);
       break;
     }
     default:
       break;
   }
   return pen;
+}
+
+// Sizes each labelled reference's text for a plot `width` wide (wrapped
+// when wider than the plot) and returns the height of the band they fill
+// together at the top of the plot; 0 when no reference has a label.
+qreal size_reference_labels(const std::vector<QGraphicsTextItem*>& labels,
+                            const std::vector<ReferenceLine>& references, qreal width) {
+  const qreal room = std::max<qreal>(1, width - 2 * kLabelInset);
+  qreal band = 0;
+  for (size_t r = 0; r < labels.size() && r < references.size(); ++r) {
+    if (references[r].label.empty()) continue;
+    labels[r]->setTextWidth(-1);
+    if (labels[r]->boundingRect().width() > room) labels[r]->setTextWidth(room);
+    band += labels[r]->boundingRect().height();
+  }
+  return band > 0 ? band + 2 : 0;
+}
+
+// The upper end an axis needs so that the data, up to `top`, stays out of
+// the top `band` of a plot `height` high: [low, result] maps `top` to
+// `band` below the plot's top edge.
+double with_headroom(double low, double high, double top, qreal band, qreal height) {
+  if (!(band > 0) || !(height > 3 * band) || !std::isfinite(top)) return high;
+  const double f = double(band / height);
+  return std::max(high, (top - low * f) / (1 - f));
 }
 
 }  // namespace
@@ -176,7 +235,9 @@ PanelWidget::PanelWidget(PanelSync* sync, QWidget* parent)
     applyXRange();
     redraw();
   });
-  connect(chart, &QChart::plotAreaChanged, this, [this] { redraw(); });
+  connect(chart, &QChart::plotAreaChanged, this, [this] {
+    if (!redrawing_) redraw();
+  });
 }
 
 PanelWidget::~PanelWidget() = default;
@@ -294,6 +355,7 @@ void PanelWidget::rebuild() {
   }
   drawn_->x_axis->setTitleText(q(d.x_title));
   c->addAxis(drawn_->x_axis, Qt::AlignBottom);
+  make_cosmetic(drawn_->x_axis);
   std::vector<bool> stacked_axis(d.y_axes.size(), false);
   for (const auto& s : d.series)
     if (s.style == SeriesStyle::stacked_area && size_t(s.axis) < d.y_axes.size())
@@ -315,6 +377,7 @@ void PanelWidget::rebuild() {
     }
     axis->setTitleText(q(d.y_axes[a].title));
     c->addAxis(axis, a == 0 ? Qt::AlignLeft : Qt::AlignRight);
+    make_cosmetic(axis);
     drawn_->y_axes.push_back(axis);
     drawn_->log_axis.push_back(log);
   }
@@ -329,7 +392,7 @@ void PanelWidget::rebuild() {
       auto* scatter = new QScatterSeries;
       scatter->setMarkerSize(9);
       scatter->setColor(colour_of(s.colour));
-      scatter->setBorderColor(colour_of(s.colour).darker(130));
+      scatter->setPen(cosmetic_pen(colour_of(s.colour).darker(130)));
       series = scatter;
     } else if (s.style == SeriesStyle::stacked_area) {
       auto* upper = new QLineSeries;
@@ -341,7 +404,7 @@ void PanelWidget::rebuild() {
       QColor fill = colour_of(s.colour);
       fill.setAlpha(170);
       area->setBrush(fill);
-      area->setPen(QPen(colour_of(s.colour).darker(120), 0.8));
+      area->setPen(cosmetic_pen(colour_of(s.colour).darker(120)));
       drawn_->upper[i] = upper;
       drawn_->lower[i] = lower;
       series = area;
@@ -358,11 +421,10 @@ void PanelWidget::rebuild() {
     drawn_->series[i] = series;
   }
   for (const auto& r : d.references) {
+    // Two points, 1 device pixel, dashed: the cosmetic stroker draws it at
+    // no cost on any screen (it was dash-dot 1.8 px through the general one).
     auto* line = new QLineSeries;
-    QPen pen(colour_of(r.colour));
-    pen.setStyle(Qt::DashDotLine);
-    pen.setWidthF(1.8);
-    line->setPen(pen);
+    line->setPen(cosmetic_pen(colour_of(r.colour).darker(110), 1.0, Qt::DashLine));
     line->setName(legend_name(r));
     c->addSeries(line);
     line->attachAxis(drawn_->x_axis);
@@ -434,6 +496,13 @@ void PanelWidget::applyXRange() {
 }
 
 void PanelWidget::redraw() {
+  const QScopedValueRollback<bool> inside(redrawing_, true);
+  // On a HiDPI screen a device pixel is small enough that lines need no
+  // antialiasing, and the stroker's antialiased path is what a redraw spends
+  // its time in there.
+  const bool smooth_edges = view_->devicePixelRatioF() < 1.5;
+  if (view_->renderHints().testFlag(QPainter::Antialiasing) != smooth_edges)
+    view_->setRenderHint(QPainter::Antialiasing, smooth_edges);
   if (!panel_ || !panel_->description.empty_reason.empty() || !drawn_->x_axis) {
     placeLabels();
     return;
@@ -502,6 +571,10 @@ void PanelWidget::redraw() {
                    QDateTime::fromMSecsSinceEpoch(qint64(std::ceil(chart_x(x1_)))));
   else
     drawn_->x_axis->setRange(x0_, x1_);
+  // The reference lines' labels sit in a band at the top of the plot that
+  // every axis leaves free of data: a label never covers a line.
+  const QRectF plot = chart()->plotArea();
+  const qreal band = size_reference_labels(drawn_->reference_labels, d.references, plot.width());
   for (size_t a = 0; a < d.y_axes.size(); ++a) {
     std::pair<double, double> range;
     if (drawn_->log_axis[a])
@@ -510,6 +583,14 @@ void PanelWidget::redraw() {
       range = {0, 100};
     else
       range = lo[a] <= hi[a] ? linear_axis_range(lo[a], hi[a]) : std::pair{0.0, 1.0};
+    if (lo[a] <= hi[a]) {
+      if (drawn_->log_axis[a] && range.first > 0 && hi[a] > 0)
+        range.second =
+            std::pow(10.0, with_headroom(std::log10(range.first), std::log10(range.second),
+                                         std::log10(hi[a]), band, plot.height()));
+      else if (!drawn_->log_axis[a])
+        range.second = with_headroom(range.first, range.second, hi[a], band, plot.height());
+    }
     drawn_->y_axes[a]->setRange(range.first, range.second);
     // Ticks at round numbers (0, 500, 1000), not at fifths of the data's range.
     if (auto* linear = qobject_cast<QValueAxis*>(drawn_->y_axes[a])) {
@@ -539,6 +620,11 @@ void PanelWidget::redraw() {
       if (drawn_->lower[i] && previous_stack) drawn_->lower[i]->replace(*previous_stack);
       previous_stack = &drawn_->points[i];
     } else if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) {
+      const auto& s = d.series[i];
+      if (s.style == SeriesStyle::dashed || s.style == SeriesStyle::dotted) {
+        const QPen pen = pen_of(s, drawn_->points[i].size());
+        if (xy->pen() != pen) xy->setPen(pen);
+      }
       xy->replace(drawn_->points[i]);
     }
   }
@@ -557,30 +643,22 @@ void PanelWidget::placeLabels() {
   }
   if (!panel_) return;
   const auto& d = panel_->description;
-  // Each reference's label sits just above its line, right-aligned at the
-  // plot's right end and inside the plot: a label wider than the plot wraps
-  // onto more lines instead of running over the y axis and its title.
-  const qreal room = std::max<qreal>(1, plot.width() - 2 * kLabelInset);
-  qreal last_bottom = -1e9;
+  // The labels stack in the band at the top of the plot that redraw() keeps
+  // free of data, each right-aligned at the plot's right end, in its line's
+  // colour: a label wider than the plot wraps onto more lines instead of
+  // running over the y axis and its title.
+  size_reference_labels(drawn_->reference_labels, d.references, plot.width());
+  qreal y = plot.top() + 1;
   for (size_t r = 0; r < drawn_->reference_labels.size(); ++r) {
     auto* label = drawn_->reference_labels[r];
     if (d.references[r].label.empty()) {  // a line named by its legend entry only
       label->setVisible(false);
       continue;
     }
-    label->setTextWidth(-1);
-    if (label->boundingRect().width() > room) label->setTextWidth(room);
-    const QPointF at =
-        chart()->mapToPosition({d.x_mode == XMode::wall_time ? x1_ * 1000 : x1_, d.references[r].y},
-                               drawn_->references[r]);
     const QRectF box = label->boundingRect();
-    qreal y = at.y() - box.height() - 1;
-    if (y < last_bottom) y = last_bottom;  // labels of nearby lines stack, not overlap
-    y = std::min(y, plot.bottom() - box.height());
-    label->setPos(std::max(plot.left() + kLabelInset, plot.right() - box.width() - kLabelInset),
-                  std::max(plot.top(), y));
-    label->setVisible(at.y() >= plot.top() - 1 && at.y() <= plot.bottom() + 1);
-    last_bottom = label->pos().y() + box.height();
+    label->setPos(std::max(plot.left() + kLabelInset, plot.right() - box.width() - kLabelInset), y);
+    label->setVisible(y + box.height() <= plot.bottom() + 1);
+    y += box.height();
   }
 }
 

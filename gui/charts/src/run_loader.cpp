@@ -24,7 +24,7 @@ RunData header(const controller::Store& store, const std::string& run_id) {
 }  // namespace
 
 RunData load_run(const controller::Store& store, const std::string& run_id,
-                 const std::optional<RowLimits>& limits) {
+                 const std::optional<RowLimits>& limits, const CancelCheck& cancelled) {
   RunData data = header(store, run_id);
   data.limits = limits;
   // A page at a time: a day's run holds millions of records, whose texts
@@ -32,6 +32,8 @@ RunData load_run(const controller::Store& store, const std::string& run_id,
   std::string node;
   int64_t seq = 0;
   for (;;) {
+    if (cancelled && cancelled())
+      throw LoadCancelled("the load of run " + run_id + " was given up");
     const auto page = store.records_page(run_id, node, seq, kRecordsPerRead);
     add_records(data, page);
     if (page.size() < size_t(kRecordsPerRead)) break;

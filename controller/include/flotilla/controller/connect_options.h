@@ -21,6 +21,11 @@ struct ConnectOptions {
   std::filesystem::path known_hosts;   // empty: known_hosts next to the database's default
   std::filesystem::path agent_binary;  // this machine's flotilla-agent; empty: next to this program
   std::chrono::milliseconds timeout{15000};
+  // How much nicer (lower CPU priority, as nice(1) counts) than this program
+  // the local node's agent runs, and with it the ranks it starts: the window
+  // asks for some so that local ranks, busy on every core, never starve the
+  // thread a person clicks on. 0: the same priority.
+  int local_agent_niceness = 0;
 };
 
 // An unknown host key (refused unless trusted explicitly), one that differs

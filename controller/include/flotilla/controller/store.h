@@ -1,8 +1,10 @@
 #pragma once
 // The controller's SQLite database: experiments, runs, nodes and records.
 //
-// Reads may come from any thread (each read opens its own connection; SQLite
-// in WAL mode lets them run beside the writer). Every write goes through one
+// Reads may come from any thread: each thread that reads has one read-only
+// connection of its own, opened at its first read and kept until the thread
+// ends or the store goes (SQLite in WAL mode lets them run beside the
+// writer; QtSql's connections belong to the thread that opened them). Every write goes through one
 // writer thread, in the order it was queued; the writer commits whatever has
 // queued up since its last commit as one transaction, so a burst of records
 // costs one fsync, not one each. A record is stored once: (run, node, seq) is
@@ -61,6 +63,7 @@ class QSqlDatabase;
 namespace flotilla::controller {
 
 class StepNumberReader;
+struct StoreReaders;  // the threads' read connections (store.cpp)
 
 class StoreError : public std::runtime_error {
  public:
@@ -204,6 +207,12 @@ class Store {
 
   const QString& path() const { return path_; }
   int schema_version() const;
+  // A number that changes whenever the database has changed since this
+  // thread last asked (SQLite's PRAGMA data_version on this thread's read
+  // connection, with the connection's serial: a reopened connection never
+  // repeats a number). A view reads again only when it changed; compare
+  // numbers read on one thread only.
+  int64_t data_version() const;
   static int latest_schema_version();
 
   // Reads.
@@ -317,6 +326,11 @@ class Store {
                      std::deque<Item>& batch, std::vector<std::exception_ptr>& errors);
   template <typename F>
   auto with_reader(F&& read) const;
+  // This thread's read connection and its serial, opened at its first read.
+  std::pair<QSqlDatabase, int64_t> reader() const;
+  // Closes this thread's read connection (after a failed read: the next
+  // read opens afresh, in case the file was replaced).
+  void drop_reader() const;
 
   // Read-only: refuses a missing database or one of another schema version.
   void check_schema_for_reading() const;
@@ -336,6 +350,7 @@ class Store {
   StoreOptions options_;
   StoreAccess access_ = StoreAccess::read_write;
   QString writer_connection_;
+  std::shared_ptr<StoreReaders> readers_;
   std::mutex listeners_mutex_;
   std::map<int, ProblemListener> listeners_;
   std::map<int, RefetchListener> refetch_listeners_;

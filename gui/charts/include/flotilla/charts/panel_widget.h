@@ -117,6 +117,10 @@ class PanelWidget : public QFrame {
   QSet<QString> hidden_;
   double x0_ = 0, x1_ = 1;
   uint64_t data_version_ = 0;  // counts setPanel calls: the drawn points' data
+  // Inside redraw(): the plot area its own axis ranges move (their labels'
+  // widths) is not a reason to redraw again, which never settled once the
+  // ranges depended on the plot's size (the labels' band).
+  bool redrawing_ = false;
   std::optional<double> hover_x_;
   struct Drawn;
   std::unique_ptr<Drawn> drawn_;  // the chart objects of the current description

@@ -4,6 +4,7 @@
 // run, its step buckets in place of the step records. Only reads: a view
 // opens the store read-only and never writes to it.
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -19,12 +20,23 @@ class RunNotFound : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A load given up because `cancelled` said so (a view showing another run).
+class LoadCancelled : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Asked before each page of a load: true stops it (LoadCancelled).
+using CancelCheck = std::function<bool()>;
+
 // Every record of the run, read kRecordsPerRead at a time. Throws
 // RunNotFound naming the run and database. With `limits`, older rows are
 // folded as they come (RowLimits), and go on being folded as
-// load_new_records adds more.
+// load_new_records adds more. With `cancelled`, it is asked before each
+// page: a superseded load stops at its next page (LoadCancelled).
 RunData load_run(const controller::Store& store, const std::string& run_id,
-                 const std::optional<RowLimits>& limits = std::nullopt);
+                 const std::optional<RowLimits>& limits = std::nullopt,
+                 const CancelCheck& cancelled = {});
 // The run with each rank's steps from the store's step buckets (one row a
 // bucket of controller::kStepsPerBucket steps: the mean, with the lowest and
 // highest value), and its other records in full.
