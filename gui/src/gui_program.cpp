@@ -14,6 +14,7 @@
 #include <QWindow>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <variant>
 
@@ -186,11 +187,23 @@ int run_program(int argc, char** argv) {
                   "\": expected a number from 0 to 0.99");
     return screenshot(database, parser.value("run"), parser.value("screenshot"), smoothing);
   }
-  flotilla::gui::MainWindow window(database,
-                                   flotilla::controller::sibling_program("flotilla-agent"));
-  window.show();
-  if (parser.isSet("run")) window.showRun(parser.value("run"));
-  return app.exec();
+  int code = 0;
+  {
+    flotilla::gui::MainWindow window(database,
+                                     flotilla::controller::sibling_program("flotilla-agent"));
+    window.show();
+    if (parser.isSet("run")) window.showRun(parser.value("run"));
+    code = app.exec();
+  }
+  // Closing returns in bounded time and may leave the worker in an SSH
+  // connect (an unreachable node): end without static destructors under it.
+  // The store is SQLite in WAL (crash-safe); records not yet stored stay in
+  // the agents' spools for the next attach.
+  if (flotilla::gui::MainWindow::workersLeftRunning() > 0) {
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  return code;
 }
 
 }  // namespace flotilla::gui

@@ -21,6 +21,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,14 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
   poll->start(3000);
 }
 
+namespace {
+std::atomic<int> workers_left_running{0};
+}  // namespace
+
+int MainWindow::workersLeftRunning() {
+  return workers_left_running;
+}
+
 MainWindow::~MainWindow() {
   if (!view_only_) saveSettings();
   // Closing returns in bounded time: the worker may sit in an SSH connect to
@@ -89,6 +98,9 @@ MainWindow::~MainWindow() {
   worker_thread_->quit();
   if (!worker_thread_->wait(kShutdownWaitMs)) {
     QThread* thread = worker_thread_.release();
+    ++workers_left_running;
+    connect(
+        thread, &QThread::finished, thread, [] { --workers_left_running; }, Qt::DirectConnection);
     connect(thread, &QThread::finished, thread, &QObject::deleteLater);
     if (thread->isFinished()) thread->deleteLater();
   }

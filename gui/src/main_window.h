@@ -47,6 +47,10 @@ class MainWindow : public QMainWindow {
   MainWindow(const QString& database, const std::filesystem::path& agent_binary,
              QWidget* parent = nullptr, bool view_only = false);
   ~MainWindow() override;
+  // Workers that a closed window left busy on their own threads. The program
+  // must then end without running static destructors under them (see
+  // gui_program.cpp): a thread still in an SSH connect outlives main().
+  static int workersLeftRunning();
 
   ExperimentDesigner* form() const { return form_; }
   Dashboard* dashboard() const { return dashboard_; }
