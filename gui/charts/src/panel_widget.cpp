@@ -59,9 +59,6 @@ QPen cosmetic_pen(const QColor& colour, qreal width = 1.0, Qt::PenStyle style = 
   return pen;
 }
 
-// A dashed or dotted line of more points than this is drawn solid (and
-// lighter): its dashes fall on a per-pixel zigzag and read as noise, not as a
-// pattern.
 // The axis line and grids too (the theme sets them after addAxis).
 void make_cosmetic(QAbstractAxis* axis) {
   auto cosmetic = [](QPen pen) {
@@ -74,39 +71,55 @@ void make_cosmetic(QAbstractAxis* axis) {
   axis->setMinorGridLinePen(cosmetic(axis->minorGridLinePen()));
 }
 
+// A dashed or dotted line of more points than this is drawn solid (and
+// lighter): its dashes fall on a per-pixel zigzag and read as noise, not as a
+// pattern.
 constexpr qsizetype kMostPatternedPoints = 400;
 
-QPen pen_of(const Series& s, qsizetype points = 0) {
+// How see-through a line of each style is. On a HiDPI screen (device pixel
+// ratio 1.5 or more) the 1-device-pixel line is half as wide to the eye, and
+// the ranks' lines and legend marks at the alphas of a plain screen were
+// hard to see (scale-2 screenshots): there they are nearly opaque.
+int alpha_of(SeriesStyle style, bool fine_pixels) {
+  switch (style) {
+    case SeriesStyle::thin:
+      return fine_pixels ? 230 : 150;
+    case SeriesStyle::dashed:
+      return fine_pixels ? 240 : 170;
+    case SeriesStyle::dotted:
+      return fine_pixels ? 210 : 120;
+    case SeriesStyle::faint_raw:
+      return fine_pixels ? 90 : 60;
+    default:
+      return 255;
+  }
+}
+
+QPen pen_of(const Series& s, bool fine_pixels, qsizetype points = 0) {
   QPen pen = cosmetic_pen(colour_of(s.colour));
   const bool dense = points > kMostPatternedPoints;
+  const auto see_through = [&pen, &s, fine_pixels] {
+    QColor colour = pen.color();
+    colour.setAlpha(alpha_of(s.style, fine_pixels));
+    pen.setColor(colour);
+  };
   switch (s.style) {
     case SeriesStyle::bold:
       // 1 device pixel too: a wider cosmetic pen leaves the fast stroker
       // (QStroker's joins took most of a scale-2 redraw, issue 22). The job's
       // line stands out by being opaque over its ranks' lighter lines.
       break;
-    case SeriesStyle::thin: {
-      QColor lighter = pen.color();
-      lighter.setAlpha(150);
-      pen.setColor(lighter);
+    case SeriesStyle::thin:
+    case SeriesStyle::faint_raw:
+      see_through();
       break;
-    }
     case SeriesStyle::dashed:
     case SeriesStyle::dotted:
-      if (dense) {
-        QColor lighter = pen.color();
-        lighter.setAlpha(s.style == SeriesStyle::dashed ? 170 : 120);
-        pen.setColor(lighter);
-      } else {
+      if (dense)
+        see_through();
+      else
         pen.setStyle(s.style == SeriesStyle::dashed ? Qt::DashLine : Qt::DotLine);
-      }
       break;
-    case SeriesStyle::faint_raw: {
-      QColor faint = pen.color();
-      faint.setAlpha(60);
-      pen.setColor(faint);
-      break;
-    }
     default:
       break;
   }
@@ -410,7 +423,7 @@ void PanelWidget::rebuild() {
       series = area;
     } else {
       auto* line = new QLineSeries;
-      line->setPen(pen_of(s));
+      line->setPen(pen_of(s, finePixels()));
       series = line;
     }
     series->setName(legend_name(d, i));
@@ -495,12 +508,16 @@ void PanelWidget::applyXRange() {
   }
 }
 
+bool PanelWidget::finePixels() const {
+  return view_->devicePixelRatioF() >= 1.5;
+}
+
 void PanelWidget::redraw() {
   const QScopedValueRollback<bool> inside(redrawing_, true);
   // On a HiDPI screen a device pixel is small enough that lines need no
   // antialiasing, and the stroker's antialiased path is what a redraw spends
   // its time in there.
-  const bool smooth_edges = view_->devicePixelRatioF() < 1.5;
+  const bool smooth_edges = !finePixels();
   if (view_->renderHints().testFlag(QPainter::Antialiasing) != smooth_edges)
     view_->setRenderHint(QPainter::Antialiasing, smooth_edges);
   if (!panel_ || !panel_->description.empty_reason.empty() || !drawn_->x_axis) {
@@ -622,7 +639,7 @@ void PanelWidget::redraw() {
     } else if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) {
       const auto& s = d.series[i];
       if (s.style == SeriesStyle::dashed || s.style == SeriesStyle::dotted) {
-        const QPen pen = pen_of(s, drawn_->points[i].size());
+        const QPen pen = pen_of(s, finePixels(), drawn_->points[i].size());
         if (xy->pen() != pen) xy->setPen(pen);
       }
       xy->replace(drawn_->points[i]);

@@ -11,7 +11,7 @@ namespace flotilla::charts::detail {
 namespace {
 
 // Up to this many compared runs, each median's label sits beside its line.
-constexpr size_t kLabelledRuns = 4;
+constexpr size_t kLabelledRuns = 1;
 
 // The ranks that speak for their data-parallel replica: the loss-computing
 // last stage of each pipeline, or every rank outside pipelines.
@@ -107,8 +107,9 @@ PanelDescription throughput_panel(const std::vector<const RunData*>& runs, const
         {prefix + "job", run.run.id, "samples/s", "sum over replicas of samples_per_s / replicas",
          SeriesStyle::bold, several ? int(i) : kJobColour},
         o);
-    // Beside their lines, the labels of more than a few runs cover each other
-    // and the plot: then the legend entry carries the figure instead.
+    // Beside their lines, the labels of compared runs cover the plot (four
+    // two-line labels took its upper half, over the data, in the Compare tab):
+    // a comparison's legend entries carry the figures instead.
     if (const auto median = run_throughput(run)) {
       if (runs.size() <= kLabelledRuns)
         panel.references.push_back(

@@ -100,8 +100,11 @@ class PanelWidget : public QFrame {
   friend class PanelChartView;
   void rebuild();            // series, axes and legend from the description
   void relabelReferences();  // the reference lines' names and labels
-  void redraw();             // the points of the x range at the plot's width, the y range
-  void applyXRange();        // from the sync's zoom or the data's extent
+  // A HiDPI screen (device pixel ratio 1.5 or more): no antialiasing, and
+  // lines nearly opaque (a device pixel is small).
+  bool finePixels() const;
+  void redraw();       // the points of the x range at the plot's width, the y range
+  void applyXRange();  // from the sync's zoom or the data's extent
   void showHover(double x);
   void hideHover();
   void exportTo(const QString& format);
