@@ -237,8 +237,10 @@ RunDirectory::ProcessGroups RunDirectory::process_groups() const {
   for (size_t i = 0; problem.empty() && i < j.size(); ++i) {
     const auto leader = identity_from_json(j[i], problem);
     const auto session = j[i].find("session");
+    // Session 0 is what /proc shows for a session whose leader lives outside
+    // this pid namespace (a container started under another process's session).
     if (leader && (session == j[i].end() || !session->is_number_integer() ||
-                   session->get<int64_t>() <= 0 || session->get<int64_t>() > INT32_MAX))
+                   session->get<int64_t>() < 0 || session->get<int64_t>() > INT32_MAX))
       problem = "\"session\" is not a session id";
     if (!problem.empty()) problem = "entry " + std::to_string(i + 1) + ": " + problem;
     if (problem.empty()) found.groups.push_back({*leader, session->get<pid_t>()});

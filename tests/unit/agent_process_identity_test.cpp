@@ -283,6 +283,13 @@ TEST(RunDirectoryIdentity, ProcessGroupsReadBackAndBareIdsAreNotTrusted) {
   EXPECT_EQ(read.groups[1].session, group.session);
   EXPECT_EQ(read.unverifiable, "");
 
+  // In a container whose pid namespace began under another process's session
+  // (CI's), /proc shows that session as 0: still a group's session.
+  dir.write_process_groups({{own_identity(), 0}});
+  const auto outer_session = dir.process_groups();
+  ASSERT_EQ(outer_session.groups.size(), 1u) << outer_session.unverifiable;
+  EXPECT_EQ(outer_session.groups[0].session, 0);
+
   GroupWithoutItsLeader stranger;
   const auto pgid = std::to_string(stranger.record().leader.pid);
   const auto member = std::to_string(processes_in_groups({stranger.record()}).at(0));
