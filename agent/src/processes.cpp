@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -233,6 +234,37 @@ ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
   return {pid, out[0], err[0], {{pid, stat->start_time, current_boot_id()}, stat->session}};
 }
 
+namespace {
+
+// Called in a new session's first process. With autogroup scheduling (the
+// default of desktop kernels) a session is a scheduling group of its own at
+// nice 0 whatever its processes' nice values, and the CPU is shared between
+// groups first: the ranks of an agent niced below the window (a window's
+// local agent) competed with the window as equals, and its thread waited for
+// a CPU longer than it ran. The group takes this process's niceness. Only
+// system calls and no allocation: this runs between fork and exec.
+void give_this_sessions_group_our_niceness() {
+  errno = 0;
+  const int niceness = getpriority(PRIO_PROCESS, 0);
+  if (errno != 0 || niceness <= 0 || niceness > 19) return;
+  const int fd = open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;  // a kernel without autogroups: nice values alone rule
+  char text[2];
+  size_t length = 0;
+  if (niceness >= 10) text[length++] = char('0' + niceness / 10);
+  text[length++] = char('0' + niceness % 10);
+  // The kernel takes one such change a tenth of a second from processes
+  // without CAP_SYS_ADMIN and answers EAGAIN to others meanwhile.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (write(fd, text, length) == ssize_t(length) || errno != EAGAIN) break;
+    const timespec wait{0, 50'000'000};
+    nanosleep(&wait, nullptr);
+  }
+  close(fd);
+}
+
+}  // namespace
+
 void spawn_detached(const std::vector<std::string>& argv_in, const fs::path& log) {
   auto argv = argv_in;
   auto args = pointers(argv);
@@ -242,6 +274,7 @@ void spawn_detached(const std::vector<std::string>& argv_in, const fs::path& log
     // Intermediate: a new session, then fork again so that the supervisor is
     // nobody's child here and no terminal or connection can reach it.
     setsid();
+    give_this_sessions_group_our_niceness();
     const pid_t grandchild = fork();
     if (grandchild != 0) _exit(grandchild < 0 ? 1 : 0);
     const int null_fd = open("/dev/null", O_RDWR);

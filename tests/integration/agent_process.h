@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,8 +28,9 @@ using AgentClock = std::chrono::steady_clock;
 
 class AgentProcess {
  public:
+  // `niceness`: the agent runs at that nice value, as a window's local agent does.
   AgentProcess(const std::filesystem::path& home, const std::vector<std::string>& env = {},
-               const std::string& train_binary = "") {
+               const std::string& train_binary = "", int niceness = 0) {
     int in[2], out[2];
     EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
@@ -37,6 +39,7 @@ class AgentProcess {
       dup2(in[0], 0);
       dup2(out[1], 1);
       for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+      if (niceness != 0 && setpriority(PRIO_PROCESS, 0, niceness) != 0) _exit(126);
       if (train_binary.empty())
         execl(FLOTILLA_AGENT_BINARY, FLOTILLA_AGENT_BINARY, "--home", home.c_str(), nullptr);
       else
