@@ -292,9 +292,12 @@ void Dashboard::drawNextPanel() {
   const auto kinds = std::size(charts::kAllPanels);
   if (next_panel_ < kinds) {
     const auto kind = charts::kAllPanels[next_panel_++];
-    panels_.at(kind)->setPanel(pending_->panels.at(kind));
-    // One panel a turn: input and painting get their turns between panels,
-    // and the frame is drawn to its last panel before another is taken.
+    auto* panel = panels_.at(kind);
+    panel->setPanel(pending_->panels.at(kind));
+    // One panel a turn, painted in its turn: input gets its turn between
+    // panels (left to Qt, the seven panels were painted in one 100-300 ms
+    // go), and the frame is drawn to its last panel before another is taken.
+    panel->paintNow();
     QTimer::singleShot(0, this, &Dashboard::drawNextPanel);
     return;
   }

@@ -14,10 +14,13 @@
 //   window_latency --ping WINDOW SECONDS   (the outside measurer; prints one round trip a line)
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QEvent>
+#include <QMetaEnum>
 #include <QProcess>
 #include <QScreen>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QTimer>
 #include <QWindow>
 
@@ -123,10 +126,17 @@ std::string run_config(const std::string& name, int max_steps) {
       .dump();
 }
 
+// Sleeps in the event loop between checks: processEvents without
+// WaitForMoreEvents returns at once when nothing is pending, and spinning on
+// it kept the window's thread busy (half its time was spent waiting for a CPU
+// behind that spin, which the measured round trips then counted).
 void wait_until(const std::function<bool()>& done, int limit_ms) {
   QElapsedTimer t;
   t.start();
-  while (!done() && t.elapsed() < limit_ms) QApplication::processEvents(QEventLoop::AllEvents, 20);
+  QTimer tick;
+  tick.start(20);
+  while (!done() && t.elapsed() < limit_ms)
+    QApplication::processEvents(QEventLoop::WaitForMoreEvents);
 }
 
 struct Result {
@@ -160,12 +170,68 @@ Result measure(const QString& self, WId window, double seconds) {
   return r;
 }
 
+// The window thread's event handlers, timed: where a round trip's wait
+// comes from. Only outermost deliveries are timed (a handler's nested events
+// are part of it); a timer's event is named after the timer's owner.
+class TimedApplication : public QApplication {
+ public:
+  using QApplication::QApplication;
+
+  bool notify(QObject* receiver, QEvent* event) override {
+    if (depth_ > 0 || QThread::currentThread() != thread())
+      return QApplication::notify(receiver, event);
+    ++depth_;
+    const auto started = Clock::now();
+    const auto type = event->type();
+    const bool handled = QApplication::notify(receiver, event);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    --depth_;
+    if (ms > kBudgetMs) {
+      const QObject* named = receiver;
+      if (named && qobject_cast<const QTimer*>(named) && named->parent()) named = named->parent();
+      const char* type_name =
+          QEvent::staticMetaObject.enumerator(QEvent::staticMetaObject.indexOfEnumerator("Type"))
+              .valueToKey(type);
+      auto& slow = slow_[std::string(named ? named->metaObject()->className() : "?") + " " +
+                         (type_name ? type_name : std::to_string(int(type)).c_str())];
+      ++slow.count;
+      slow.total_ms += ms;
+      slow.max_ms = std::max(slow.max_ms, ms);
+    }
+    return handled;
+  }
+
+  // Prints the handlers over budget since the last call, slowest first.
+  void report_and_reset() {
+    std::vector<std::pair<std::string, Slow>> sorted(slow_.begin(), slow_.end());
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.second.max_ms > b.second.max_ms; });
+    size_t over = 0;
+    for (const auto& [name, slow] : sorted) over += slow.count;
+    std::printf("    handlers over %.0f ms: %zu\n", kBudgetMs, over);
+    for (size_t i = 0; i < std::min<size_t>(6, sorted.size()); ++i)
+      std::printf("      %-48s %4zu x  max %6.1f ms  total %7.1f ms\n", sorted[i].first.c_str(),
+                  sorted[i].second.count, sorted[i].second.max_ms, sorted[i].second.total_ms);
+    slow_.clear();
+  }
+  void forget_slow_handlers() { slow_.clear(); }
+
+ private:
+  static constexpr double kBudgetMs = 16;
+  struct Slow {
+    size_t count = 0;
+    double total_ms = 0, max_ms = 0;
+  };
+  int depth_ = 0;
+  std::map<std::string, Slow> slow_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--ping") == 0)
     return ping(xcb_window_t(std::stoul(argv[2])), std::stod(argv[3]));
-  QApplication app(argc, argv);
+  TimedApplication app(argc, argv);
   double seconds = 45;
   QStringList tabs{"dashboard", "compare", "sweeps"};
   QString shots;
@@ -236,6 +302,7 @@ int main(int argc, char** argv) {
       window.tabs()->setCurrentWidget(window.sweepView());
     }
     wait_until([] { return false; }, 2000);  // the tab's first paint
+    app.forget_slow_handlers();
     const int frames_before = dashboard->framesDrawn();
     const Result r = measure(app.applicationFilePath(), window.winId(), seconds);
     std::printf(
@@ -243,6 +310,7 @@ int main(int argc, char** argv) {
         "unanswered at the end; dashboard frames drawn %d)\n",
         qPrintable(tab), r.p50, r.p99, r.max, r.answered, r.lost,
         dashboard->framesDrawn() - frames_before);
+    app.report_and_reset();
     std::fflush(stdout);
     if (!shots.isEmpty()) {
       const QString file = shots + "/" + tab + "-scale" + scale + ".png";

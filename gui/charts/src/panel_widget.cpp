@@ -3,6 +3,7 @@
 #include <QAreaSeries>
 #include <QChart>
 #include <QChartView>
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QDateTimeAxis>
 #include <QFileDialog>
@@ -201,6 +202,11 @@ PanelWidget::PanelWidget(PanelSync* sync, QWidget* parent)
   // A square of the series' colour cannot tell a rank's busy (solid), exposed
   // (dashed) and operations/s (dotted) apart: each entry shows a piece of its line.
   chart->legend()->setMarkerShape(QLegend::MarkerShapeFromSeries);
+  // A solid background: the default theme's is a gradient, and Qt fills a
+  // gradient on its GUI thread pool a band of lines at a time, the window's
+  // thread waiting for each band. With ranks busy on the other cores each
+  // wait took a scheduler turn, thousands a second.
+  chart->setBackgroundBrush(chart->palette().color(QPalette::Base));
   chart->layout()->setContentsMargins(0, 0, 0, 0);
   chart->setMargins(QMargins(6, 4, 6, 4));
   QFont title = chart->titleFont();
@@ -292,6 +298,15 @@ void PanelWidget::setPanel(std::shared_ptr<const PreparedPanel> panel) {
     relabelReferences();
   applyXRange();
   redraw();
+}
+
+void PanelWidget::paintNow() {
+  if (!isVisible()) return;
+  // The axes' and legend's layout, then the scene's queued note of what
+  // changed (which marks the view's dirty region), then the paint itself.
+  if (auto* layout = chart()->layout()) layout->activate();
+  if (auto* scene = chart()->scene()) QCoreApplication::sendPostedEvents(scene, QEvent::MetaCall);
+  view_->viewport()->repaint();
 }
 
 void PanelWidget::setLogY(bool log) {

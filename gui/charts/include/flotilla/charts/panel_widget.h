@@ -68,6 +68,10 @@ class PanelWidget : public QFrame {
 
   // Shows `panel` from now on, keeping zoom, hidden series and log y.
   void setPanel(std::shared_ptr<const PreparedPanel> panel);
+  // Lays the chart out and paints it on screen before returning (nothing
+  // when hidden). Left to Qt, the changes of every panel a caller set one
+  // after another wait for one paint of the whole window.
+  void paintNow();
   const PreparedPanel* panel() const { return panel_.get(); }
   void setLogY(bool log);
   bool logY() const { return log_y_; }
