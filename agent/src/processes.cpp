@@ -131,6 +131,10 @@ std::string how_it_differs(const ProcessIdentity& recorded, const ProcessIdentit
 }
 
 bool signal_process(const ProcessIdentity& recorded, int signal) {
+  // Raw syscalls, not glibc's pidfd_open/pidfd_send_signal: those are
+  // GLIBC_2.36 symbols, and the agent, which is copied to nodes, otherwise
+  // needs only 2.34 (Ubuntu 22.04 has 2.35). 2.36's <sys/pidfd.h> also
+  // declares them without C linkage, so C++ could not link them as is.
 #if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
   // The pidfd is taken first and the identity checked after: a pidfd keeps
   // naming the process it was opened for, so if the identity still matches,
