@@ -11,11 +11,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -350,6 +352,17 @@ std::vector<pid_t> processes_in_groups(const std::vector<ProcessGroupRecord>& gr
   for (const auto& group : groups)
     for (const auto& p : look_at_group(group, processes).own) found.push_back(p.pid);
   return found;
+}
+
+std::vector<pid_t> kill_groups(const std::vector<ProcessGroupRecord>& groups) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto left = processes_in_groups(groups);
+  for (; !left.empty() && std::chrono::steady_clock::now() < give_up;
+       left = processes_in_groups(groups)) {
+    signal_groups(groups, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return left;
 }
 
 std::string strangers_in_group(const ProcessGroupRecord& group) {

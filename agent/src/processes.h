@@ -79,6 +79,9 @@ void spawn_detached(const std::vector<std::string>& argv, const std::filesystem:
 void signal_groups(const std::vector<ProcessGroupRecord>& groups, int signal);
 // Every live process (zombies excluded) of the recorded groups, read from /proc.
 std::vector<pid_t> processes_in_groups(const std::vector<ProcessGroupRecord>& groups);
+// SIGKILLs the recorded groups until none of their processes is left, for at
+// most 30 s; what is left then (uninterruptible processes), else nothing.
+std::vector<pid_t> kill_groups(const std::vector<ProcessGroupRecord>& groups);
 // When processes run in the group's id that are not the recorded group's,
 // why, in words naming the group and them; otherwise empty.
 std::string strangers_in_group(const ProcessGroupRecord& group);
