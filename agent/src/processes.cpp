@@ -127,8 +127,6 @@ std::string how_it_differs(const ProcessIdentity& recorded, const ProcessIdentit
     return "pid " + std::to_string(now.pid) + " started at clock tick " +
            std::to_string(now.start_time) + " after boot, the recorded one at tick " +
            std::to_string(recorded.start_time);
-  if (now.pid != recorded.pid)
-    return "pid " + std::to_string(now.pid) + " is not pid " + std::to_string(recorded.pid);
   return {};
 }
 
