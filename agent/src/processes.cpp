@@ -11,12 +11,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -126,12 +128,14 @@ std::string how_it_differs(const ProcessIdentity& recorded, const ProcessIdentit
     return "pid " + std::to_string(now.pid) + " started at clock tick " +
            std::to_string(now.start_time) + " after boot, the recorded one at tick " +
            std::to_string(recorded.start_time);
-  if (now.pid != recorded.pid)
-    return "pid " + std::to_string(now.pid) + " is not pid " + std::to_string(recorded.pid);
   return {};
 }
 
 bool signal_process(const ProcessIdentity& recorded, int signal) {
+  // Raw syscalls, not glibc's pidfd_open/pidfd_send_signal: those are
+  // GLIBC_2.36 symbols, and the agent, which is copied to nodes, otherwise
+  // needs only 2.34 (Ubuntu 22.04 has 2.35). 2.36's <sys/pidfd.h> also
+  // declares them without C linkage, so C++ could not link them as is.
 #if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
   // The pidfd is taken first and the identity checked after: a pidfd keeps
   // naming the process it was opened for, so if the identity still matches,
@@ -379,6 +383,17 @@ std::vector<pid_t> processes_in_groups(const std::vector<ProcessGroupRecord>& gr
   for (const auto& group : groups)
     for (const auto& p : look_at_group(group, processes).own) found.push_back(p.pid);
   return found;
+}
+
+std::vector<pid_t> kill_groups(const std::vector<ProcessGroupRecord>& groups) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto left = processes_in_groups(groups);
+  for (; !left.empty() && std::chrono::steady_clock::now() < give_up;
+       left = processes_in_groups(groups)) {
+    signal_groups(groups, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return left;
 }
 
 std::string strangers_in_group(const ProcessGroupRecord& group) {

@@ -44,7 +44,7 @@ bool signal_process(const ProcessIdentity& recorded, int signal);
 // A rank's process group as the supervisor started it: the group's id is its
 // leader's pid, so the leader's identity and the session it was started in
 // are what tell the group's processes from a later group with the same id
-// (see members_of_group in processes.cpp for the reasoning).
+// (see look_at_group in processes.cpp for the reasoning).
 struct ProcessGroupRecord {
   ProcessIdentity leader;
   pid_t session = 0;
@@ -75,10 +75,13 @@ ChildProcess spawn_in_new_group(const std::vector<std::string>& argv,
 void spawn_detached(const std::vector<std::string>& argv, const std::filesystem::path& log);
 
 // Sends `signal` to the processes of the recorded groups, and to nothing
-// that only has the same numbers (see members_of_group in processes.cpp).
+// that only has the same numbers (see look_at_group in processes.cpp).
 void signal_groups(const std::vector<ProcessGroupRecord>& groups, int signal);
 // Every live process (zombies excluded) of the recorded groups, read from /proc.
 std::vector<pid_t> processes_in_groups(const std::vector<ProcessGroupRecord>& groups);
+// SIGKILLs the recorded groups until none of their processes is left, for at
+// most 30 s; what is left then (uninterruptible processes), else nothing.
+std::vector<pid_t> kill_groups(const std::vector<ProcessGroupRecord>& groups);
 // When processes run in the group's id that are not the recorded group's,
 // why, in words naming the group and them; otherwise empty.
 std::string strangers_in_group(const ProcessGroupRecord& group);

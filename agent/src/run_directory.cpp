@@ -252,6 +252,15 @@ RunDirectory::ProcessGroups RunDirectory::process_groups() const {
   return found;
 }
 
+std::vector<std::string> RunDirectory::ProcessGroups::strangers() const {
+  std::vector<std::string> words;
+  if (!unverifiable.empty()) words.push_back(unverifiable);
+  for (const auto& group : groups)
+    if (auto group_words = strangers_in_group(group); !group_words.empty())
+      words.push_back(group_words);
+  return words;
+}
+
 void RunDirectory::write_final(const FinalState& s) const {
   write_file_atomically(
       dir_ / "final.json",

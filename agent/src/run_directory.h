@@ -60,6 +60,9 @@ class RunDirectory {
     // When pgids.json holds bare ids (or cannot be read) and processes run in
     // those groups: why none of them is signalled, in words; else empty.
     std::string unverifiable;
+    // Why what pgids.json names is left alone, in words: `unverifiable`,
+    // then what runs in each recorded group's id but is not the group's.
+    std::vector<std::string> strangers() const;
   };
   void write_process_groups(const std::vector<ProcessGroupRecord>& groups) const;
   ProcessGroups process_groups() const;

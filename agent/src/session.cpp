@@ -183,19 +183,9 @@ void Session::end_orphaned_run(const std::string& run, const std::string& outcom
   // said in the run's end and left alone.
   const auto supervisor = dir.supervisor();
   const auto recorded = dir.process_groups();
-  std::vector<std::string> strangers;
-  if (!supervisor.stranger.empty()) strangers.push_back(supervisor.stranger);
-  if (!recorded.unverifiable.empty()) strangers.push_back(recorded.unverifiable);
-  for (const auto& group : recorded.groups)
-    if (auto words = strangers_in_group(group); !words.empty()) strangers.push_back(words);
-  const auto& groups = recorded.groups;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  auto left = processes_in_groups(groups);
-  for (; !left.empty() && std::chrono::steady_clock::now() < give_up;
-       left = processes_in_groups(groups)) {
-    signal_groups(groups, SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  auto strangers = recorded.strangers();
+  if (!supervisor.stranger.empty()) strangers.insert(strangers.begin(), supervisor.stranger);
+  const auto left = kill_groups(recorded.groups);
   // Ranks die with their supervisor (PR_SET_PDEATHSIG); these are what is left.
   std::string message = outcome_if_clean == "failed"
                             ? "the run's supervisor died without ending it; its ranks were stopped"

@@ -15,7 +15,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <thread>
 
 #include "flotilla/protocol/experiment_config.h"
 #include "flotilla/protocol/numbers.h"
@@ -429,18 +428,11 @@ class Supervisor {
   void finish() {
     settle_failure();
     // A run is over only when no process of it is left, whatever the ranks said.
-    const auto give_up = Clock::now() + std::chrono::seconds(30);
-    for (auto left = processes_in_groups(groups_); !left.empty();
-         left = processes_in_groups(groups_)) {
-      if (Clock::now() > give_up) {
-        // Uninterruptible processes: say so rather than claim the run is over.
-        outcome_ = "failed";
-        message_ += (message_.empty() ? "" : "\n") + std::to_string(left.size()) +
-                    " process(es) of the run survive SIGKILL, first pid " + std::to_string(left[0]);
-        break;
-      }
-      signal_groups(groups_, SIGKILL);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (const auto left = kill_groups(groups_); !left.empty()) {
+      // Uninterruptible processes: say so rather than claim the run is over.
+      outcome_ = "failed";
+      message_ += (message_.empty() ? "" : "\n") + std::to_string(left.size()) +
+                  " process(es) of the run survive SIGKILL, first pid " + std::to_string(left[0]);
     }
     sample_system();
     if (malformed_ > 0)
@@ -497,15 +489,8 @@ int run_supervisor(const SupervisorOptions& options) {
       // what pgids.json names but is not theirs is said and left alone.
       const auto recorded = dir.process_groups();
       std::string message = e.what();
-      if (!recorded.unverifiable.empty()) message += "; " + recorded.unverifiable;
-      for (const auto& group : recorded.groups)
-        if (auto words = strangers_in_group(group); !words.empty()) message += "; " + words;
-      const auto give_up = Clock::now() + std::chrono::seconds(30);
-      for (auto left = processes_in_groups(recorded.groups);
-           !left.empty() && Clock::now() < give_up; left = processes_in_groups(recorded.groups)) {
-        signal_groups(recorded.groups, SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+      for (const auto& words : recorded.strangers()) message += "; " + words;
+      kill_groups(recorded.groups);
       SpoolWriter spool(dir.spool());
       spool.append(
           protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", message}));

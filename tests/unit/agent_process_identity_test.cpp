@@ -64,6 +64,13 @@ class TempHome {
   fs::path path_;
 };
 
+// A signal acts once its target next runs, so a check right after a signal
+// that should not have been sent would pass even if it was: this gives a
+// wrongly SIGKILLed process time to end, also on a loaded machine.
+void let_any_signal_land() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+}
+
 ProcessIdentity own_identity() {
   const auto self = read_identity(getpid());
   EXPECT_TRUE(self);
@@ -126,6 +133,7 @@ TEST(ProcessIdentity, OnlyTheRecordedProcessIsSignalled) {
   other_boot.boot_id = "00000000-0000-4000-8000-000000000000";
   EXPECT_FALSE(signal_process(earlier, SIGKILL));
   EXPECT_FALSE(signal_process(other_boot, SIGKILL));
+  let_any_signal_land();
   EXPECT_FALSE(child.ended());
   EXPECT_TRUE(signal_process(*real, SIGKILL));
   int status = 0;
@@ -179,6 +187,7 @@ TEST(ProcessGroups, AGroupWhoseLeaderPidIsAnotherProcessIsNotSignalled) {
   forged.leader.start_time -= 1;
   EXPECT_TRUE(processes_in_groups({forged}).empty());
   signal_groups({forged}, SIGKILL);
+  let_any_signal_land();
   EXPECT_EQ(waitpid(child.pid, nullptr, WNOHANG), 0) << "the process was signalled";
   EXPECT_EQ(
       strangers_in_group(forged),
@@ -218,6 +227,7 @@ TEST(ProcessGroups, WithItsLeaderGoneAGroupsOwnMembersAreThoseStartedAfterItInIt
   EXPECT_TRUE(processes_in_groups({other_boot}).empty());
 
   signal_groups({later, elsewhere, other_boot}, SIGKILL);
+  let_any_signal_land();
   EXPECT_EQ(processes_in_groups({group.record()}), members) << "a stranger's record signalled it";
   signal_groups({group.record()}, SIGKILL);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
