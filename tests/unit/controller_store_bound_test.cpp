@@ -13,9 +13,11 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "flotilla/controller/store.h"
 #include "run_rows.h"
+#include "sql_query.h"
 #include "sqlite_lock_holder.h"
 #include "temp_dir.h"
 
@@ -184,6 +186,89 @@ TEST(StoreQueueBound, AHundredThousandRecordBurstUnderAHeldLockStaysUnderTheBoun
   EXPECT_EQ(counts.last, kRecords);
   EXPECT_EQ(store.queue_use().records, 0);
   EXPECT_EQ(store.queue_use().bytes, 0);
+}
+
+// A run's records are asked for again only once everything queued before the
+// first one let go of is stored, whatever other writes (a run's creation,
+// flushes) went through the queue before: the request starts after the last
+// record that was queued, not after the last one that happened to be stored.
+TEST(StoreQueueBound, TheRefetchStartsAfterEveryRecordQueuedBeforeTheFirstOneLetGo) {
+  TempDir dir;
+  StoreOptions options;
+  options.retry_interval = 10ms;
+  options.queue_limit_records = 3;
+  Store store(QString::fromStdString((dir.path() / "flotilla.db").string()), options);
+  store.create_run(minimal_run("r1"));
+  // Writes that are not records, committed before any record.
+  for (int i = 0; i < 5; ++i) store.flush();
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<int64_t> asked_after;
+  int tries = 0;
+  bool refuse = true, entered = false, release = false;
+  const int listener = store.add_refetch_listener([&](const RefetchRequest& r) {
+    std::lock_guard lock(mutex);
+    asked_after.push_back(r.after_seq);
+    changed.notify_all();
+  });
+  // A write the database refuses (as a locked one would) until told to take
+  // it; then it holds its commit open until released.
+  std::thread writer([&] {
+    try {
+      store.write_transaction([&](QSqlDatabase&) {
+        std::unique_lock lock(mutex);
+        ++tries;
+        changed.notify_all();
+        if (refuse) throw DatabaseRefused("refused by the test");
+        entered = true;
+        changed.notify_all();
+        changed.wait(lock, [&] { return release; });
+      });
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  });
+  // Also when an assertion below returns early: the write is taken and ends.
+  struct Release {
+    std::mutex& mutex;
+    std::condition_variable& changed;
+    bool &refuse, &release;
+    std::thread& writer;
+    ~Release() {
+      {
+        std::lock_guard lock(mutex);
+        refuse = false;
+        release = true;
+      }
+      changed.notify_all();
+      writer.join();
+    }
+  } release_on_exit{mutex, changed, refuse, release, writer};
+  {
+    // Refused once and tried again: the store counts the database as refusing.
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, 30s, [&] { return tries >= 2; }));
+    refuse = false;
+    ASSERT_TRUE(changed.wait_for(lock, 30s, [&] { return entered; }));
+  }
+  // The database takes that write now and has not said so yet: three
+  // records fill the queue and the fourth is let go of.
+  for (int64_t seq = 1; seq <= 3; ++seq) EXPECT_TRUE(store.append_record("r1", step_record(seq)));
+  EXPECT_FALSE(store.append_record("r1", step_record(4)));
+  {
+    std::lock_guard lock(mutex);
+    release = true;
+  }
+  changed.notify_all();
+  {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, 30s, [&] { return !asked_after.empty(); }));
+    EXPECT_EQ(asked_after, std::vector<int64_t>{3}) << "asked again before records 1-3 were stored";
+  }
+  store.flush();
+  EXPECT_EQ(store.last_seq("r1", "local"), 3);
+  store.remove_refetch_listener(listener);
 }
 
 // A store that no one can ask for records again keeps every one: past the
