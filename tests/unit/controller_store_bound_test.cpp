@@ -116,6 +116,14 @@ int64_t resident_bytes() {
   return -1;
 }
 
+// The store's read connections open now, of every store and thread.
+int read_connections() {
+  int n = 0;
+  for (const auto& name : QSqlDatabase::connectionNames())
+    if (name.startsWith("flotilla-read-")) ++n;
+  return n;
+}
+
 struct Counts {
   int64_t rows = -1, distinct = -1, first = -1, last = -1;
 };
@@ -269,6 +277,69 @@ TEST(StoreQueueBound, TheRefetchStartsAfterEveryRecordQueuedBeforeTheFirstOneLet
   store.flush();
   EXPECT_EQ(store.last_seq("r1", "local"), 3);
   store.remove_refetch_listener(listener);
+}
+
+// Readers are bounded too: one connection per reading thread, however often
+// it reads, closed when the thread ends or the store goes, whichever is first.
+TEST(StoreReaders, EachReadingThreadHasOneConnectionClosedWhenItEndsOrTheStoreGoes) {
+  TempDir dir;
+  const int before = read_connections();
+  std::optional<Store> store(std::in_place, QString::fromStdString((dir.path() / "a.db").string()));
+  store->create_run(minimal_run("r1"));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(store->runs().size(), 1u);
+  EXPECT_EQ(read_connections(), before + 1) << "this thread's reads share one connection";
+
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t)
+    readers.emplace_back([&] {
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(store->runs().size(), 1u);
+    });
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(read_connections(), before + 1) << "an ended thread's connection is still open";
+
+  // A thread that outlives the store: the store closes its connection.
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool read = false, end = false;
+  std::thread lasting([&] {
+    EXPECT_EQ(store->runs().size(), 1u);
+    std::unique_lock lock(mutex);
+    read = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return end; });
+  });
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return read; });
+  }
+  EXPECT_EQ(read_connections(), before + 2);
+  store.reset();
+  EXPECT_EQ(read_connections(), before) << "a connection outlived its store";
+  {
+    std::lock_guard lock(mutex);
+    end = true;
+  }
+  changed.notify_all();
+  lasting.join();  // its end finds the store gone
+  EXPECT_EQ(read_connections(), before);
+}
+
+// data_version: the same number while nothing is committed, another once
+// something is, on the thread that asks.
+TEST(StoreReaders, DataVersionChangesWithACommitOnly) {
+  TempDir dir;
+  Store store(QString::fromStdString((dir.path() / "a.db").string()));
+  const int64_t first = store.data_version();
+  EXPECT_EQ(store.data_version(), first);
+  EXPECT_TRUE(store.runs().empty());
+  EXPECT_EQ(store.data_version(), first) << "a read changed it";
+  store.create_run(minimal_run("r1"));
+  const int64_t second = store.data_version();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(store.data_version(), second);
+  EXPECT_TRUE(store.append_record("r1", step_record(1)));
+  store.flush();
+  EXPECT_NE(store.data_version(), second);
 }
 
 // A store that no one can ask for records again keeps every one: past the
