@@ -214,8 +214,11 @@ std::pair<QSqlDatabase, int64_t> Store::reader() const {
     std::lock_guard lock(readers_->mutex);
     readers_->by_thread[thread] = {db, serial};
   }
+  // Once per store: a thread that reopens after a failed read (a poll of a
+  // damaged file, every few seconds) must not add an entry each time.
   auto& used = thread_readers.used;
-  used.erase(std::remove_if(used.begin(), used.end(), [](const auto& w) { return w.expired(); }),
+  used.erase(std::remove_if(used.begin(), used.end(),
+                            [&](const auto& w) { return w.expired() || w.lock() == readers_; }),
              used.end());
   used.push_back(readers_);
   return {db, serial};

@@ -149,6 +149,9 @@ void Store::write_and_wait(Write write) {
   {
     std::lock_guard lock(mutex_);
     queue_.push_back({std::move(write), done, {}, 0});
+    // Counted as records are: items_done_ counts every item, and a gap is
+    // ready only once everything queued before it is done.
+    ++items_queued_;
   }
   queued_.notify_one();
   future.get();

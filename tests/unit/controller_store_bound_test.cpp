@@ -13,9 +13,11 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "flotilla/controller/store.h"
 #include "run_rows.h"
+#include "sql_query.h"
 #include "sqlite_lock_holder.h"
 #include "temp_dir.h"
 
@@ -114,6 +116,14 @@ int64_t resident_bytes() {
   return -1;
 }
 
+// The store's read connections open now, of every store and thread.
+int read_connections() {
+  int n = 0;
+  for (const auto& name : QSqlDatabase::connectionNames())
+    if (name.startsWith("flotilla-read-")) ++n;
+  return n;
+}
+
 struct Counts {
   int64_t rows = -1, distinct = -1, first = -1, last = -1;
 };
@@ -184,6 +194,152 @@ TEST(StoreQueueBound, AHundredThousandRecordBurstUnderAHeldLockStaysUnderTheBoun
   EXPECT_EQ(counts.last, kRecords);
   EXPECT_EQ(store.queue_use().records, 0);
   EXPECT_EQ(store.queue_use().bytes, 0);
+}
+
+// A run's records are asked for again only once everything queued before the
+// first one let go of is stored, whatever other writes (a run's creation,
+// flushes) went through the queue before: the request starts after the last
+// record that was queued, not after the last one that happened to be stored.
+TEST(StoreQueueBound, TheRefetchStartsAfterEveryRecordQueuedBeforeTheFirstOneLetGo) {
+  TempDir dir;
+  StoreOptions options;
+  options.retry_interval = 10ms;
+  options.queue_limit_records = 3;
+  Store store(QString::fromStdString((dir.path() / "flotilla.db").string()), options);
+  store.create_run(minimal_run("r1"));
+  // Writes that are not records, committed before any record.
+  for (int i = 0; i < 5; ++i) store.flush();
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<int64_t> asked_after;
+  int tries = 0;
+  bool refuse = true, entered = false, release = false;
+  const int listener = store.add_refetch_listener([&](const RefetchRequest& r) {
+    std::lock_guard lock(mutex);
+    asked_after.push_back(r.after_seq);
+    changed.notify_all();
+  });
+  // A write the database refuses (as a locked one would) until told to take
+  // it; then it holds its commit open until released.
+  std::thread writer([&] {
+    try {
+      store.write_transaction([&](QSqlDatabase&) {
+        std::unique_lock lock(mutex);
+        ++tries;
+        changed.notify_all();
+        if (refuse) throw DatabaseRefused("refused by the test");
+        entered = true;
+        changed.notify_all();
+        changed.wait(lock, [&] { return release; });
+      });
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  });
+  // Also when an assertion below returns early: the write is taken and ends.
+  struct Release {
+    std::mutex& mutex;
+    std::condition_variable& changed;
+    bool &refuse, &release;
+    std::thread& writer;
+    ~Release() {
+      {
+        std::lock_guard lock(mutex);
+        refuse = false;
+        release = true;
+      }
+      changed.notify_all();
+      writer.join();
+    }
+  } release_on_exit{mutex, changed, refuse, release, writer};
+  {
+    // Refused once and tried again: the store counts the database as refusing.
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, 30s, [&] { return tries >= 2; }));
+    refuse = false;
+    ASSERT_TRUE(changed.wait_for(lock, 30s, [&] { return entered; }));
+  }
+  // The database takes that write now and has not said so yet: three
+  // records fill the queue and the fourth is let go of.
+  for (int64_t seq = 1; seq <= 3; ++seq) EXPECT_TRUE(store.append_record("r1", step_record(seq)));
+  EXPECT_FALSE(store.append_record("r1", step_record(4)));
+  {
+    std::lock_guard lock(mutex);
+    release = true;
+  }
+  changed.notify_all();
+  {
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, 30s, [&] { return !asked_after.empty(); }));
+    EXPECT_EQ(asked_after, std::vector<int64_t>{3}) << "asked again before records 1-3 were stored";
+  }
+  store.flush();
+  EXPECT_EQ(store.last_seq("r1", "local"), 3);
+  store.remove_refetch_listener(listener);
+}
+
+// Readers are bounded too: one connection per reading thread, however often
+// it reads, closed when the thread ends or the store goes, whichever is first.
+TEST(StoreReaders, EachReadingThreadHasOneConnectionClosedWhenItEndsOrTheStoreGoes) {
+  TempDir dir;
+  const int before = read_connections();
+  std::optional<Store> store(std::in_place, QString::fromStdString((dir.path() / "a.db").string()));
+  store->create_run(minimal_run("r1"));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(store->runs().size(), 1u);
+  EXPECT_EQ(read_connections(), before + 1) << "this thread's reads share one connection";
+
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t)
+    readers.emplace_back([&] {
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(store->runs().size(), 1u);
+    });
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(read_connections(), before + 1) << "an ended thread's connection is still open";
+
+  // A thread that outlives the store: the store closes its connection.
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool read = false, end = false;
+  std::thread lasting([&] {
+    EXPECT_EQ(store->runs().size(), 1u);
+    std::unique_lock lock(mutex);
+    read = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return end; });
+  });
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return read; });
+  }
+  EXPECT_EQ(read_connections(), before + 2);
+  store.reset();
+  EXPECT_EQ(read_connections(), before) << "a connection outlived its store";
+  {
+    std::lock_guard lock(mutex);
+    end = true;
+  }
+  changed.notify_all();
+  lasting.join();  // its end finds the store gone
+  EXPECT_EQ(read_connections(), before);
+}
+
+// data_version: the same number while nothing is committed, another once
+// something is, on the thread that asks.
+TEST(StoreReaders, DataVersionChangesWithACommitOnly) {
+  TempDir dir;
+  Store store(QString::fromStdString((dir.path() / "a.db").string()));
+  const int64_t first = store.data_version();
+  EXPECT_EQ(store.data_version(), first);
+  EXPECT_TRUE(store.runs().empty());
+  EXPECT_EQ(store.data_version(), first) << "a read changed it";
+  store.create_run(minimal_run("r1"));
+  const int64_t second = store.data_version();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(store.data_version(), second);
+  EXPECT_TRUE(store.append_record("r1", step_record(1)));
+  store.flush();
+  EXPECT_NE(store.data_version(), second);
 }
 
 // A store that no one can ask for records again keeps every one: past the

@@ -180,7 +180,7 @@ class Controller {
   Store& store_;
   ControllerOptions options_;
   ControllerObserver* observer_ = nullptr;
-  int store_listener_ = -1;  // the store's refusals, told to the observer
+  int store_listener_ = -1;    // the store's refusals, told to the observer
   int refetch_listener_ = -1;  // records the store let go of, asked of their agent again
   mutable std::mutex mutex_;
   std::condition_variable ended_changed_;

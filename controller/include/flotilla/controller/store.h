@@ -308,8 +308,8 @@ class Store {
   };
   // A run and node whose records the writer let go of past the queue's limit.
   struct Gap {
-    // Asked for once everything queued before the first drop is committed
-    // (items_queued_ then; items_done_ counts up to it).
+    // Asked for once everything queued before the first drop (records and
+    // writes alike) is done: items_queued_ then; items_done_ counts up to it.
     int64_t ready_after_item = 0;
     bool refetch_asked = false;
     int64_t next_seq = 0;  // once asked: the next record taken, in seq order
