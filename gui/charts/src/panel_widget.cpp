@@ -517,7 +517,7 @@ void PanelWidget::redraw() {
   // On a HiDPI screen a device pixel is small enough that lines need no
   // antialiasing, and the stroker's antialiased path is what a redraw spends
   // its time in there.
-  const bool smooth_edges = !finePixels();
+  const bool fine_pixels = finePixels(), smooth_edges = !fine_pixels;
   if (view_->renderHints().testFlag(QPainter::Antialiasing) != smooth_edges)
     view_->setRenderHint(QPainter::Antialiasing, smooth_edges);
   if (!panel_ || !panel_->description.empty_reason.empty() || !drawn_->x_axis) {
@@ -637,9 +637,10 @@ void PanelWidget::redraw() {
       if (drawn_->lower[i] && previous_stack) drawn_->lower[i]->replace(*previous_stack);
       previous_stack = &drawn_->points[i];
     } else if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) {
-      const auto& s = d.series[i];
-      if (s.style == SeriesStyle::dashed || s.style == SeriesStyle::dotted) {
-        const QPen pen = pen_of(s, finePixels(), drawn_->points[i].size());
+      // A line's pen follows its points (pen_of: a dense patterned line is
+      // drawn solid) and the screen.
+      if (qobject_cast<QLineSeries*>(xy)) {
+        const QPen pen = pen_of(d.series[i], fine_pixels, drawn_->points[i].size());
         if (xy->pen() != pen) xy->setPen(pen);
       }
       xy->replace(drawn_->points[i]);
