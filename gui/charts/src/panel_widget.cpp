@@ -128,16 +128,23 @@ QPen pen_of(const Series& s, bool fine_pixels, qsizetype points = 0) {
 
 // Sizes each labelled reference's text for a plot `width` wide (wrapped
 // when wider than the plot) and returns the height of the band they fill
-// together at the top of the plot; 0 when no reference has a label.
+// together at the top of the plot; 0 when no reference has a label. A label
+// already sized for this width is left as it is: every setTextWidth lays its
+// document out again, and each redraw asks twice (the band, then the places).
 qreal size_reference_labels(const std::vector<QGraphicsTextItem*>& labels,
                             const std::vector<ReferenceLine>& references, qreal width) {
   const qreal room = std::max<qreal>(1, width - 2 * kLabelInset);
   qreal band = 0;
   for (size_t r = 0; r < labels.size() && r < references.size(); ++r) {
     if (references[r].label.empty()) continue;
-    labels[r]->setTextWidth(-1);
-    if (labels[r]->boundingRect().width() > room) labels[r]->setTextWidth(room);
-    band += labels[r]->boundingRect().height();
+    QGraphicsTextItem* label = labels[r];
+    const bool sized =
+        label->textWidth() < 0 ? label->boundingRect().width() <= room : label->textWidth() == room;
+    if (!sized) {
+      label->setTextWidth(-1);
+      if (label->boundingRect().width() > room) label->setTextWidth(room);
+    }
+    band += label->boundingRect().height();
   }
   return band > 0 ? band + 2 : 0;
 }
