@@ -217,7 +217,6 @@ void Dashboard::showRuns(const QStringList& runs) {
   runs_ = runs;
   frame_.reset();
   pending_.reset();
-  on_screen_.reset();
   latest_.reset();
   error_.clear();
   // Filters belong to a run; zoom too.
@@ -266,7 +265,7 @@ void Dashboard::scheduleFrame() {
   // The first frame of a run at once; later ones at most kFramesPerSecond.
   const qint64 since = last_take_.isValid() ? last_take_.elapsed() : 1000;
   const int interval = 1000 / kFramesPerSecond;
-  pace_->start(on_screen_ ? int(std::max<qint64>(0, interval - since)) : 0);
+  pace_->start(onScreen() ? int(std::max<qint64>(0, interval - since)) : 0);
 }
 
 void Dashboard::takeFrame() {
@@ -282,7 +281,6 @@ void Dashboard::takeFrame() {
   if (!pending_->facts.empty()) details_->showFacts(pending_->facts.front());
   // The status line says what the panels draw: it follows a frame from its
   // first panel on.
-  on_screen_ = pending_;
   updateStatus();
   drawNextPanel();
 }
@@ -364,19 +362,18 @@ void Dashboard::updateFilters(const DashboardFrame& frame) {
 
 void Dashboard::updateStatus() {
   QString text;
+  const DashboardFrame* shown = onScreen();
   if (!error_.isEmpty())
     text = error_;
   else if (runs_.isEmpty())
     text = "No run selected.";
-  else if (!on_screen_)
+  else if (!shown)
     text = "Loading " + runs_.join(", ") + "…";
-  else if (on_screen_->coarse)
+  else if (shown->coarse)
     text = QString("%1 step records: drawn from buckets, every step loading…")
-               .arg(on_screen_->step_records);
+               .arg(shown->step_records);
   else
-    text = QString("%1 step records%2")
-               .arg(on_screen_->step_records)
-               .arg(on_screen_->live ? ", live" : "");
+    text = QString("%1 step records%2").arg(shown->step_records).arg(shown->live ? ", live" : "");
   status_->setText(text);
   status_->setStyleSheet(error_.isEmpty() ? "" : "color: #b03a2e;");
 }

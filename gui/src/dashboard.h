@@ -84,6 +84,9 @@ class Dashboard : public QWidget {
   void drawNextPanel();
   // Hidden behind another tab of a window that is shown.
   bool outOfSight() const;
+  // The newest frame any panel shows (the one being drawn, else the one
+  // drawn whole), which the status line describes; null before the first.
+  const DashboardFrame* onScreen() const { return pending_ ? pending_.get() : frame_.get(); }
   void updateFilters(const DashboardFrame& frame);
   void updateStatus();
 
@@ -105,10 +108,9 @@ class Dashboard : public QWidget {
   std::optional<std::set<int64_t>> shown_ranks_;
   std::optional<std::set<std::string>> shown_nodes_;
   std::optional<int64_t> breakdown_rank_;
-  // Drawn whole; being drawn (a panel a turn); the newest one any panel
-  // shows, which the status line describes; the newest one received, not
+  // Drawn whole; being drawn (a panel a turn); the newest one received, not
   // yet taken (the slot).
-  std::shared_ptr<const DashboardFrame> frame_, pending_, on_screen_, latest_;
+  std::shared_ptr<const DashboardFrame> frame_, pending_, latest_;
   size_t next_panel_ = 0;
   QTimer* pace_;             // single shot: takes the frame in the slot
   QElapsedTimer last_take_;  // when the last frame was taken

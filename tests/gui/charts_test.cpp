@@ -550,6 +550,62 @@ TEST_F(StoredRun, HoverOnOnePanelShowsEachPanelsValuesAtThatStep) {
       << bandwidth.hoverText().toStdString();
 }
 
+// Every line is drawn with a cosmetic pen of at most 1 device pixel, which
+// the raster engine strokes fast on any screen (issue 22: a 1 px pen that is
+// not cosmetic is 2 device pixels at scale 2 and took the general stroker).
+// A dashed or dotted line of a point a pixel column reads as noise: drawn
+// solid; zoomed in until its points are few, it is patterned again.
+TEST(PanelPens, LinesAreCosmeticAndDensePatternedLinesSolid) {
+  auto series = [](const std::string& name, SeriesStyle style, int points) {
+    Series s;
+    s.name = name;
+    s.style = style;
+    auto x = std::make_shared<std::vector<double>>(), y = std::make_shared<std::vector<double>>();
+    for (int i = 0; i < points; ++i) {
+      x->push_back(i);
+      y->push_back(10 + std::sin(i * 1.7) * 3);  // a per-pixel zigzag
+    }
+    s.x = std::move(x);
+    s.y = std::move(y);
+    return s;
+  };
+  PanelDescription d;
+  d.title = "pens";
+  d.x_title = "step";
+  d.y_axes = {{"ms"}};
+  d.series = {series("job", SeriesStyle::bold, 3000), series("rank 0", SeriesStyle::thin, 3000),
+              series("exposed", SeriesStyle::dashed, 3000),
+              series("busy", SeriesStyle::dotted, 50)};
+  PanelSync sync;
+  PanelWidget widget(&sync);
+  widget.resize(900, 400);
+  widget.show();
+  widget.setPanel(prepare(d));
+  QCoreApplication::sendPostedEvents();
+  QCoreApplication::processEvents();
+  auto pen_of = [&](const QString& name) {
+    for (auto* series : widget.chart()->series())
+      if (auto* line = qobject_cast<QXYSeries*>(series); line && line->name() == name)
+        return line->pen();
+    ADD_FAILURE() << "no line " << name.toStdString();
+    return QPen();
+  };
+  for (auto* series : widget.chart()->series()) {
+    auto* line = qobject_cast<QXYSeries*>(series);
+    ASSERT_TRUE(line);
+    EXPECT_TRUE(line->pen().isCosmetic()) << line->name().toStdString();
+    EXPECT_LE(line->pen().widthF(), 1.0) << line->name().toStdString();
+  }
+  ASSERT_GT(widget.drawnPoints("exposed"), 400);
+  EXPECT_EQ(pen_of("exposed").style(), Qt::SolidLine);
+  EXPECT_EQ(pen_of("busy").style(), Qt::DotLine);
+  sync.zoomTo(0, 100);
+  QCoreApplication::processEvents();
+  ASSERT_LE(widget.drawnPoints("exposed"), 400);
+  EXPECT_EQ(pen_of("exposed").style(), Qt::DashLine);
+  EXPECT_EQ(pen_of("busy").style(), Qt::DotLine);
+}
+
 TEST(Transforms, AxisOfNearlyFlatValuesIsNotZoomedIntoTheirNoise) {
   // Two ranks' steady peak RSS in GiB, 4 kB apart: the axis spans tenths of
   // a GiB, not the 4 kB between them.

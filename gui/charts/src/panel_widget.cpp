@@ -129,16 +129,23 @@ QPen pen_of(const Series& s, bool fine_pixels, qsizetype points = 0) {
 
 // Sizes each labelled reference's text for a plot `width` wide (wrapped
 // when wider than the plot) and returns the height of the band they fill
-// together at the top of the plot; 0 when no reference has a label.
+// together at the top of the plot; 0 when no reference has a label. A label
+// already sized for this width is left as it is: every setTextWidth lays its
+// document out again, and each redraw asks twice (the band, then the places).
 qreal size_reference_labels(const std::vector<QGraphicsTextItem*>& labels,
                             const std::vector<ReferenceLine>& references, qreal width) {
   const qreal room = std::max<qreal>(1, width - 2 * kLabelInset);
   qreal band = 0;
   for (size_t r = 0; r < labels.size() && r < references.size(); ++r) {
     if (references[r].label.empty()) continue;
-    labels[r]->setTextWidth(-1);
-    if (labels[r]->boundingRect().width() > room) labels[r]->setTextWidth(room);
-    band += labels[r]->boundingRect().height();
+    QGraphicsTextItem* label = labels[r];
+    const bool sized =
+        label->textWidth() < 0 ? label->boundingRect().width() <= room : label->textWidth() == room;
+    if (!sized) {
+      label->setTextWidth(-1);
+      if (label->boundingRect().width() > room) label->setTextWidth(room);
+    }
+    band += label->boundingRect().height();
   }
   return band > 0 ? band + 2 : 0;
 }
@@ -532,7 +539,7 @@ void PanelWidget::redraw() {
   // On a HiDPI screen a device pixel is small enough that lines need no
   // antialiasing, and the stroker's antialiased path is what a redraw spends
   // its time in there.
-  const bool smooth_edges = !finePixels();
+  const bool fine_pixels = finePixels(), smooth_edges = !fine_pixels;
   if (view_->renderHints().testFlag(QPainter::Antialiasing) != smooth_edges)
     view_->setRenderHint(QPainter::Antialiasing, smooth_edges);
   if (!panel_ || !panel_->description.empty_reason.empty() || !drawn_->x_axis) {
@@ -652,9 +659,10 @@ void PanelWidget::redraw() {
       if (drawn_->lower[i] && previous_stack) drawn_->lower[i]->replace(*previous_stack);
       previous_stack = &drawn_->points[i];
     } else if (auto* xy = qobject_cast<QXYSeries*>(drawn_->series[i])) {
-      const auto& s = d.series[i];
-      if (s.style == SeriesStyle::dashed || s.style == SeriesStyle::dotted) {
-        const QPen pen = pen_of(s, finePixels(), drawn_->points[i].size());
+      // A line's pen follows its points (pen_of: a dense patterned line is
+      // drawn solid) and the screen.
+      if (qobject_cast<QLineSeries*>(xy)) {
+        const QPen pen = pen_of(d.series[i], fine_pixels, drawn_->points[i].size());
         if (xy->pen() != pen) xy->setPen(pen);
       }
       xy->replace(drawn_->points[i]);
