@@ -2,8 +2,8 @@
 # gpu_check.sh: the one GPU acceptance run. Builds the engine against the GPU
 # machine's CUDA LibTorch (python3's torch), trains Fashion-MNIST on the GPU,
 # times the engine against PyTorch eager in fp32 and bf16 (ResNet-18,
-# MobileNetV2, ViT, small CNN), checks that bf16 trains to within 1 accuracy
-# point of fp32, runs the GPU and precision tests, and ends in one table.
+# MobileNetV2, ViT, small CNN), checks that bf16 trains to at most 1 accuracy
+# point below fp32, runs the GPU and precision tests, and ends in one table.
 # The default run fits in 6 minutes on an H100 (build about 83 s with 12 jobs).
 #
 # Usage (from any directory on the GPU machine):
@@ -13,7 +13,7 @@
 #   bench     engine vs PyTorch eager, fp32 and bf16 (autocast), one process per
 #             engine run and one peer process per model: $OUT/bench.json, bench.log
 #   accuracy  small_cnn and resnet18 on Fashion-MNIST, fp32 then bf16, same seed
-#             and steps: test accuracy of each, within 1 point?  $OUT/accuracy.log
+#             and steps: test accuracy of each; bf16 at most 1 point below fp32?  $OUT/accuracy.log
 #   table     every stage's figures in one table (from $OUT/table.tsv, which
 #             each stage appends to): also printed at the very end
 # Settings, all from the environment:
@@ -349,7 +349,7 @@ PY
 fi
 
 # accuracy: each model on Fashion-MNIST in fp32 and in bf16, same seed, data
-# order and steps: bf16's test accuracy must be within 1 point of fp32's.
+# order and steps: bf16's test accuracy may be at most 1 point below fp32's.
 if want accuracy && time_for accuracy 40 && have_trainer accuracy "fp32 vs bf16"; then
   say "accuracy ($(elapsed) s): $ACC_MODELS, $ACC_STEPS steps, fp32 and bf16"
   : >"$OUT/accuracy.log"
@@ -379,7 +379,12 @@ for model in models:
     if fp32 is None or bf16 is None:
         print(f"accuracy\t{model} Fashion-MNIST, {steps} steps\tfp32 {fp32}, bf16 {bf16}\tFAIL (no result)")
         continue
-    verdict = "OK" if abs(bf16 - fp32) <= 0.01 else "MORE THAN 1 POINT APART"
+    # The acceptance is that bf16 loses at most 1 point: doing better than
+    # fp32 (another rounding, another minimum) passes, and the verdict says by
+    # how much. Points rounded to 1e-9: 0.80 - 0.79 is 1.0000000000000009.
+    points = round(100 * (bf16 - fp32), 9)
+    side = f"bf16 {abs(points):.2f} points {'above' if points >= 0 else 'below'} fp32"
+    verdict = f"OK ({side})" if points >= -1 else f"LOSES MORE THAN 1 POINT ({side})"
     print(f"accuracy\t{model} Fashion-MNIST, {steps} steps\t"
           f"test acc fp32 {fp32:.4f}, bf16 {bf16:.4f} ({100 * (bf16 - fp32):+.2f} points)\t{verdict}")
 PY
