@@ -2,8 +2,8 @@
 # gpu_check.sh: the one GPU acceptance run. Builds the engine against the GPU
 # machine's CUDA LibTorch (python3's torch), trains Fashion-MNIST on the GPU,
 # times the engine against PyTorch eager in fp32 and bf16 (ResNet-18,
-# MobileNetV2, ViT, small CNN), checks that bf16 trains to within 1 accuracy
-# point of fp32, runs the GPU and precision tests, and ends in one table.
+# MobileNetV2, ViT, small CNN), checks that bf16 trains to at most 1 accuracy
+# point below fp32, runs the GPU and precision tests, and ends in one table.
 # The default run fits in 6 minutes on an H100 (build about 83 s with 12 jobs).
 #
 # Usage (from any directory on the GPU machine):
@@ -13,7 +13,7 @@
 #   bench     engine vs PyTorch eager, fp32 and bf16 (autocast), one process per
 #             engine run and one peer process per model: $OUT/bench.json, bench.log
 #   accuracy  small_cnn and resnet18 on Fashion-MNIST, fp32 then bf16, same seed
-#             and steps: test accuracy of each, within 1 point?  $OUT/accuracy.log
+#             and steps: test accuracy of each; bf16 at most 1 point below fp32?  $OUT/accuracy.log
 #   table     every stage's figures in one table (from $OUT/table.tsv, which
 #             each stage appends to): also printed at the very end
 # Settings, all from the environment:
@@ -76,6 +76,7 @@ if [[ -z ${GPU_DIR:-} ]]; then
 fi
 GPU_DIR=$(cd "$GPU_DIR" 2>/dev/null && pwd || echo "$GPU_DIR")
 BUILD=${BUILD:-/tmp/flotilla-gpu-build}
+TRAIN_BIN=$BUILD/bin/flotilla-train
 OUT=${OUT:-$PWD/gpu-out}
 JOBS=${JOBS:-$(nproc)}
 BUILD_TYPE=${BUILD_TYPE:-Release}
@@ -124,6 +125,14 @@ time_for() {
   (( $(left) >= $2 )) && return 0
   say "$1: not run, $(left) s left before the deadline (needs about $2)"
   table_row "$1" "not run" "$(left) s left of DEADLINE_S=$DEADLINE_S" "SKIPPED"
+  return 1
+}
+# Whether flotilla-train was built; otherwise STAGE (ITEM) fails, in the
+# summary and in the table. The train, bench and accuracy stages all need it.
+have_trainer() {
+  [[ -x $TRAIN_BIN ]] && return 0
+  say "$1: no $TRAIN_BIN"
+  table_row "$1" "$2" "no flotilla-train built" "FAIL"
   return 1
 }
 want_any() { local x; for x; do want "$x" && return 0; done; return 1; }
@@ -240,14 +249,10 @@ PRELOAD_LIST="$STDCXX${CRASH_TRACE:+ $CRASH_TRACE}"
 PRELOAD_LIST=${PRELOAD_LIST# }
 PRELOAD=${PRELOAD_LIST:+LD_PRELOAD=$PRELOAD_LIST}
 
-if want train; then
-  TRAIN_BIN=$BUILD/bin/flotilla-train
-  if [[ ! -x $TRAIN_BIN ]]; then
-    say "train: no $TRAIN_BIN"
-  else
-    cfg=${TRAIN_CONFIG:-$BUILD/gpu_fashion_mnist.yaml}
-    if [[ -z ${TRAIN_CONFIG:-} ]]; then
-      cat >"$cfg" <<EOF
+if want train && have_trainer train "small_cnn fp32, $STEPS steps"; then
+  cfg=${TRAIN_CONFIG:-$BUILD/gpu_fashion_mnist.yaml}
+  if [[ -z ${TRAIN_CONFIG:-} ]]; then
+    cat >"$cfg" <<EOF
 # The quick-start preset on the GPU, cut to $STEPS steps.
 name: gpu-fashion-mnist-small-cnn
 model: small_cnn
@@ -263,15 +268,15 @@ device: $DEVICE
 seed: 1
 threads: 4
 EOF
-    fi
-    say "train ($(elapsed) s): $cfg"
-    rm -f "$OUT/train_records.jsonl"
-    timeout $(( $(left) > 60 ? 150 : 30 )) "$TRAIN_BIN" --config "$cfg" \
-      --records "$OUT/train_records.jsonl" ${TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log"
-    rc=${PIPESTATUS[0]}
-    say "train: exit $rc ($(elapsed) s)"
-    [[ $rc == 0 ]] || table_row "train" "small_cnn fp32, $STEPS steps" "exit $rc" "FAIL"
-    python3 - "$OUT/train_records.jsonl" "$TABLE" <<'PY' 2>&1 | tee -a "$OUT/train.log" "$SUMMARY"
+  fi
+  say "train ($(elapsed) s): $cfg"
+  rm -f "$OUT/train_records.jsonl"
+  timeout $(( $(left) > 60 ? 150 : 30 )) "$TRAIN_BIN" --config "$cfg" \
+    --records "$OUT/train_records.jsonl" ${TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log"
+  rc=${PIPESTATUS[0]}
+  say "train: exit $rc ($(elapsed) s)"
+  [[ $rc == 0 ]] || table_row "train" "small_cnn fp32, $STEPS steps" "exit $rc" "FAIL"
+  python3 - "$OUT/train_records.jsonl" "$TABLE" <<'PY' 2>&1 | tee -a "$OUT/train.log" "$SUMMARY"
 import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 by = {}
@@ -305,31 +310,26 @@ if rates and epochs:
                     f"b{steps[0].get('samples', '?')}, {len(steps)} steps, {start.get('precision', 'fp32')}\t"
                     f"{statistics.median(rates):.0f} samples/s, test acc {epochs[-1]['acc_test']:.4f}\tOK\n")
 PY
-  fi
 fi
 
 # bench: the engine against PyTorch eager on the GPU, each model in fp32 and
 # in bf16 (the engine's precision: bf16, PyTorch's torch.autocast), steps
 # after a warm-up timed alike on both sides (tests/bench/engine_vs_pytorch.py).
-if want bench && time_for bench 60; then
-  if [[ ! -x $BUILD/bin/flotilla-train ]]; then
-    say "bench: no $BUILD/bin/flotilla-train"
-    table_row "bench" "engine vs PyTorch" "no flotilla-train built" "FAIL"
-  else
-    say "bench ($(elapsed) s): $BENCH_ROWS, $BENCH_PRECISIONS"
-    rm -f "$OUT/bench.json"
-    cl=(); [[ $CHANNELS_LAST == 1 ]] && cl=(--channels-last)
-    timeout $(( $(left) - 10 )) "$PYTHON" "$SRC/tests/bench/engine_vs_pytorch.py" \
-      --binary "$BUILD/bin/flotilla-train" --device "$DEVICE" --threads 4 \
-      --rows $BENCH_ROWS --precision $BENCH_PRECISIONS --repeats "$BENCH_REPEATS" \
-      --no-measurement-cost --json "$OUT/bench.json" "${cl[@]}" ${BENCH_ARGS:-} 2>&1 \
-      | tee "$OUT/bench.log"
-    rc=${PIPESTATUS[0]}
-    say "bench: exit $rc ($(elapsed) s)"
-    if [[ -s $OUT/bench.json ]]; then
-      # The issue's targets: bf16 at least PyTorch's autocast on every row,
-      # and ResNet-18's bf16 at least twice its fp32.
-      python3 - "$OUT/bench.json" >>"$TABLE" <<'PY'
+if want bench && time_for bench 60 && have_trainer bench "engine vs PyTorch"; then
+  say "bench ($(elapsed) s): $BENCH_ROWS, $BENCH_PRECISIONS"
+  rm -f "$OUT/bench.json"
+  cl=(); [[ $CHANNELS_LAST == 1 ]] && cl=(--channels-last)
+  timeout $(( $(left) - 10 )) "$PYTHON" "$SRC/tests/bench/engine_vs_pytorch.py" \
+    --binary "$TRAIN_BIN" --device "$DEVICE" --threads 4 \
+    --rows $BENCH_ROWS --precision $BENCH_PRECISIONS --repeats "$BENCH_REPEATS" \
+    --no-measurement-cost --json "$OUT/bench.json" "${cl[@]}" ${BENCH_ARGS:-} 2>&1 \
+    | tee "$OUT/bench.log"
+  rc=${PIPESTATUS[0]}
+  say "bench: exit $rc ($(elapsed) s)"
+  if [[ -s $OUT/bench.json ]]; then
+    # The issue's targets: bf16 at least PyTorch's autocast on every row,
+    # and ResNet-18's bf16 at least twice its fp32.
+    python3 - "$OUT/bench.json" >>"$TABLE" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1])):
     item = f"{r['row']} b{r['batch']} {r['precision']}" + (" NHWC" if r["channels_last"] else "")
@@ -344,34 +344,29 @@ for r in json.load(open(sys.argv[1])):
                 verdict += ", <2x fp32"
     print(f"bench\t{item}\t{value}\t{verdict}")
 PY
-    fi
-    [[ $rc == 0 ]] || table_row "bench" "engine_vs_pytorch.py" "exit $rc (bench.log)" "FAIL"
   fi
+  [[ $rc == 0 ]] || table_row "bench" "engine_vs_pytorch.py" "exit $rc (bench.log)" "FAIL"
 fi
 
 # accuracy: each model on Fashion-MNIST in fp32 and in bf16, same seed, data
-# order and steps: bf16's test accuracy must be within 1 point of fp32's.
-if want accuracy && time_for accuracy 40; then
-  if [[ ! -x $BUILD/bin/flotilla-train ]]; then
-    say "accuracy: no $BUILD/bin/flotilla-train"
-    table_row "accuracy" "fp32 vs bf16" "no flotilla-train built" "FAIL"
-  else
-    say "accuracy ($(elapsed) s): $ACC_MODELS, $ACC_STEPS steps, fp32 and bf16"
-    : >"$OUT/accuracy.log"
-    for model in $ACC_MODELS; do
-      for precision in fp32 bf16; do
-        cfg=$BUILD/accuracy_${model}_$precision.yaml
-        printf '%s\n' "name: accuracy-$model-$precision" "model: $model" "dataset: fashion_mnist" \
-          "data_dir: $DATA_DIR" "batch_size: 64" "epochs: 1" "max_steps: $ACC_STEPS" \
-          "optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}" \
-          "device: $DEVICE" "precision: $precision" "seed: 1" "threads: 4" >"$cfg"
-        rm -f "$OUT/accuracy_${model}_$precision.jsonl"
-        timeout $(( $(left) > 70 ? 60 : 20 )) "$BUILD/bin/flotilla-train" --config "$cfg" \
-          --records "$OUT/accuracy_${model}_$precision.jsonl" >>"$OUT/accuracy.log" 2>&1
-        echo "$model $precision: exit $?" | tee -a "$OUT/accuracy.log"
-      done
+# order and steps: bf16's test accuracy may be at most 1 point below fp32's.
+if want accuracy && time_for accuracy 40 && have_trainer accuracy "fp32 vs bf16"; then
+  say "accuracy ($(elapsed) s): $ACC_MODELS, $ACC_STEPS steps, fp32 and bf16"
+  : >"$OUT/accuracy.log"
+  for model in $ACC_MODELS; do
+    for precision in fp32 bf16; do
+      cfg=$BUILD/accuracy_${model}_$precision.yaml
+      printf '%s\n' "name: accuracy-$model-$precision" "model: $model" "dataset: fashion_mnist" \
+        "data_dir: $DATA_DIR" "batch_size: 64" "epochs: 1" "max_steps: $ACC_STEPS" \
+        "optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}" \
+        "device: $DEVICE" "precision: $precision" "seed: 1" "threads: 4" >"$cfg"
+      rm -f "$OUT/accuracy_${model}_$precision.jsonl"
+      timeout $(( $(left) > 70 ? 60 : 20 )) "$TRAIN_BIN" --config "$cfg" \
+        --records "$OUT/accuracy_${model}_$precision.jsonl" >>"$OUT/accuracy.log" 2>&1
+      echo "$model $precision: exit $?" | tee -a "$OUT/accuracy.log"
     done
-    python3 - "$OUT" "$ACC_STEPS" $ACC_MODELS <<'PY' 2>&1 | tee -a "$OUT/accuracy.log" >>"$TABLE"
+  done
+  python3 - "$OUT" "$ACC_STEPS" $ACC_MODELS <<'PY' 2>&1 | tee -a "$OUT/accuracy.log" >>"$TABLE"
 import json, os, sys
 out, steps, models = sys.argv[1], sys.argv[2], sys.argv[3:]
 def accuracy(model, precision):
@@ -384,20 +379,23 @@ for model in models:
     if fp32 is None or bf16 is None:
         print(f"accuracy\t{model} Fashion-MNIST, {steps} steps\tfp32 {fp32}, bf16 {bf16}\tFAIL (no result)")
         continue
-    verdict = "OK" if abs(bf16 - fp32) <= 0.01 else "MORE THAN 1 POINT APART"
+    # The acceptance is that bf16 loses at most 1 point: doing better than
+    # fp32 (another rounding, another minimum) passes, and the verdict says by
+    # how much. Points rounded to 1e-9: 0.80 - 0.79 is 1.0000000000000009.
+    points = round(100 * (bf16 - fp32), 9)
+    side = f"bf16 {abs(points):.2f} points {'above' if points >= 0 else 'below'} fp32"
+    verdict = f"OK ({side})" if points >= -1 else f"LOSES MORE THAN 1 POINT ({side})"
     print(f"accuracy\t{model} Fashion-MNIST, {steps} steps\t"
           f"test acc fp32 {fp32:.4f}, bf16 {bf16:.4f} ({100 * (bf16 - fp32):+.2f} points)\t{verdict}")
 PY
-    say "accuracy: done ($(elapsed) s)"
-  fi
+  say "accuracy: done ($(elapsed) s)"
 fi
 
 
 # diag (not in the default stages): how this LibTorch behaves as a process: its
 # address space, how long SIGTERM and SIGKILL take to end a rank, the agent's
 # stop of a two-rank run (with its logs), and the OOM test's run.
-if want diag && [[ -x $BUILD/bin/flotilla-train ]]; then
-  TRAIN_BIN=$BUILD/bin/flotilla-train
+if want diag && [[ -x $TRAIN_BIN ]]; then
   d=$BUILD/diag
   mkdir -p "$d"
   {

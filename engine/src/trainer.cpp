@@ -494,13 +494,16 @@ double Trainer::evaluate() {
   {
     std::optional<Communicator::Uncounted> bookkeeping;
     if (comm_) bookkeeping.emplace(*comm_);
+    // One scope for the whole pass: the weights, unchanged throughout, are
+    // cast to the compute dtype once rather than once a batch (the cast cache
+    // is dropped when the outermost scope ends; a pipeline's own nests in it).
+    AutocastScope autocast(device_.is_cuda(), compute_dtype_);
     while (auto batch = test_loader_->next()) {
       const int64_t n = batch->targets.size(0);
       if (pipeline_) {
         auto hits = pipeline_->evaluate(model_input(batch->inputs), batch->targets, n);
         if (hits.defined()) correct += hits;
       } else {
-        AutocastScope autocast(device_.is_cuda(), compute_dtype_);
         auto logits = model_->forward(model_input(batch->inputs).to(device_));
         correct += logits.argmax(1).eq(batch->targets.to(device_)).sum();
       }

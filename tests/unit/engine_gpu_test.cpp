@@ -51,26 +51,43 @@ TEST(Gpu, NcclAllReduceOfOneRankCountsItsPayload) {
   EXPECT_GT(stats.busy_ms, 0.0);
 }
 
-TEST(Gpu, DdpBucketsOnNcclAverageTheGradientsAndCountFourBytesAParameter) {
-  SKIP_WITHOUT_GPU();
+// One backward of the small CNN through DDP's buckets on a one-rank NCCL
+// group, all-reduced in `wire`, beside the same model's plain backward on
+// the same batch.
+struct BucketedBackward {
+  std::vector<torch::Tensor> got, want;  // the parameters, their .grad() set
+  int64_t bytes_sent = 0;
+  int64_t parameters = 0;
+  int64_t started_during_backward = 0;
+};
+
+BucketedBackward bucketed_backward_on_nccl(torch::ScalarType wire) {
   auto comm = one_rank_nccl();
   auto model = small_cnn_on(kGpu);
   auto reference = small_cnn_on(kGpu);
-  GradientBuckets buckets(model->parameters(), *comm, 64 * 1024);
+  GradientBuckets buckets(model->parameters(), *comm, 64 * 1024, wire);
   const auto inputs = torch::randn({16, 1, 28, 28}, torch::TensorOptions().device(kGpu));
   const auto targets =
       torch::randint(0, 10, {16}, torch::TensorOptions().dtype(torch::kInt64).device(kGpu));
   torch::nn::functional::cross_entropy(model->forward(inputs), targets).backward();
   buckets.finish();
   torch::nn::functional::cross_entropy(reference->forward(inputs), targets).backward();
-  const auto got = model->parameters(), want = reference->parameters();
+  return {model->parameters(), reference->parameters(), comm->take_stats().bytes_sent,
+          parameter_count(*model), buckets.started_during_backward()};
+}
+
+TEST(Gpu, DdpBucketsOnNcclAverageTheGradientsAndCountFourBytesAParameter) {
+  SKIP_WITHOUT_GPU();
+  const auto run = bucketed_backward_on_nccl(torch::kFloat32);
+  const auto& got = run.got;
+  const auto& want = run.want;
   // cuDNN's convolution backward may sum in another order from run to run.
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_TRUE(torch::allclose(got[i].grad(), want[i].grad(), 1e-4, 1e-5))
         << "gradient " << i << " differs by "
         << (got[i].grad() - want[i].grad()).abs().max().item<double>();
-  EXPECT_EQ(comm->take_stats().bytes_sent, 4 * parameter_count(*model));
-  EXPECT_GT(buckets.started_during_backward(), 0);
+  EXPECT_EQ(run.bytes_sent, 4 * run.parameters);
+  EXPECT_GT(run.started_during_backward, 0);
 }
 
 TEST(Gpu, Bf16AndFp16AutocastRunTheForwardInTheirDtypeOnCuda) {
@@ -89,17 +106,9 @@ TEST(Gpu, Bf16AndFp16AutocastRunTheForwardInTheirDtypeOnCuda) {
 TEST(Gpu, DdpBucketsOnNcclInBf16AverageWithinRoundingInTwoBytesAParameter) {
   SKIP_WITHOUT_GPU();
   EXPECT_TRUE(allreduces(true, torch::kBFloat16));
-  auto comm = one_rank_nccl();
-  auto model = small_cnn_on(kGpu);
-  auto reference = small_cnn_on(kGpu);
-  GradientBuckets buckets(model->parameters(), *comm, 64 * 1024, torch::kBFloat16);
-  const auto inputs = torch::randn({16, 1, 28, 28}, torch::TensorOptions().device(kGpu));
-  const auto targets =
-      torch::randint(0, 10, {16}, torch::TensorOptions().dtype(torch::kInt64).device(kGpu));
-  torch::nn::functional::cross_entropy(model->forward(inputs), targets).backward();
-  buckets.finish();
-  torch::nn::functional::cross_entropy(reference->forward(inputs), targets).backward();
-  const auto got = model->parameters(), want = reference->parameters();
+  const auto run = bucketed_backward_on_nccl(torch::kBFloat16);
+  const auto& got = run.got;
+  const auto& want = run.want;
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].grad().scalar_type(), torch::kFloat32);
     // bfloat16 keeps 8 significant bits.
@@ -107,7 +116,7 @@ TEST(Gpu, DdpBucketsOnNcclInBf16AverageWithinRoundingInTwoBytesAParameter) {
     EXPECT_LE((got[i].grad() - want[i].grad()).abs().max().item<double>(), scale / 64 + 1e-6)
         << "gradient " << i;
   }
-  EXPECT_EQ(comm->take_stats().bytes_sent, 2 * parameter_count(*model));
+  EXPECT_EQ(run.bytes_sent, 2 * run.parameters);
 }
 
 TEST(Gpu, CudaEventTimerPhasesAddUpToTheStep) {

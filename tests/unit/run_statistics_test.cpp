@@ -268,11 +268,34 @@ TEST(RunStatistics, LinkBusbwInterpolatesInLogSize) {
   EXPECT_FALSE(link_utilisation(std::nullopt, 2.0).has_value());
 }
 
+// precision's fields: the start record's precision and the dtypes its bytes
+// were counted in, a fp16 step's loss scale and skip.
+TEST(RecordReading, PrecisionFieldsComeBackFromTheirLines) {
+  records::Start start;
+  start.precision = "fp16";
+  start.gradient_dtype = "float16";
+  start.boundary_dtype = "float16";
+  const auto read = records::start_from_line(records::to_line(start));
+  ASSERT_TRUE(read.has_value()) << records::to_line(start);
+  EXPECT_EQ(read->precision, "fp16");
+  EXPECT_EQ(read->gradient_dtype, "float16");
+  EXPECT_EQ(read->boundary_dtype, "float16");
+  Step s = testing::twenty_ms_step(0, 3);
+  s.loss_scale = 32768;
+  s.skipped = true;
+  const auto again = read_back(s);
+  EXPECT_EQ(again.loss_scale, 32768);
+  EXPECT_TRUE(again.skipped);
+  EXPECT_FALSE(read_back(testing::twenty_ms_step(0, 4)).skipped);
+}
+
 TEST(RecordReading, MalformedLinesAndMistypedFieldsAreRefused) {
   EXPECT_FALSE(records::step_from_line("not json").has_value());
   EXPECT_FALSE(records::step_from_line("[1, 2]").has_value());
   EXPECT_FALSE(records::step_from_line(R"({"type":"epoch","epoch":1})").has_value());
   EXPECT_FALSE(records::step_from_line(R"({"type":"step","step_ms":"fast"})").has_value());
+  EXPECT_FALSE(records::step_from_line(R"({"type":"step","skipped":1})").has_value());
+  EXPECT_TRUE(records::step_from_line(R"({"type":"step","skipped":true})").has_value());
   EXPECT_FALSE(records::end_from_line(R"({"type":"end","outcome":"exploded"})").has_value());
   // Found by fuzzing: a "type" that is not text threw from nlohmann's value().
   EXPECT_FALSE(records::step_from_line(R"({"type":0.75})").has_value());

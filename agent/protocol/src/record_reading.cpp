@@ -27,7 +27,10 @@ class Fields {
   void read(const char* name, T& into) {
     const auto it = object_.find(name);
     if (!ok_ || it == object_.end()) return;
-    if constexpr (std::is_same_v<T, std::string>) {
+    if constexpr (std::is_same_v<T, bool>) {  // before is_integral, which bool also is
+      if (!it->is_boolean()) return fail();
+      into = it->get<bool>();
+    } else if constexpr (std::is_same_v<T, std::string>) {
       if (!it->is_string()) return fail();
       into = it->get<std::string>();
     } else if constexpr (std::is_integral_v<T>) {
@@ -116,10 +119,7 @@ std::optional<Step> step_from_line(std::string_view line) {
   f.read("encode_ms", r.encode_ms);
   f.read("decode_ms", r.decode_ms);
   f.read("loss_scale", r.loss_scale);
-  if (f.has("skipped")) {
-    const auto& skipped = f.object()["skipped"];
-    r.skipped = skipped.is_boolean() && skipped.get<bool>();
-  }
+  f.read("skipped", r.skipped);
   if (!f.ok()) return std::nullopt;
   return r;
 }

@@ -41,9 +41,10 @@ class GradientBuckets {
 
   // `parameters`: those that train (frozen ones are left out of all-reduce).
   // `wire_dtype`: what each bucket is all-reduced in. Below float32 (bf16,
-  // fp16 runs) the gradients are averaged before they are cast and sent, as
-  // PyTorch's bf16/fp16 compression hooks do, so that the sum stays in range,
-  // and cast back to float32 after: half the bytes on the wire.
+  // fp16 runs) the gradients are averaged before they are sent, as PyTorch's
+  // bf16/fp16 compression hooks do, so that the sum stays in range, and cast
+  // back to float32 after: half the bytes on the wire. (The hooks cast, then
+  // divide; here the division is in float32 and the value rounded once.)
   GradientBuckets(std::vector<torch::Tensor> parameters, Communicator& comm,
                   int64_t bucket_bytes = kDefaultBucketBytes,
                   torch::ScalarType wire_dtype = torch::kFloat32);

@@ -193,13 +193,16 @@ torch::Tensor Pipeline::evaluate(const torch::Tensor& inputs, const torch::Tenso
 void Pipeline::send(torch::Tensor tensor, int64_t to, int tag) {
   TORCH_CHECK(tensor.is_floating_point(), "pipeline stages exchange floating-point tensors, got ",
               tensor.scalar_type());
-  // Under autocast a block may end in either dtype; the boundary has one.
-  tensor = tensor.to(plan_.compute_dtype).contiguous();
-  const int64_t raw = tensor.numel() * tensor.element_size();
+  // Under autocast a block may end in either dtype. Uncompressed, the
+  // boundary carries the compute dtype; a codec encodes float32, taken from
+  // the tensor as it is rather than rounded to the compute dtype and back.
+  const int64_t raw = tensor.numel() * static_cast<int64_t>(c10::elementSize(plan_.compute_dtype));
   if (codec_) {
     const auto start = std::chrono::steady_clock::now();
     tensor = codec_->encode(tensor.to(torch::kFloat32));
     link_stats_.encode_ms += ms_since(start);
+  } else {
+    tensor = tensor.to(plan_.compute_dtype).contiguous();
   }
   link_stats_.raw_bytes += raw;
   link_stats_.wire_bytes += tensor.numel() * tensor.element_size();

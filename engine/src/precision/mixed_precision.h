@@ -33,7 +33,10 @@ torch::Tensor to_channels_last(const torch::Tensor& images);
 // flush to zero in fp16, and the gradients are divided by it before the
 // optimizer. A step whose gradients hold an inf or NaN is skipped and the
 // scale halved; after `growth_interval` finite steps in a row it doubles.
-// Disabled (bf16, fp32) its scale is 1 and every step is taken.
+// Disabled (bf16, fp32) its scale is 1 and every step is taken. Written out
+// here: LibTorch has no C++ GradScaler, and the fused ATen ops the Python one
+// calls (_amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_) have
+// only CUDA kernels in 1.13, whose CPU runs use this class as well.
 class LossScaler {
  public:
   explicit LossScaler(bool enabled, double initial_scale = 65536.0, int64_t growth_interval = 2000);
