@@ -124,6 +124,18 @@ int read_connections() {
   return n;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 struct Counts {
   int64_t rows = -1, distinct = -1, first = -1, last = -1;
 };
@@ -174,8 +186,12 @@ TEST(StoreQueueBound, AHundredThousandRecordBurstUnderAHeldLockStaysUnderTheBoun
     EXPECT_LE(use.peak_bytes, options.queue_limit_bytes);
     EXPECT_LE(use.peak_records, options.queue_limit_records);
     EXPECT_GT(use.dropped, 0);
-    // Held in full, the burst alone would be some 60 MB more.
-    EXPECT_LT(grown, int64_t{24} << 20) << "resident memory grew by " << grown << " bytes";
+    // Held in full, the burst alone would be some 60 MB more. Under
+    // AddressSanitizer resident memory measures its quarantine (the freed
+    // records stay resident, up to 256 MB), not the store: the queue's own
+    // peak above is the bound there.
+    if (!kAddressSanitizer)
+      EXPECT_LT(grown, int64_t{24} << 20) << "resident memory grew by " << grown << " bytes";
     EXPECT_EQ(stored(file).rows, 0) << "stored while the lock was held";
 
     holder.commit();
