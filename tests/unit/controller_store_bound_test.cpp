@@ -190,8 +190,9 @@ TEST(StoreQueueBound, AHundredThousandRecordBurstUnderAHeldLockStaysUnderTheBoun
     // AddressSanitizer resident memory measures its quarantine (the freed
     // records stay resident, up to 256 MB), not the store: the queue's own
     // peak above is the bound there.
-    if (!kAddressSanitizer)
+    if (!kAddressSanitizer) {
       EXPECT_LT(grown, int64_t{24} << 20) << "resident memory grew by " << grown << " bytes";
+    }
     EXPECT_EQ(stored(file).rows, 0) << "stored while the lock was held";
 
     holder.commit();
