@@ -15,6 +15,7 @@
 
 #include <algorithm>
 
+#include "background_thread.h"
 #include "run_details.h"
 
 namespace flotilla::gui {
@@ -75,7 +76,7 @@ Dashboard::Dashboard(const QString& database, QWidget* parent)
     error_ = message;
     updateStatus();
   });
-  loader_thread_.start();
+  start_below_the_window(loader_thread_);
   details_->showNothing("No run selected: pick one in the run list.");
   updateStatus();
 }
@@ -291,11 +292,22 @@ void Dashboard::drawNextPanel() {
   if (next_panel_ < kinds) {
     const auto kind = charts::kAllPanels[next_panel_++];
     auto* panel = panels_.at(kind);
+    QElapsedTimer clock;
+    clock.start();
     panel->setPanel(pending_->panels.at(kind));
+    const qint64 set_ns = clock.nsecsElapsed();
     // One panel a turn, painted in its turn: input gets its turn between
     // panels (left to Qt, the seven panels were painted in one 100-300 ms
     // go), and the frame is drawn to its last panel before another is taken.
     panel->paintNow();
+    auto& cost = draw_costs_[kind];
+    const double set_ms = double(set_ns) / 1e6,
+                 paint_ms = double(clock.nsecsElapsed() - set_ns) / 1e6;
+    ++cost.panels;
+    cost.set_total_ms += set_ms;
+    cost.set_max_ms = std::max(cost.set_max_ms, set_ms);
+    cost.paint_total_ms += paint_ms;
+    cost.paint_max_ms = std::max(cost.paint_max_ms, paint_ms);
     QTimer::singleShot(0, this, &Dashboard::drawNextPanel);
     return;
   }

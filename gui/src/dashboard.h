@@ -55,6 +55,15 @@ class Dashboard : public QWidget {
   // The frame drawn last (null before the first), and how many were drawn.
   const DashboardFrame* frame() const { return frame_.get(); }
   int framesDrawn() const { return frames_drawn_; }
+  // What drawing each panel cost the window's thread since the last reset:
+  // setPanel (QtCharts' series and axes) and the paint, in ms. Benches print
+  // it; two clock reads a panel.
+  struct DrawCost {
+    int panels = 0;
+    double set_total_ms = 0, set_max_ms = 0, paint_total_ms = 0, paint_max_ms = 0;
+  };
+  const std::map<charts::PanelKind, DrawCost>& drawCosts() const { return draw_costs_; }
+  void resetDrawCosts() { draw_costs_.clear(); }
 
   void setXMode(charts::XMode mode);
   void setSmoothing(double weight);  // 0..0.99
@@ -115,6 +124,7 @@ class Dashboard : public QWidget {
   QTimer* pace_;             // single shot: takes the frame in the slot
   QElapsedTimer last_take_;  // when the last frame was taken
   int frames_drawn_ = 0;
+  std::map<charts::PanelKind, DrawCost> draw_costs_;
   QString error_;
 };
 

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "background_thread.h"
 #include "compare_view.h"
 #include "config_diff.h"
 #include "dashboard.h"
@@ -72,7 +73,7 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
   worker_->moveToThread(worker_thread_.get());
   connect(worker_thread_.get(), &QThread::finished, worker_, &QObject::deleteLater);
   connectWorker();
-  worker_thread_->start();
+  start_below_the_window(*worker_thread_);
   QMetaObject::invokeMethod(worker_, &ControllerWorker::open, Qt::QueuedConnection);
   // Runs started elsewhere (the CLI) show up too.
   // Read only when the database changed.

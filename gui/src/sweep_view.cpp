@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "background_thread.h"
 #include "flotilla/controller/store.h"
 #include "flotilla/controller/sweep_store.h"
 #include "flotilla/protocol/sweep.h"
@@ -169,7 +170,7 @@ SweepView::SweepView(const QString& database, QWidget* parent)
   connect(timer_, &QTimer::timeout, this, [this] {
     if (isVisible() || !window()->isVisible()) refresh();
   });
-  thread_.start();
+  start_below_the_window(thread_);
   timer_->start(2000);
   refresh();
 }

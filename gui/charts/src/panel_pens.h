@@ -18,7 +18,10 @@ QPen cosmetic_pen(const QColor& colour, qreal width = 1.0, Qt::PenStyle style = 
 void make_cosmetic(QAbstractAxis* axis);
 // How see-through a line of `style` is (0-255).
 int alpha_of(SeriesStyle style, bool fine_pixels);
-// The pen of series `s` holding `points` points now.
-QPen pen_of(const Series& s, bool fine_pixels, qsizetype points = 0);
+// `colour` at `alpha` over `background`, as one opaque colour.
+QColor over_background(const QColor& colour, int alpha, const QColor& background);
+// The pen of series `s` holding `points` points now, on a chart whose plot
+// is `background`.
+QPen pen_of(const Series& s, bool fine_pixels, qsizetype points, const QColor& background);
 
 }  // namespace flotilla::charts

@@ -349,25 +349,33 @@ void PanelWidget::rebuild() {
       auto* area = new QAreaSeries(upper, lower);
       upper->setParent(area);
       if (lower) lower->setParent(area);
-      QColor fill = colour_of(s.colour);
-      fill.setAlpha(170);
-      area->setBrush(fill);
+      // Opaque, as the lines are (over_background: a translucent fill is
+      // blended on Qt's thread pool).
+      area->setBrush(over_background(colour_of(s.colour), 170, plotBackground()));
       area->setPen(cosmetic_pen(colour_of(s.colour).darker(120)));
       drawn_->upper[i] = upper;
       drawn_->lower[i] = lower;
       series = area;
     } else {
       auto* line = new QLineSeries;
-      line->setPen(pen_of(s, finePixels()));
+      line->setPen(pen_of(s, finePixels(), 0, plotBackground()));
       series = line;
     }
     series->setName(legend_name(d, i));
-    c->addSeries(series);
-    series->attachAxis(drawn_->x_axis);
-    series->attachAxis(drawn_->y_axes.at(size_t(std::clamp(s.axis, 0, int(d.y_axes.size()) - 1))));
     series->setVisible(!hidden_.contains(legend_name(d, i)));
     drawn_->series[i] = series;
   }
+  // QtCharts draws series in the order they were added. Every raw series
+  // goes first: its lines are opaque (pen_of) and would cover the smoothed
+  // lines of the series before it.
+  for (const bool raw : {true, false})
+    for (size_t i = 0; i < d.series.size(); ++i) {
+      if ((d.series[i].style == SeriesStyle::faint_raw) != raw) continue;
+      c->addSeries(drawn_->series[i]);
+      drawn_->series[i]->attachAxis(drawn_->x_axis);
+      drawn_->series[i]->attachAxis(
+          drawn_->y_axes.at(size_t(std::clamp(d.series[i].axis, 0, int(d.y_axes.size()) - 1))));
+    }
   for (const auto& r : d.references) {
     // Two points, 1 device pixel, dashed: the cosmetic stroker draws it at
     // no cost on any screen (it was dash-dot 1.8 px through the general one).
@@ -441,6 +449,12 @@ void PanelWidget::applyXRange() {
     x0_ -= 0.5;
     x1_ += 0.5;
   }
+}
+
+QColor PanelWidget::plotBackground() const {
+  // The chart draws no plot area background of its own: its plot shows the
+  // chart's background.
+  return chart()->backgroundBrush().color();
 }
 
 bool PanelWidget::finePixels() const {
@@ -575,7 +589,8 @@ void PanelWidget::redraw() {
       // A line's pen follows its points (pen_of: a dense patterned line is
       // drawn solid) and the screen.
       if (qobject_cast<QLineSeries*>(xy)) {
-        const QPen pen = pen_of(d.series[i], fine_pixels, drawn_->points[i].size());
+        const QPen pen =
+            pen_of(d.series[i], fine_pixels, drawn_->points[i].size(), plotBackground());
         if (xy->pen() != pen) xy->setPen(pen);
       }
       xy->replace(drawn_->points[i]);

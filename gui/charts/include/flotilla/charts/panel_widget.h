@@ -6,6 +6,7 @@
 // and export. Panels that share a PanelSync move their cursor and zoom
 // together; while not zoomed a panel follows its data's newest x.
 
+#include <QColor>
 #include <QFrame>
 #include <QObject>
 #include <QSet>
@@ -107,6 +108,8 @@ class PanelWidget : public QFrame {
   // A HiDPI screen (device pixel ratio 1.5 or more): no antialiasing, and
   // lines nearly opaque (a device pixel is small).
   bool finePixels() const;
+  // The colour the plot area shows behind the series.
+  QColor plotBackground() const;
   void redraw();       // the points of the x range at the plot's width, the y range
   void applyXRange();  // from the sync's zoom or the data's extent
   void showHover(double x);

@@ -1,0 +1,14 @@
+#pragma once
+// The window's helper threads (loaders, the controller worker) run at a
+// lower CPU priority than the window's own thread: when both want a core, the
+// one that answers input gets it.
+
+class QThread;
+
+namespace flotilla::gui {
+
+// Starts `thread`; its threads run `kNicer` nice levels below the window's.
+void start_below_the_window(QThread& thread);
+inline constexpr int kNicer = 5;
+
+}  // namespace flotilla::gui
