@@ -10,7 +10,8 @@
 
 namespace flotilla::gui {
 
-void start_below_the_window(QThread& thread) {
+void start_below_the_window(QThread& thread, const char* name) {
+  thread.setObjectName(QString::fromLatin1(name));
   // On Linux a nice value belongs to a thread (setpriority(2), "Bugs"), and
   // QThread's own priorities do nothing under SCHED_OTHER except IdlePriority,
   // whose SCHED_IDLE would starve a loader whenever the ranks run.

@@ -7,8 +7,10 @@ class QThread;
 
 namespace flotilla::gui {
 
-// Starts `thread`; its threads run `kNicer` nice levels below the window's.
-void start_below_the_window(QThread& thread);
+// Starts `thread`, named `name` (what ps and /proc show, 15 characters at
+// most); it, and the threads it starts, run `kNicer` nice levels below the
+// window's.
+void start_below_the_window(QThread& thread, const char* name);
 inline constexpr int kNicer = 5;
 
 }  // namespace flotilla::gui

@@ -76,7 +76,7 @@ Dashboard::Dashboard(const QString& database, QWidget* parent)
     error_ = message;
     updateStatus();
   });
-  start_below_the_window(loader_thread_);
+  start_below_the_window(loader_thread_, "dashboard load");
   details_->showNothing("No run selected: pick one in the run list.");
   updateStatus();
 }

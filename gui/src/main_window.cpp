@@ -73,7 +73,7 @@ MainWindow::MainWindow(const QString& database, const std::filesystem::path& age
   worker_->moveToThread(worker_thread_.get());
   connect(worker_thread_.get(), &QThread::finished, worker_, &QObject::deleteLater);
   connectWorker();
-  start_below_the_window(*worker_thread_);
+  start_below_the_window(*worker_thread_, "controller");
   QMetaObject::invokeMethod(worker_, &ControllerWorker::open, Qt::QueuedConnection);
   // Runs started elsewhere (the CLI) show up too.
   // Read only when the database changed.

@@ -170,7 +170,7 @@ SweepView::SweepView(const QString& database, QWidget* parent)
   connect(timer_, &QTimer::timeout, this, [this] {
     if (isVisible() || !window()->isVisible()) refresh();
   });
-  start_below_the_window(thread_);
+  start_below_the_window(thread_, "sweeps load");
   timer_->start(2000);
   refresh();
 }

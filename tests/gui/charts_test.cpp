@@ -12,6 +12,7 @@
 #include <QLegend>
 #include <QLegendMarker>
 #include <QTest>
+#include <QAreaSeries>
 #include <QXYSeries>
 #include <QXmlStreamReader>
 
@@ -604,6 +605,66 @@ TEST(PanelPens, LinesAreCosmeticAndDensePatternedLinesSolid) {
   ASSERT_LE(widget.drawnPoints("exposed"), 400);
   EXPECT_EQ(pen_of("exposed").style(), Qt::DashLine);
   EXPECT_EQ(pen_of("busy").style(), Qt::DotLine);
+}
+
+// Qt 6.4 blends a long run of spans of a translucent colour on its global
+// thread pool while the window's thread waits: with the ranks busy, a noisy
+// panel's paint took up to 220 ms (issue 22). Every series is drawn in opaque
+// colours that look see-through over the plot's background, and every raw
+// series is drawn before (under) every other one.
+TEST(PanelPens, SeriesAreOpaqueAndRawSeriesLieUnderTheSmoothedLines) {
+  auto series = [](const std::string& name, SeriesStyle style, int colour, int raw_of) {
+    Series s;
+    s.name = name;
+    s.style = style;
+    s.colour = colour;
+    s.raw_of = raw_of;
+    auto x = std::make_shared<std::vector<double>>(), y = std::make_shared<std::vector<double>>();
+    for (int i = 0; i < 2000; ++i) {
+      x->push_back(i);
+      y->push_back(10 + colour + std::sin(i * 1.7) * 3);
+    }
+    s.x = std::move(x);
+    s.y = std::move(y);
+    return s;
+  };
+  PanelDescription d;
+  d.title = "opaque";
+  d.x_title = "step";
+  d.y_axes = {{"ms"}};
+  d.series = {series("rank 0 (raw)", SeriesStyle::faint_raw, 0, 1),
+              series("rank 0", SeriesStyle::thin, 0, -1),
+              series("job (raw)", SeriesStyle::faint_raw, 1, 3),
+              series("job", SeriesStyle::bold, 1, -1),
+              series("busy", SeriesStyle::dotted, 2, -1),
+              series("data", SeriesStyle::stacked_area, 3, -1),
+              series("forward", SeriesStyle::stacked_area, 4, -1)};
+  PanelSync sync;
+  PanelWidget widget(&sync);
+  widget.resize(900, 400);
+  widget.show();
+  widget.setPanel(prepare(d));
+  QCoreApplication::processEvents();
+  QStringList order;
+  for (auto* s : widget.chart()->series()) {
+    const std::string name = s->objectName().toStdString();
+    order << s->objectName();
+    if (auto* area = qobject_cast<QAreaSeries*>(s)) {
+      EXPECT_EQ(area->brush().color().alpha(), 255) << name;
+      EXPECT_EQ(area->pen().color().alpha(), 255) << name;
+    } else if (auto* line = qobject_cast<QXYSeries*>(s)) {
+      EXPECT_EQ(line->pen().color().alpha(), 255) << name;
+    }
+  }
+  EXPECT_EQ(order,
+            QStringList({"rank 0 (raw)", "job (raw)", "rank 0", "job", "busy", "data", "forward"}));
+  // See-through still: a raw line is lighter than its smoothed line.
+  auto pen_named = [&](const QString& name) {
+    for (auto* s : widget.chart()->series())
+      if (s->objectName() == name) return qobject_cast<QXYSeries*>(s)->pen();
+    return QPen();
+  };
+  EXPECT_GT(pen_named("job (raw)").color().lightness(), pen_named("job").color().lightness() + 40);
 }
 
 TEST(Transforms, AxisOfNearlyFlatValuesIsNotZoomedIntoTheirNoise) {

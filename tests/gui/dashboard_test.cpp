@@ -16,10 +16,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "dashboard.h"
@@ -102,6 +108,35 @@ TEST(Dashboard, RunsAtScaleTwo) {
   dashboard.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&dashboard));
   EXPECT_DOUBLE_EQ(dashboard.devicePixelRatioF(), 2.0);
+}
+
+// The nice value of this process's thread named `name`; nullopt while none is.
+std::optional<int> nice_of_thread(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (!std::getline(comm, line) || line != name) continue;
+    // stat: "tid (comm) state ..." with nice the 19th field, 17th after the ')'.
+    std::ifstream stat_file(task.path() / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(stat_file)), {});
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i)
+      if (i == 19) return std::stoi(field);
+  }
+  return std::nullopt;
+}
+
+// With the ranks of local runs on the same cores, the window's thread must
+// win a core from its own loader: the loader runs 5 nice levels below it.
+TEST(Dashboard, ItsLoaderRunsAtALowerPriorityThanTheWindow) {
+  Dashboard dashboard(QString{});
+  const int window_nice = ::getpriority(PRIO_PROCESS, 0);
+  ASSERT_TRUE(wait_until([] { return nice_of_thread("dashboard load").has_value(); }, 10s));
+  EXPECT_TRUE(wait_until(
+      [&] { return nice_of_thread("dashboard load") == std::min(19, window_nice + 5); }, 10s))
+      << "loader nice " << nice_of_thread("dashboard load").value_or(-100) << ", window "
+      << window_nice;
 }
 
 TEST(Dashboard, EveryPanelIsDrawnAgainWithinASecondOfNewDataAtScaleTwo) {

@@ -362,6 +362,8 @@ void PanelWidget::rebuild() {
       series = line;
     }
     series->setName(legend_name(d, i));
+    series->setObjectName(
+        QString::fromStdString(s.name));  // a raw series' legend name is its line's
     series->setVisible(!hidden_.contains(legend_name(d, i)));
     drawn_->series[i] = series;
   }
