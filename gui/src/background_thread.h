@@ -11,6 +11,6 @@ namespace flotilla::gui {
 // most); it, and the threads it starts, run `kNicer` nice levels below the
 // window's.
 void start_below_the_window(QThread& thread, const char* name);
-inline constexpr int kNicer = 5;
+inline constexpr int kNicer = 10;
 
 }  // namespace flotilla::gui
