@@ -14,25 +14,45 @@ std::vector<int64_t> balance_by_cost(const std::vector<double>& block_cost, int6
                                 std::to_string(stages) + " stages");
   std::vector<double> prefix(block_cost.size() + 1, 0.0);
   for (size_t i = 0; i < block_cost.size(); ++i) prefix[i + 1] = prefix[i] + block_cost[i];
+  const auto cost = [&prefix](int64_t a, int64_t b) {
+    return prefix[size_t(b)] - prefix[size_t(a)];
+  };
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  // best[s][b]: the least possible slowest stage putting the first b blocks into s stages.
-  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(blocks + 1, kInf));
-  std::vector<std::vector<int64_t>> cut(stages + 1, std::vector<int64_t>(blocks + 1, 0));
-  best[0][0] = 0;
+  // First the least possible slowest stage: slowest[s][b] for the first b
+  // blocks in s stages.
+  std::vector<std::vector<double>> slowest(size_t(stages + 1),
+                                           std::vector<double>(size_t(blocks + 1), kInf));
+  slowest[0][0] = 0;
+  for (int64_t s = 1; s <= stages; ++s)
+    for (int64_t b = s; b <= blocks; ++b)
+      for (int64_t a = s - 1; a < b; ++a)
+        slowest[size_t(s)][size_t(b)] = std::min(
+            slowest[size_t(s)][size_t(b)], std::max(slowest[size_t(s - 1)][size_t(a)], cost(a, b)));
+  // Many cuts share that slowest stage, and picking any of them left the
+  // others lopsided: 4-stage MobileNetV2 was cut [3, 1, 15, 1] (issue 25).
+  // Of the cuts whose every stage is within the bound, the one whose lightest
+  // stage is heaviest: lightest[s][b] for the first b blocks in s stages.
+  const double bound = slowest[size_t(stages)][size_t(blocks)] * (1 + 1e-12);
+  std::vector<std::vector<double>> lightest(size_t(stages + 1),
+                                            std::vector<double>(size_t(blocks + 1), -kInf));
+  std::vector<std::vector<int64_t>> cut(size_t(stages + 1),
+                                        std::vector<int64_t>(size_t(blocks + 1), -1));
+  lightest[0][0] = kInf;
   for (int64_t s = 1; s <= stages; ++s)
     for (int64_t b = s; b <= blocks; ++b)
       for (int64_t a = s - 1; a < b; ++a) {
-        const double slowest = std::max(best[s - 1][a], prefix[b] - prefix[a]);
-        // Ties go to the later cut, which keeps earlier stages lighter.
-        if (slowest <= best[s][b]) {
-          best[s][b] = slowest;
-          cut[s][b] = a;
+        if (lightest[size_t(s - 1)][size_t(a)] == -kInf || cost(a, b) > bound) continue;
+        const double light = std::min(lightest[size_t(s - 1)][size_t(a)], cost(a, b));
+        // Strictly heavier only: of equal cuts the earliest, deterministically.
+        if (light > lightest[size_t(s)][size_t(b)]) {
+          lightest[size_t(s)][size_t(b)] = light;
+          cut[size_t(s)][size_t(b)] = a;
         }
       }
-  std::vector<int64_t> balance(stages);
+  std::vector<int64_t> balance(static_cast<size_t>(stages));
   for (int64_t s = stages, b = blocks; s > 0; --s) {
-    balance[s - 1] = b - cut[s][b];
-    b = cut[s][b];
+    balance[size_t(s - 1)] = b - cut[size_t(s)][size_t(b)];
+    b = cut[size_t(s)][size_t(b)];
   }
   return balance;
 }
