@@ -93,8 +93,9 @@ Trainer::Trainer(const TrainOptions& options)
   freezer_ = std::make_unique<Freezer>(config_.freeze, total_blocks_);
   if (gradient_comm_) gradient_dtype_ = gradient_wire_dtype(config_.precision, device_.is_cuda());
   rebuild_buckets();
-  optimizer_ =
-      std::make_unique<optim::MultiTensorOptimizer>(config_.optimizer, model_->parameters());
+  optimizer_ = std::make_unique<optim::MultiTensorOptimizer>(
+      config_.optimizer, model_->parameters(),
+      optim::fastest_step_path(config_.optimizer.name, device_));
   timer_ = make_phase_timer(device_.is_cuda());
 
   total_steps_ = config_.epochs * train_loader_->batches_per_epoch();

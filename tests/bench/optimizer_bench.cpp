@@ -1,6 +1,8 @@
 // optimizer_ms of LibTorch's per-parameter torch::optim step against the
-// engine's multi-tensor (_foreach_*) step, on the same parameters and
-// gradients in the same run. Prints figures and ratios; asserts nothing.
+// engine's multi-tensor (_foreach_*) step and against the path the engine
+// takes on a CPU (fastest_step_path), on the same parameters and gradients in
+// the same run. Prints figures and ratios (torch::optim / ours); asserts
+// nothing.
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
@@ -56,12 +58,18 @@ void bench(const std::string& name, const ExperimentConfig& config, int repeats)
     else
       reference = std::make_unique<torch::optim::SGD>(
           a, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
-    optim::MultiTensorOptimizer multi(o, b);
+    auto c = with_gradients(params);
+    optim::MultiTensorOptimizer multi(o, b, optim::StepPath::foreach);
+    const auto cpu_path = optim::fastest_step_path(o.name, torch::Device(torch::kCPU));
+    optim::MultiTensorOptimizer engine(o, c, cpu_path);
     const double per_parameter_ms = best_ms(repeats, [&] { reference->step(); });
     const double foreach_ms = best_ms(repeats, [&] { multi.step(); });
-    std::printf("%-12s %-6s %8zu %12.3f %12.3f %9.2fx\n", name.c_str(),
+    const double engine_ms = best_ms(repeats, [&] { engine.step(); });
+    std::printf("%-12s %-6s %8zu %12.3f %12.3f %9.2fx %10.3f %-13s %9.2fx\n", name.c_str(),
                 std::string(name_of(o.name)).c_str(), params.size(), per_parameter_ms, foreach_ms,
-                per_parameter_ms / foreach_ms);
+                per_parameter_ms / foreach_ms, engine_ms,
+                cpu_path == optim::StepPath::foreach ? "(foreach)" : "(per param)",
+                per_parameter_ms / engine_ms);
   }
 }
 
@@ -83,8 +91,8 @@ int main(int argc, char** argv) {
   vit.model = flotilla::ModelKind::vit;  // the default small ViT: 6 blocks of width 128
   std::printf("device: cpu, intra-op threads: %d, best of %d steps after a warm-up\n",
               at::get_num_threads(), repeats);
-  std::printf("%-12s %-6s %8s %12s %12s %10s\n", "model", "optim", "tensors", "per-param ms",
-              "foreach ms", "ratio");
+  std::printf("%-12s %-6s %8s %12s %12s %10s %10s %-13s %10s\n", "model", "optim", "tensors",
+              "per-param ms", "foreach ms", "ratio", "engine ms", "(cpu path)", "ratio");
   flotilla::bench("resnet18", resnet, repeats);
   flotilla::bench("mobilenet_v2", mobilenet, repeats);
   flotilla::bench("vit", vit, repeats);

@@ -1,6 +1,7 @@
-// The multi-tensor optimizer step against LibTorch's per-parameter
-// torch::optim::SGD and AdamW: the same gradients into both, several steps
-// with a changing learning rate, parameters equal to 1e-6 at every step.
+// The multi-tensor optimizer step, on both of its paths (foreach, per
+// parameter), against LibTorch's per-parameter torch::optim::SGD and AdamW:
+// the same gradients into both, several steps with a changing learning rate,
+// parameters equal to 1e-6 at every step; the two paths equal bit for bit.
 
 #include <gtest/gtest.h>
 
@@ -54,16 +55,25 @@ std::vector<torch::Tensor> copies(const std::vector<torch::Tensor>& params) {
   return out;
 }
 
-class MultiTensorStep : public ::testing::TestWithParam<OptimCase> {};
+class MultiTensorStep : public ::testing::TestWithParam<OptimCase> {
+ protected:
+  void ExpectEqualsTorchOptim(optim::StepPath path);
+};
 
 TEST_P(MultiTensorStep, EqualsThePerParameterStepOverSeveralSteps) {
+  for (const auto path : {optim::StepPath::foreach, optim::StepPath::per_parameter})
+    ExpectEqualsTorchOptim(path);
+}
+
+void MultiTensorStep::ExpectEqualsTorchOptim(optim::StepPath path) {
+  SCOPED_TRACE(path == optim::StepPath::foreach ? "foreach" : "per parameter");
   const auto& c = GetParam();
   torch::manual_seed(7);
   const auto original = model_parameters(c.model);
   auto reference_params = copies(original);
   auto foreach_params = copies(original);
   auto reference = per_parameter(c.optimizer, reference_params);
-  optim::MultiTensorOptimizer multi(c.optimizer, foreach_params);
+  optim::MultiTensorOptimizer multi(c.optimizer, foreach_params, path);
 
   constexpr int kSteps = 5;
   for (int step = 0; step < kSteps; ++step) {
@@ -106,6 +116,44 @@ INSTANTIATE_TEST_SUITE_P(
                       OptimCase{"SmallViT_SgdMomentumWeightDecay", ModelKind::vit, sgd(0.9, 1e-4)},
                       OptimCase{"SmallViT_AdamWNoDecay", ModelKind::vit, adamw(0.0)}),
     [](const ::testing::TestParamInfo<OptimCase>& info) { return info.param.name; });
+
+// SGD is the optimizer with two paths (AdamW takes foreach on every device).
+TEST(MultiTensorOptimizer, BothSgdPathsGiveTheSameBitsOverSeveralSteps) {
+  for (const auto& settings : {sgd(0.9, 5e-4), sgd(0.0, 1e-4), sgd(0.9, 0.0)}) {
+    SCOPED_TRACE("momentum " + std::to_string(settings.momentum) + ", weight decay " +
+                 std::to_string(settings.weight_decay));
+    torch::manual_seed(7);
+    const auto original = model_parameters(ModelKind::resnet18);
+    auto a = copies(original), b = copies(original);
+    optim::MultiTensorOptimizer foreach_step(settings, a, optim::StepPath::foreach);
+    optim::MultiTensorOptimizer loop_step(settings, b, optim::StepPath::per_parameter);
+    for (int step = 0; step < 4; ++step) {
+      for (size_t i = 0; i < original.size(); ++i) {
+        if (step == 1 && i == 1) {  // frozen for a step
+          a[i].mutable_grad().reset();
+          b[i].mutable_grad().reset();
+          continue;
+        }
+        auto g = torch::randn_like(original[i]);
+        a[i].mutable_grad() = g.clone();
+        b[i].mutable_grad() = g.clone();
+      }
+      foreach_step.step();
+      loop_step.step();
+      for (size_t i = 0; i < original.size(); ++i)
+        ASSERT_TRUE(torch::equal(a[i], b[i])) << "step " << step + 1 << ", parameter " << i;
+    }
+  }
+}
+
+// The faster path per device, as optimizer_bench measured it.
+TEST(MultiTensorOptimizer, EachDeviceGetsItsFasterPath) {
+  const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);  // a device, not a GPU
+  EXPECT_EQ(optim::fastest_step_path(OptimizerKind::sgd, cpu), optim::StepPath::per_parameter);
+  EXPECT_EQ(optim::fastest_step_path(OptimizerKind::adamw, cpu), optim::StepPath::foreach);
+  EXPECT_EQ(optim::fastest_step_path(OptimizerKind::sgd, cuda), optim::StepPath::foreach);
+  EXPECT_EQ(optim::fastest_step_path(OptimizerKind::adamw, cuda), optim::StepPath::foreach);
+}
 
 TEST(MultiTensorOptimizer, AStepWithoutGradientsChangesNothing) {
   auto params = copies(model_parameters(ModelKind::small_cnn));

@@ -16,9 +16,15 @@ std::vector<torch::Tensor> pick(const std::vector<torch::Tensor>& all,
 
 }  // namespace
 
+StepPath fastest_step_path(OptimizerKind kind, const torch::Device& device) {
+  if (device.is_cpu() && kind == OptimizerKind::sgd) return StepPath::per_parameter;
+  return StepPath::foreach;
+}
+
 MultiTensorOptimizer::MultiTensorOptimizer(const OptimizerConfig& config,
-                                           std::vector<torch::Tensor> params)
+                                           std::vector<torch::Tensor> params, StepPath path)
     : config_(config),
+      path_(path),
       lr_(config.lr),
       params_(std::move(params)),
       momentum_(params_.size()),
@@ -35,8 +41,30 @@ void MultiTensorOptimizer::step() {
   if (active.empty()) return;
   if (config_.name == OptimizerKind::adamw)
     adamw_step(active);
+  else if (path_ == StepPath::per_parameter)
+    sgd_step_per_parameter(active);
   else
     sgd_step(active);
+}
+
+// sgd_step's operations, one parameter at a time.
+void MultiTensorOptimizer::sgd_step_per_parameter(const std::vector<size_t>& active) {
+  for (size_t i : active) {
+    auto& p = params_[i];
+    auto d = p.grad();
+    if (config_.weight_decay != 0) d = d.add(p, config_.weight_decay);
+    if (config_.momentum != 0) {
+      auto& buffer = momentum_[i];
+      if (buffer.defined()) {
+        buffer.mul_(config_.momentum);
+        buffer.add_(d, 1.0);
+      } else {
+        buffer = d.clone().detach();
+      }
+      d = buffer;
+    }
+    p.add_(d, -lr_);
+  }
 }
 
 // torch::optim::SGD: d = g + wd p; buf = d (first step) or buf m + d
