@@ -28,8 +28,8 @@ std::vector<int64_t> balance_by_cost(const std::vector<double>& block_cost, int6
       for (int64_t a = s - 1; a < b; ++a)
         slowest[size_t(s)][size_t(b)] = std::min(
             slowest[size_t(s)][size_t(b)], std::max(slowest[size_t(s - 1)][size_t(a)], cost(a, b)));
-  // Many cuts share that slowest stage, and picking any of them left the
-  // others lopsided: 4-stage MobileNetV2 was cut [3, 1, 15, 1] (issue 25).
+  // Many cuts share that slowest stage, and the last one found could leave
+  // the others lopsided ([1, 1, 1, 10, 1, 1, 1, 1] in 4: [3, 1, 3, 1]).
   // Of the cuts whose every stage is within the bound, the one whose lightest
   // stage is heaviest: lightest[s][b] for the first b blocks in s stages.
   const double bound = slowest[size_t(stages)][size_t(blocks)] * (1 + 1e-12);
