@@ -245,26 +245,30 @@ namespace {
 // nice 0 whatever its processes' nice values, and the CPU is shared between
 // groups first: the ranks of an agent niced below the window (a window's
 // local agent) competed with the window as equals, and its thread waited for
-// a CPU longer than it ran. The group takes this process's niceness. Only
-// system calls and no allocation: this runs between fork and exec.
-void give_this_sessions_group_our_niceness() {
+// a CPU longer than it ran. The group takes this process's niceness; false
+// when the kernel refused it. Only system calls and no allocation: this runs
+// between fork and exec.
+bool give_this_sessions_group_our_niceness() {
   errno = 0;
   const int niceness = getpriority(PRIO_PROCESS, 0);
-  if (errno != 0 || niceness <= 0 || niceness > 19) return;
+  if (errno != 0 || niceness <= 0 || niceness > 19) return true;
   const int fd = open("/proc/self/autogroup", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;  // a kernel without autogroups: nice values alone rule
+  if (fd < 0) return true;  // a kernel without autogroups: nice values alone rule
   char text[2];
   size_t length = 0;
   if (niceness >= 10) text[length++] = char('0' + niceness / 10);
   text[length++] = char('0' + niceness % 10);
   // The kernel takes one such change a tenth of a second from processes
   // without CAP_SYS_ADMIN and answers EAGAIN to others meanwhile.
-  for (int attempt = 0; attempt < 20; ++attempt) {
-    if (write(fd, text, length) == ssize_t(length) || errno != EAGAIN) break;
+  bool given = false;
+  for (int attempt = 0; attempt < 20 && !given; ++attempt) {
+    given = write(fd, text, length) == ssize_t(length);
+    if (given || errno != EAGAIN) break;
     const timespec wait{0, 50'000'000};
     nanosleep(&wait, nullptr);
   }
   close(fd);
+  return given;
 }
 
 }  // namespace
@@ -278,7 +282,6 @@ void spawn_detached(const std::vector<std::string>& argv_in, const fs::path& log
     // Intermediate: a new session, then fork again so that the supervisor is
     // nobody's child here and no terminal or connection can reach it.
     setsid();
-    give_this_sessions_group_our_niceness();
     const pid_t grandchild = fork();
     if (grandchild != 0) _exit(grandchild < 0 ? 1 : 0);
     const int null_fd = open("/dev/null", O_RDWR);
@@ -288,6 +291,14 @@ void spawn_detached(const std::vector<std::string>& argv_in, const fs::path& log
     dup2(null_fd, 0);
     dup2(null_fd, 1);
     dup2(log_fd >= 0 ? log_fd : null_fd, 2);
+    // Here, in the session's lasting process, not in the intermediate one the
+    // agent waits for: the kernel may make it wait up to a second.
+    if (!give_this_sessions_group_our_niceness()) {
+      static const char refused[] =
+          "flotilla-agent: /proc/self/autogroup refused the agent's niceness; this run's "
+          "session keeps nice 0\n";
+      (void)!write(2, refused, sizeof refused - 1);
+    }
     for (int fd = 3; fd < 1024; ++fd) close(fd);
     execv(args[0], args.data());
     _exit(127);

@@ -52,10 +52,11 @@ class LocalTransport final : public Transport {
     from_agent_ = from_agent[0];
     // Before the agent is told to start any rank: the ranks it forks inherit
     // its priority. A priority that cannot be lowered leaves the run as it is.
-    if (niceness > 0) {
-      // Relative to the program's main thread: on Linux a nice value is a
-      // thread's, and the thread starting the agent may run niced itself
-      // (the window's controller worker does).
+    // Relative to the program's main thread, also for 0: on Linux a nice
+    // value is a thread's, and the agent started at that of the thread
+    // starting it, which may run niced itself (the window's controller worker
+    // does; an unprivileged process cannot take such a niceness back).
+    if (niceness >= 0) {
       errno = 0;
       const int own = ::getpriority(PRIO_PROCESS, id_t(::getpid()));
       if (errno == 0) (void)::setpriority(PRIO_PROCESS, id_t(pid_), std::min(19, own + niceness));

@@ -117,7 +117,8 @@ ReportResult write_report(const CompareTable& table, const ReportOptions& option
 
   std::ostringstream md;
   md << "# " << (options.title.empty() ? default_title(table) : options.title) << "\n\n";
-  md << "Flotilla report of " << table.rows.size() << " run(s) from `" << options.database.string()
+  md << "Flotilla report of " << table.rows.size() << " run(s) from `"
+     << (options.database_named.empty() ? options.database.string() : options.database_named)
      << "`, numbers as of "
      << QDateTime::fromMSecsSinceEpoch(table.as_of_ms).toString(Qt::ISODate).toStdString()
      << ". Baseline: `" << table.rows[table.baseline].run.id

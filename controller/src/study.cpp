@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "flotilla/controller/kept_runs.h"
 #include "flotilla/controller/sweep_report.h"
 #include "flotilla/protocol/config_keys.h"
 #include "flotilla/protocol/numbers.h"
@@ -328,11 +329,20 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
     lead << "\nPoints without a run:\n\n";
     for (const auto& line : table.not_run) lead << "- " << line << "\n";
   }
-  lead << "\n";
+  // The study's runs stay beside the report: its numbers can be recomputed
+  // from their records, and the report written again, once the database
+  // they ran in is gone.
+  std::error_code error;
+  std::filesystem::create_directories(options.directory, error);
+  keep_runs(store, table.runs, sweep.id, options.directory / kStudyDatabase);
+  lead << "Its runs are kept beside this report in `" << kStudyDatabase
+       << "` (records, states, the sweep): `flotilla --db " << kStudyDatabase << " study report "
+       << sweep.name << " -o .` writes it again.\n\n";
 
   ReportOptions report;
   report.directory = options.directory;
   report.database = options.database;
+  report.database_named = kStudyDatabase;
   report.renderer = options.renderer;
   report.title = "Study " + sweep.name;
   report.command = options.command;

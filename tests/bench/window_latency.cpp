@@ -184,8 +184,10 @@ class TimedApplication : public QApplication {
       ++depth_;
       const auto started = Clock::now();
       const bool handled = QApplication::notify(receiver, event);
-      note(receiver, "Paint (inside)",
-           std::chrono::duration<double, std::milli>(Clock::now() - started).count());
+      if (const double ms =
+              std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+          ms > kBudgetMs)
+        note(receiver, "Paint (inside)", ms);
       --depth_;
       return handled;
     }
@@ -196,15 +198,16 @@ class TimedApplication : public QApplication {
     const bool handled = QApplication::notify(receiver, event);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     --depth_;
-    const char* type_name =
-        QEvent::staticMetaObject.enumerator(QEvent::staticMetaObject.indexOfEnumerator("Type"))
-            .valueToKey(type);
-    note(receiver, type_name ? type_name : std::to_string(int(type)), ms);
+    if (ms > kBudgetMs) {  // names only for the slow ones: this runs for every event
+      const char* type_name =
+          QEvent::staticMetaObject.enumerator(QEvent::staticMetaObject.indexOfEnumerator("Type"))
+              .valueToKey(type);
+      note(receiver, type_name ? type_name : std::to_string(int(type)), ms);
+    }
     return handled;
   }
 
   void note(const QObject* receiver, const std::string& what, double ms) {
-    if (ms <= kBudgetMs) return;
     const QObject* named = receiver;
     if (named && qobject_cast<const QTimer*>(named) && named->parent()) named = named->parent();
     auto& slow = slow_[std::string(named ? named->metaObject()->className() : "?") + " " + what];

@@ -3,10 +3,12 @@
 // speed-ups checked against the medians of the stored step records.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "cli_fixture.h"
 #include "flotilla/controller/sweep_store.h"
 #include "flotilla/protocol/run_metrics.h"
+#include "run_rows.h"
 
 namespace flotilla::testing {
 namespace {
@@ -70,6 +72,7 @@ double stored_median(const controller::Store& store, const std::string& run) {
 
 TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStoredMedians) {
   Flotilla f;
+  f.store().create_run(minimal_run("not-of-the-study"));  // the database holds other runs too
   const auto dir = f.dir().path() / "report";
   const auto [status, output] = f.run(
       {"study", "run", "dp-scaling", "--scale", "cpu", "--name", "dp", "-o", dir.string()}, 540s);
@@ -123,6 +126,24 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStore
     ++checked;
   }
   EXPECT_EQ(checked, 12u);
+
+  // The study's runs are kept beside the report, whole, and only they; the
+  // report names no path of this machine.
+  controller::Store kept(QString::fromStdString((dir / "study.db").string()));
+  std::set<std::string> kept_runs;
+  for (const auto& run : kept.runs()) kept_runs.insert(run.id);
+  std::set<std::string> study_runs;
+  for (const auto& [run, values] : values_of_run) study_runs.insert(run);
+  EXPECT_EQ(kept_runs, study_runs);
+  for (const auto& run : study_runs)
+    EXPECT_EQ(kept.records(run).size(), store.records(run).size()) << run;
+  ASSERT_TRUE(SweepStore(kept).sweep("dp"));
+  EXPECT_EQ(SweepStore(kept).points(SweepStore(kept).sweep("dp")->id).size(), 12u);
+  EXPECT_EQ(report.find(f.dir().path().string()), std::string::npos) << report;
+  EXPECT_NE(report.find("Made by `flotilla study run dp-scaling --scale cpu --name dp`"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("from `study.db`"), std::string::npos) << report;
 }
 
 TEST(FlotillaStudy, BadStudiesAreRefusedNamingTheField) {

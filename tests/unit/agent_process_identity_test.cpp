@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -64,11 +65,29 @@ class TempHome {
   fs::path path_;
 };
 
-// A signal acts once its target next runs, so a check right after a signal
-// that should not have been sent would pass even if it was: this gives a
-// wrongly SIGKILLed process time to end, also on a loaded machine.
-void let_any_signal_land() {
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+// Whether `pid` was sent SIGKILL, read right after the call that must not
+// have sent it, with no wait: kill(2) marks SIGKILL pending in every thread of
+// its target before it returns; the target then starts exiting (PF_EXITING)
+// and ends (a zombie, or gone).
+bool sigkill_sent(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::ifstream status(proc + "/status");
+  if (!status) return true;
+  uint64_t pending = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+      pending |= std::stoull(line.substr(7), nullptr, 16);
+    if (line.rfind("State:", 0) == 0 && line.find_first_of("ZX", 6) != std::string::npos)
+      return true;
+  }
+  if (pending & (uint64_t{1} << (SIGKILL - 1))) return true;
+  std::ifstream stat_file(proc + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(stat_file)), {});
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 9 && fields >> field; ++i)
+    if (i == 9) return (std::stoull(field) & 0x4) != 0;  // PF_EXITING
+  return true;
 }
 
 ProcessIdentity own_identity() {
@@ -133,8 +152,7 @@ TEST(ProcessIdentity, OnlyTheRecordedProcessIsSignalled) {
   other_boot.boot_id = "00000000-0000-4000-8000-000000000000";
   EXPECT_FALSE(signal_process(earlier, SIGKILL));
   EXPECT_FALSE(signal_process(other_boot, SIGKILL));
-  let_any_signal_land();
-  EXPECT_FALSE(child.ended());
+  EXPECT_FALSE(sigkill_sent(child.pid()));
   EXPECT_TRUE(signal_process(*real, SIGKILL));
   int status = 0;
   ASSERT_EQ(waitpid(child.pid(), &status, 0), child.pid());
@@ -187,8 +205,7 @@ TEST(ProcessGroups, AGroupWhoseLeaderPidIsAnotherProcessIsNotSignalled) {
   forged.leader.start_time -= 1;
   EXPECT_TRUE(processes_in_groups({forged}).empty());
   signal_groups({forged}, SIGKILL);
-  let_any_signal_land();
-  EXPECT_EQ(waitpid(child.pid, nullptr, WNOHANG), 0) << "the process was signalled";
+  EXPECT_FALSE(sigkill_sent(child.pid)) << "the process was signalled";
   EXPECT_EQ(
       strangers_in_group(forged),
       "process group " + std::to_string(child.pid) +
@@ -227,7 +244,7 @@ TEST(ProcessGroups, WithItsLeaderGoneAGroupsOwnMembersAreThoseStartedAfterItInIt
   EXPECT_TRUE(processes_in_groups({other_boot}).empty());
 
   signal_groups({later, elsewhere, other_boot}, SIGKILL);
-  let_any_signal_land();
+  for (const auto pid : members) EXPECT_FALSE(sigkill_sent(pid)) << pid;
   EXPECT_EQ(processes_in_groups({group.record()}), members) << "a stranger's record signalled it";
   signal_groups({group.record()}, SIGKILL);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -268,8 +268,6 @@ int run_cli(int argc, char** argv) {
   add_compare_commands(app, compare_commands);
   StudyCommands study_commands;
   add_study_commands(app, study_commands);
-  for (int i = 0; i < argc; ++i)
-    study_commands.command_line += (i ? " " : "") + std::string(i ? argv[i] : "flotilla");
 
   try {
     app.parse(argc, argv);

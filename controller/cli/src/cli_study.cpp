@@ -3,6 +3,7 @@
 #include <QDateTime>
 #include <QFileInfo>
 #include <algorithm>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 
@@ -47,6 +48,17 @@ int report_sweep(Store& store, const std::string& name, const std::string& outpu
   }
 }
 
+// The command a report says made it: what was asked, without the machine's
+// paths (the database, the report's folder), which mean nothing elsewhere.
+std::string shown_command(const StudyCommands& c) {
+  if (!*c.run) return "flotilla study report " + c.report_sweep;
+  const std::string name = std::filesystem::path(c.name).filename().string();  // a sweep file's too
+  std::string command = "flotilla study run " + name + " --scale " + c.scale;
+  if (!c.nodes.empty()) command += " --nodes " + c.nodes;
+  if (!c.sweep_name.empty()) command += " --name " + c.sweep_name;
+  return command;
+}
+
 int command_list() {
   std::cout << std::left << std::setw(22) << "STUDY" << std::setw(10) << "SCALES"
             << "DESCRIPTION\n";
@@ -84,7 +96,7 @@ int command_run(Store& store, const StudyCommands& c, const ControllerOptions& o
   const std::string source = "study " + c.name + " (" + c.scale + ")";
   const int status = launch_sweep(store, spec, {source, c.nodes, c.dry_run, c.yes}, options);
   if (c.dry_run || status == kExitBadInput) return status;
-  const int reported = report_sweep(store, spec.name, c.output, c.command_line);
+  const int reported = report_sweep(store, spec.name, c.output, shown_command(c));
   return std::max(status, reported);
 }
 
@@ -119,7 +131,7 @@ std::optional<int> run_study_commands(Store& store, const StudyCommands& c,
   if (!c.study || !*c.study) return std::nullopt;
   if (*c.list) return command_list();
   if (*c.run) return command_run(store, c, options);
-  return report_sweep(store, c.report_sweep, c.output, c.command_line);
+  return report_sweep(store, c.report_sweep, c.output, shown_command(c));
 }
 
 }  // namespace flotilla::controller

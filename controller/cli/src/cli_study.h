@@ -21,7 +21,6 @@ struct StudyCommands {
   std::string name, scale = "cpu", nodes, sweep_name, output;
   std::string report_sweep;
   bool dry_run = false, yes = false;
-  std::string command_line;  // as given, for the report
 };
 
 void add_study_commands(CLI::App& app, StudyCommands& commands);

@@ -12,6 +12,7 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, Communic
     : parameters_(std::move(parameters)),
       comm_(comm),
       wire_dtype_(wire_dtype),
+      ranks_(torch::scalar_tensor(static_cast<double>(comm.size()))),
       bucket_of_(parameters_.size()),
       ready_(parameters_.size(), 0),
       self_(std::make_shared<std::atomic<GradientBuckets*>>(this)) {
@@ -93,7 +94,7 @@ void GradientBuckets::start(Bucket& bucket) {
     // Divided in float32 and written straight into the 2-byte buffer: on CUDA
     // one kernel, where div() then to() made and read a float32 copy more.
     auto wire = torch::empty(flat.sizes(), flat.options().dtype(wire_dtype_));
-    torch::div_out(wire, flat, torch::scalar_tensor(static_cast<double>(comm_.size())));
+    torch::div_out(wire, flat, ranks_);
     flat = std::move(wire);
   }
   bucket.operation = comm_.start_allreduce_sum(std::move(flat));

@@ -79,6 +79,7 @@ class GradientBuckets {
   std::vector<torch::Tensor> parameters_;
   Communicator& comm_;
   torch::ScalarType wire_dtype_;
+  torch::Tensor ranks_;  // the world size as a 0-dim tensor: made once, not per bucket
   std::atomic<bool> armed_{true};
   std::vector<size_t> bucket_of_;
   std::vector<char> ready_;  // per parameter, this step

@@ -1,6 +1,7 @@
 #include "pipeline/partition.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -32,7 +33,8 @@ std::vector<int64_t> balance_by_cost(const std::vector<double>& block_cost, int6
   // the others lopsided ([1, 1, 1, 10, 1, 1, 1, 1] in 4: [3, 1, 3, 1]).
   // Of the cuts whose every stage is within the bound, the one whose lightest
   // stage is heaviest: lightest[s][b] for the first b blocks in s stages.
-  const double bound = slowest[size_t(stages)][size_t(blocks)] * (1 + 1e-12);
+  const double fastest = slowest[size_t(stages)][size_t(blocks)];
+  const double bound = fastest + 1e-12 * std::abs(fastest);
   std::vector<std::vector<double>> lightest(size_t(stages + 1),
                                             std::vector<double>(size_t(blocks + 1), -kInf));
   std::vector<std::vector<int64_t>> cut(size_t(stages + 1),
@@ -49,6 +51,8 @@ std::vector<int64_t> balance_by_cost(const std::vector<double>& block_cost, int6
           cut[size_t(s)][size_t(b)] = a;
         }
       }
+  if (cut[size_t(stages)][size_t(blocks)] < 0)
+    throw std::logic_error("balance_by_cost: no cut within the slowest stage's bound");
   std::vector<int64_t> balance(static_cast<size_t>(stages));
   for (int64_t s = stages, b = blocks; s > 0; --s) {
     balance[size_t(s - 1)] = b - cut[size_t(s)][size_t(b)];

@@ -18,7 +18,9 @@ namespace flotilla::controller {
 struct ReportOptions {
   std::filesystem::path directory;  // created when missing
   std::filesystem::path database;   // what the renderer reads (--db)
-  std::string title;                // empty: made from the runs
+  // What the report says its runs came from; empty: `database`.
+  std::string database_named;
+  std::string title;  // empty: made from the runs
   // The renderer; empty: flotilla-gui next to this program.
   std::filesystem::path renderer;
   std::vector<std::string> panels{"throughput", "step_time", "memory", "bandwidth"};

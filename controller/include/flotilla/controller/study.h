@@ -63,6 +63,9 @@ StudyTable study_table(const Store& store, const SweepSpec& spec,
 std::string study_table_markdown(const StudyTable& table);
 std::string study_table_csv(const StudyTable& table);
 
+// The database of a study's runs that its report keeps beside itself.
+inline constexpr const char* kStudyDatabase = "study.db";
+
 struct StudyReportOptions {
   std::filesystem::path directory;
   std::filesystem::path database;
@@ -71,8 +74,9 @@ struct StudyReportOptions {
 };
 
 // Writes DIR/report.md (the study table first, then `flotilla report`'s
-// summary, column definitions and charts), DIR/study.csv and
-// DIR/summary.csv. A chart that cannot be drawn is a problem in the result.
+// summary, column definitions and charts), DIR/study.csv, DIR/summary.csv and
+// DIR/study.db (keep_runs: the sweep and its runs). A chart that cannot be
+// drawn is a problem in the result.
 ReportResult write_study_report(Store& store, const SweepRow& sweep,
                                 const StudyReportOptions& options);
 
