@@ -407,6 +407,12 @@ std::vector<pid_t> kill_groups(const std::vector<ProcessGroupRecord>& groups) {
   return left;
 }
 
+std::string survivors_words(const std::vector<pid_t>& left) {
+  if (left.empty()) return {};
+  return std::to_string(left.size()) + " process(es) of the run survive SIGKILL, first pid " +
+         std::to_string(left.front());
+}
+
 std::string strangers_in_group(const ProcessGroupRecord& group) {
   const auto now = look_at_group(group, all_processes());
   if (now.strangers.empty()) return {};

@@ -82,6 +82,9 @@ std::vector<pid_t> processes_in_groups(const std::vector<ProcessGroupRecord>& gr
 // SIGKILLs the recorded groups until none of their processes is left, for at
 // most 30 s; what is left then (uninterruptible processes), else nothing.
 std::vector<pid_t> kill_groups(const std::vector<ProcessGroupRecord>& groups);
+// kill_groups' survivors in words: "N process(es) of the run survive SIGKILL,
+// first pid P"; empty for none.
+std::string survivors_words(const std::vector<pid_t>& left);
 // When processes run in the group's id that are not the recorded group's,
 // why, in words naming the group and them; otherwise empty.
 std::string strangers_in_group(const ProcessGroupRecord& group);

@@ -197,7 +197,7 @@ void Session::end_orphaned_run(const std::string& run, const std::string& outcom
   }
   if (!left.empty()) {
     outcome = "failed";
-    message += ", but " + std::to_string(left.size()) + " process(es) survive SIGKILL";
+    message += ", but " + survivors_words(left);
   }
   for (const auto& words : strangers) message += "; " + words;
   SpoolWriter spool(dir.spool());

@@ -431,8 +431,7 @@ class Supervisor {
     if (const auto left = kill_groups(groups_); !left.empty()) {
       // Uninterruptible processes: say so rather than claim the run is over.
       outcome_ = "failed";
-      message_ += (message_.empty() ? "" : "\n") + std::to_string(left.size()) +
-                  " process(es) of the run survive SIGKILL, first pid " + std::to_string(left[0]);
+      message_ += (message_.empty() ? "" : "\n") + survivors_words(left);
     }
     sample_system();
     if (malformed_ > 0)
@@ -490,7 +489,8 @@ int run_supervisor(const SupervisorOptions& options) {
       const auto recorded = dir.process_groups();
       std::string message = e.what();
       for (const auto& words : recorded.strangers()) message += "; " + words;
-      kill_groups(recorded.groups);
+      if (const auto left = kill_groups(recorded.groups); !left.empty())
+        message += "; " + survivors_words(left);
       SpoolWriter spool(dir.spool());
       spool.append(
           protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", message}));
