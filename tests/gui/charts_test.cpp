@@ -3,6 +3,7 @@
 // modes and the rank filter do what they say, and the exports (CSV, PNG,
 // SVG) hold what the panel shows.
 #include <gtest/gtest.h>
+#include <QAreaSeries>
 #include <QChart>
 #include <QChartView>
 #include <QCoreApplication>
@@ -12,7 +13,6 @@
 #include <QLegend>
 #include <QLegendMarker>
 #include <QTest>
-#include <QAreaSeries>
 #include <QXYSeries>
 #include <QXmlStreamReader>
 
@@ -551,32 +551,37 @@ TEST_F(StoredRun, HoverOnOnePanelShowsEachPanelsValuesAtThatStep) {
       << bandwidth.hoverText().toStdString();
 }
 
+// A series of `points` points on a per-pixel zigzag around 10 + colour.
+Series zigzag(const std::string& name, SeriesStyle style, int points, int colour = 0,
+              int raw_of = -1) {
+  Series s;
+  s.name = name;
+  s.style = style;
+  s.colour = colour;
+  s.raw_of = raw_of;
+  auto x = std::make_shared<std::vector<double>>(), y = std::make_shared<std::vector<double>>();
+  for (int i = 0; i < points; ++i) {
+    x->push_back(i);
+    y->push_back(10 + colour + std::sin(i * 1.7) * 3);
+  }
+  s.x = std::move(x);
+  s.y = std::move(y);
+  return s;
+}
+
 // Every line is drawn with a cosmetic pen of at most 1 device pixel, which
 // the raster engine strokes fast on any screen (issue 22: a 1 px pen that is
 // not cosmetic is 2 device pixels at scale 2 and took the general stroker).
 // A dashed or dotted line of a point a pixel column reads as noise: drawn
 // solid; zoomed in until its points are few, it is patterned again.
 TEST(PanelPens, LinesAreCosmeticAndDensePatternedLinesSolid) {
-  auto series = [](const std::string& name, SeriesStyle style, int points) {
-    Series s;
-    s.name = name;
-    s.style = style;
-    auto x = std::make_shared<std::vector<double>>(), y = std::make_shared<std::vector<double>>();
-    for (int i = 0; i < points; ++i) {
-      x->push_back(i);
-      y->push_back(10 + std::sin(i * 1.7) * 3);  // a per-pixel zigzag
-    }
-    s.x = std::move(x);
-    s.y = std::move(y);
-    return s;
-  };
   PanelDescription d;
   d.title = "pens";
   d.x_title = "step";
   d.y_axes = {{"ms"}};
-  d.series = {series("job", SeriesStyle::bold, 3000), series("rank 0", SeriesStyle::thin, 3000),
-              series("exposed", SeriesStyle::dashed, 3000),
-              series("busy", SeriesStyle::dotted, 50)};
+  d.series = {zigzag("job", SeriesStyle::bold, 3000), zigzag("rank 0", SeriesStyle::thin, 3000),
+              zigzag("exposed", SeriesStyle::dashed, 3000),
+              zigzag("busy", SeriesStyle::dotted, 50)};
   PanelSync sync;
   PanelWidget widget(&sync);
   widget.resize(900, 400);
@@ -613,32 +618,17 @@ TEST(PanelPens, LinesAreCosmeticAndDensePatternedLinesSolid) {
 // colours that look see-through over the plot's background, and every raw
 // series is drawn before (under) every other one.
 TEST(PanelPens, SeriesAreOpaqueAndRawSeriesLieUnderTheSmoothedLines) {
-  auto series = [](const std::string& name, SeriesStyle style, int colour, int raw_of) {
-    Series s;
-    s.name = name;
-    s.style = style;
-    s.colour = colour;
-    s.raw_of = raw_of;
-    auto x = std::make_shared<std::vector<double>>(), y = std::make_shared<std::vector<double>>();
-    for (int i = 0; i < 2000; ++i) {
-      x->push_back(i);
-      y->push_back(10 + colour + std::sin(i * 1.7) * 3);
-    }
-    s.x = std::move(x);
-    s.y = std::move(y);
-    return s;
-  };
   PanelDescription d;
   d.title = "opaque";
   d.x_title = "step";
   d.y_axes = {{"ms"}};
-  d.series = {series("rank 0 (raw)", SeriesStyle::faint_raw, 0, 1),
-              series("rank 0", SeriesStyle::thin, 0, -1),
-              series("job (raw)", SeriesStyle::faint_raw, 1, 3),
-              series("job", SeriesStyle::bold, 1, -1),
-              series("busy", SeriesStyle::dotted, 2, -1),
-              series("data", SeriesStyle::stacked_area, 3, -1),
-              series("forward", SeriesStyle::stacked_area, 4, -1)};
+  d.series = {zigzag("rank 0 (raw)", SeriesStyle::faint_raw, 2000, 0, 1),
+              zigzag("rank 0", SeriesStyle::thin, 2000, 0, -1),
+              zigzag("job (raw)", SeriesStyle::faint_raw, 2000, 1, 3),
+              zigzag("job", SeriesStyle::bold, 2000, 1, -1),
+              zigzag("busy", SeriesStyle::dotted, 2000, 2, -1),
+              zigzag("data", SeriesStyle::stacked_area, 2000, 3, -1),
+              zigzag("forward", SeriesStyle::stacked_area, 2000, 4, -1)};
   PanelSync sync;
   PanelWidget widget(&sync);
   widget.resize(900, 400);
