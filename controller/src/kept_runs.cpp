@@ -59,6 +59,11 @@ void copy_into(QSqlDatabase& db, const QString& path, const Store& store,
 
 void keep_runs(Store& store, const std::vector<std::string>& run_ids,
                std::optional<int64_t> sweep_id, const fs::path& target) {
+  // Kept into the file it reads (`flotilla --db study.db study report ... -o .`
+  // beside a kept study): that file is the copy already, and removing the
+  // target first would delete it.
+  std::error_code same_error;
+  if (fs::equivalent(target, fs::path(store.path().toStdString()), same_error)) return;
   store.flush();  // every record given so far is in the file copied from
   const QString path = QString::fromStdString(target.string());
   remove_database(target);

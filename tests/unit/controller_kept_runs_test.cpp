@@ -75,6 +75,28 @@ TEST(KeepRuns, TheKeptDatabaseHoldsTheGivenRunsWholeAndNothingElse) {
   }
 }
 
+// A report written again beside its kept database (`flotilla --db study.db
+// study report S -o .`) keeps into the file it reads: nothing of it is lost.
+TEST(KeepRuns, KeepingIntoTheStoresOwnFileLosesNothing) {
+  TempDir dir;
+  const auto file = dir.path() / "study.db";
+  {
+    Store store(QString::fromStdString(file.string()));
+    for (const char* id : {"a", "b"}) {
+      store.create_run(minimal_run(id));
+      store_steps(store, id, 10);
+    }
+    const auto here = std::filesystem::current_path();
+    std::filesystem::current_path(dir.path());
+    keep_runs(store, {"a"}, std::nullopt, "study.db");  // the same file, named relatively
+    std::filesystem::current_path(here);
+  }
+  Store reopened(QString::fromStdString(file.string()));  // what the file holds now
+  EXPECT_EQ(reopened.runs().size(), 2u);
+  EXPECT_EQ(reopened.records("a").size(), 10u);
+  EXPECT_EQ(reopened.records("b").size(), 10u);
+}
+
 TEST(KeepRuns, AnUnknownRunKeepsNothingOfItAndTheRestWhole) {
   TempDir dir;
   Store store(QString::fromStdString((dir.path() / "all.db").string()));

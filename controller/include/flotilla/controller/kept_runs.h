@@ -18,8 +18,8 @@ class Store;
 // transitions, nodes, step buckets, their experiments), every link bench
 // (compare's link utilisation reads them) and sweep `sweep_id` with its
 // points. Nodes' access (hosts, users, keys) is not copied, nor the sweep's
-// owner; a sweep's source file keeps its name only. Throws StoreError naming
-// the file.
+// owner; a sweep's source file keeps its name only. A `target` that is
+// `store`'s own file is left as it is. Throws StoreError naming the file.
 void keep_runs(Store& store, const std::vector<std::string>& run_ids,
                std::optional<int64_t> sweep_id, const std::filesystem::path& target);
 
