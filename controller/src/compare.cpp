@@ -1,6 +1,7 @@
 // The compare table's rows: each run's records read by kind from the store,
 // its statistics, and the columns derived against the baseline.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -84,6 +85,7 @@ struct LoadedRun {
   metrics::RunRecords records;
   std::map<std::string, NicSpan> nics;  // by node
   int64_t steps_per_epoch = 0;
+  int64_t trainable_parameters = 0;  // rank 0's: the whole model's but in a pipeline
   int64_t malformed = 0;
 };
 
@@ -105,8 +107,10 @@ LoadedRun load(const Store& store, const RunRow& run, bool gpu) {
        [&](records::Epoch e) { out.records.epochs.push_back(e); });
   read("end", std::nullopt, records::end_from_line,
        [&](records::End e) { out.records.ends.push_back(std::move(e)); });
-  read("start", 0, records::start_from_line,
-       [&](records::Start s) { out.steps_per_epoch = s.steps_per_epoch; });
+  read("start", 0, records::start_from_line, [&](records::Start s) {
+    out.steps_per_epoch = s.steps_per_epoch;
+    out.trainable_parameters = s.trainable_parameters;
+  });
   // The agents' NIC counters on every node, GPU or not: the traffic a node
   // moved while the run lived is the span of its cumulative counters.
   for (const auto& r : store.records(run.id, RecordFilter{"system", -1, std::nullopt})) {
@@ -162,6 +166,31 @@ std::optional<double> percent(std::optional<double> fraction) {
   return 100.0 * *fraction;
 }
 
+// What a rank puts on the wire per step for `payload` handed to
+// communication: a ring all-reduce sends 2(P-1)/P of its payload (nothing on
+// one rank); a pipeline's sends are point to point, payload as it is. A
+// pipeline_ddp rank does both and its records do not tell them apart: none.
+std::optional<double> wire_bytes(const ConfigFacts& f, int64_t world_size, double payload) {
+  if (f.strategy == "ddp") return metrics::ring_allreduce_bytes(payload, world_size);
+  if (f.strategy == "pipeline") return payload;
+  if (f.strategy == "single" || f.strategy == "dp") return 0.0;
+  return std::nullopt;
+}
+
+// Seed 004's bandwidth column as the seed computed it: 2 N (P - 1) / P with N
+// the model's parameter count (not bytes), times its iterations per epoch
+// ceil(epoch samples / batch) (the seed's batch was DataParallel's, global),
+// over the communication time, / 1e9. Its unit is parameters, not bytes.
+std::optional<double> seed_ring_bandwidth(int64_t parameters, int64_t ranks,
+                                          std::optional<double> epoch_samples, int64_t batch,
+                                          double comm_s) {
+  if (parameters <= 0 || ranks <= 1 || !epoch_samples || batch <= 0 || !(comm_s > 0))
+    return std::nullopt;
+  const double iterations = std::ceil(*epoch_samples / static_cast<double>(batch));
+  return metrics::ring_allreduce_bytes(static_cast<double>(parameters), ranks) * iterations /
+         comm_s / 1e9;
+}
+
 // What a row shows of itself, before anything relative to the baseline.
 void fill_own_cells(CompareRow& row, const ConfigFacts& facts, const LoadedRun& loaded,
                     bool link_bench, int64_t now) {
@@ -209,13 +238,18 @@ void fill_own_cells(CompareRow& row, const ConfigFacts& facts, const LoadedRun& 
     set_number(row, "comm_pct", 100 * s.step_shares->comm);
     set_number(row, "optimizer_pct", 100 * s.step_shares->optimizer);
   }
-  if (s.bytes_per_step) set_number(row, "sent_mb", *s.bytes_per_step / 1e6);
+  if (s.bytes_per_step) {
+    set_number(row, "sent_mb", *s.bytes_per_step / 1e6);
+    if (const auto wire = wire_bytes(facts, run.world_size, *s.bytes_per_step))
+      set_number(row, "wire_mb", *wire / 1e6);
+  }
   set_number(row, "busbw_gbps", s.busbw_gbps);
   set_number(row, "comm_hidden_pct", percent(s.comm_hidden));
   if (s.peak_memory)
     set_number(row, "peak_mem_mib", static_cast<double>(*s.peak_memory) / 1048576.0);
   set_text(row, "nic_mb_epoch", nic_per_epoch(loaded.nics, loaded.records.epochs.size()));
   set_number(row, "epoch_s", s.epoch_s);
+  set_number(row, "steady_epoch_s", s.steady_epoch_s);
   std::optional<double> run_s = s.run_s;
   if (row.live && run.running_ms) run_s = static_cast<double>(now - *run.running_ms) / 1000.0;
   set_number(row, "run_s", run_s);
@@ -277,7 +311,7 @@ CompareTable compare_runs(const Store& store, const std::vector<std::string>& ru
   std::set<std::string> benches;
   for (const auto& b : link_benches(store)) benches.insert(b.run_id);
   std::vector<ConfigFacts> facts;
-  std::vector<int64_t> steps_per_epoch;
+  std::vector<int64_t> steps_per_epoch, parameters;
   for (auto& run : rows) {
     CompareRow row;
     const auto f = facts_of(run);
@@ -288,6 +322,7 @@ CompareTable compare_runs(const Store& store, const std::vector<std::string>& ru
     fill_own_cells(row, f, loaded, benches.count(row.run.id) > 0, table.as_of_ms);
     facts.push_back(f);
     steps_per_epoch.push_back(loaded.steps_per_epoch);
+    parameters.push_back(loaded.trainable_parameters);
     table.rows.push_back(std::move(row));
   }
 
@@ -297,7 +332,7 @@ CompareTable compare_runs(const Store& store, const std::vector<std::string>& ru
   base.notes.insert(base.notes.begin(), "baseline");
   const bool base_oom = base.run.state == RunState::oom;
   const auto base_throughput = base_oom ? std::nullopt : base.stats.throughput;
-  const auto base_epoch = base_oom ? std::nullopt : base.stats.epoch_s;
+  const auto base_epoch = base_oom ? std::nullopt : base.stats.steady_epoch_s;
   if (!base_throughput)
     table.warnings.push_back("baseline " + base.run.id +
                              " has no throughput (no steps after warm-up or oom): no speed-up "
@@ -311,13 +346,18 @@ CompareTable compare_runs(const Store& store, const std::vector<std::string>& ru
     const auto up = metrics::speedup(row.stats.throughput, base_throughput);
     set_number(row, "speedup", up);
     set_number(row, "scaling_eff", metrics::scaling_efficiency(up, ranks, base_ranks));
-    const auto split = metrics::time_split(row.stats.epoch_s, ranks, base_epoch, base_ranks);
+    const auto split = metrics::time_split(row.stats.steady_epoch_s, ranks, base_epoch, base_ranks);
     if (split) {
       set_number(row, "compute_s", split->compute_s);
       set_number(row, "comm_s", split->comm_s);
-      set_number(row, "ring_gbps",
-                 metrics::ring_bandwidth_gbps(row.stats.bytes_per_step, ranks, steps_per_epoch[i],
-                                              split->comm_s));
+      if (facts[i].strategy == "ddp") {
+        set_number(row, "ring_gbps",
+                   metrics::ring_bandwidth_gbps(row.stats.bytes_per_step, ranks, steps_per_epoch[i],
+                                                split->comm_s));
+        set_number(row, "seed_ring_gbps",
+                   seed_ring_bandwidth(parameters[i], ranks, row.stats.epoch_samples,
+                                       facts[i].batch, split->comm_s));
+      }
     }
     if (row.stats.busbw_gbps && row.stats.message_bytes) {
       const auto key = node_set_key(row.run.nodes);

@@ -21,14 +21,18 @@ const std::vector<CompareColumn>& compare_columns() {
       {"global_batch", "global batch", 0, "samples per step of the whole job"},
       {"chunks", "chunks", 0, "pipeline micro-batches (pipelines only)"},
       {"steps", "steps", 0, "step records of the lead rank"},
-      {"throughput", "samples/s", 1, "median of the job's samples/s after warm-up"},
+      {"throughput", "samples/s", 1,
+       "steady throughput: the job's samples after warm-up / their wall time"},
       {"step_ms", "step ms", 2, "median step_ms of the lead rank after warm-up"},
       {"data_pct", "data %", 1, "data_ms as % of step time"},
       {"forward_pct", "fwd %", 1, "forward_ms as % of step time"},
       {"backward_pct", "bwd %", 1, "backward_ms as % of step time"},
       {"comm_pct", "comm %", 1, "exposed comm_ms as % of step time"},
       {"optimizer_pct", "opt %", 1, "optimizer_ms as % of step time"},
-      {"sent_mb", "sent MB/step", 3, "bytes sent per step per rank, in MB (1e6 bytes)"},
+      {"sent_mb", "payload MB/step", 3,
+       "bytes a rank hands to communication per step (an all-reduce's payload once), MB"},
+      {"wire_mb", "wire MB/step", 3,
+       "bytes a rank puts on the wire per step: ring all-reduce 2(P-1)/P x payload, MB"},
       {"busbw_gbps", "busbw GB/s", 3, "median all-reduce bus bandwidth of the lead rank"},
       {"comm_hidden_pct", "comm hidden %", 1, "1 - comm_ms / comm_busy_ms"},
       {"peak_mem_mib", "peak mem MiB", 0,
@@ -36,18 +40,24 @@ const std::vector<CompareColumn>& compare_columns() {
       {"nic_mb_epoch", "NIC rx/tx MB/epoch per node", -1,
        "each node's NIC bytes received/sent (agents' counters, loopback left out) / epochs, MB"},
       {"epoch_s", "epoch s", 1, "median epoch time, the first epoch left out when there are more"},
+      {"steady_epoch_s", "epoch s (steady)", 2,
+       "one epoch's samples / throughput: the epoch at the steady rate"},
       {"run_s", "run s", 1, "whole-run time (a live run: so far)"},
       {"acc_test_pct", "test acc %", 2, "final acc_test"},
       {"acc_test_repeats", "test acc % (repeats)", -1,
        "mean±spread of final acc_test over the compared runs of the same config"},
-      {"speedup", "speed-up", 3, "throughput / baseline throughput"},
+      {"speedup", "speed-up", 3,
+       "T(baseline) / T(run) for the same work at the steady rate: throughput / baseline's"},
       {"scaling_eff", "scaling eff", 3, "speed-up / (ranks / baseline ranks)"},
       {"pipeline_eff_pct", "pipe eff %", 1, "median sum(busy_ms) / (stages x step_ms)"},
       {"pipeline_bound_pct", "GPipe bound %", 1, "m / (m + p - 1)"},
-      {"compute_s", "compute s (est)", 1, "baseline epoch time x baseline ranks / ranks"},
-      {"comm_s", "comm s (est)", 1, "epoch time - compute s (est)"},
+      {"compute_s", "compute s (est)", 2,
+       "baseline steady epoch x baseline ranks / ranks (seed 004's T(1)/N)"},
+      {"comm_s", "comm s (est)", 2, "steady epoch - compute s (est)"},
       {"ring_gbps", "ring GB/s (est)", 3,
-       "2 N (P-1)/P bytes per step x steps per epoch / comm s (est)"},
+       "wire bytes per step x steps per epoch / comm s (est), GB (1e9 bytes)"},
+      {"seed_ring_gbps", "seed 004 GB/s (params)", 3,
+       "seed 004's way: 2 N (P-1)/P with N parameters x ceil(epoch samples / batch) / comm s"},
       {"link_busbw_gbps", "link busbw GB/s", 3,
        "measured link busbw (nodes bench) at the run's all-reduce size"},
       {"link_util_pct", "link util %", 1, "busbw / link busbw at the same size"},
@@ -60,7 +70,8 @@ std::vector<std::string> default_compare_columns() {
   std::vector<std::string> keys;
   for (const auto& c : compare_columns())
     if (c.key != "compute_s" && c.key != "comm_s" && c.key != "ring_gbps" &&
-        c.key != "link_busbw_gbps" && c.key != "nic_mb_epoch")
+        c.key != "seed_ring_gbps" && c.key != "link_busbw_gbps" && c.key != "nic_mb_epoch" &&
+        c.key != "steady_epoch_s")
       keys.push_back(c.key);
   return keys;
 }

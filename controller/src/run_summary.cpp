@@ -42,7 +42,7 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
     s.first_seq = records.front().seq;
     s.last_seq = records.back().seq;
   }
-  std::vector<double> lead_samples_per_s;
+  std::vector<metrics::StepWork> lead_work;
   double step_ms = 0, data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0, bytes = 0;
   int64_t steps = 0;
   for (const auto& record : records) {
@@ -66,7 +66,7 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
       ++steps;
       s.steps = j.value("step", s.steps);
       s.final_loss = j.value("loss", 0.0);
-      lead_samples_per_s.push_back(j.value("samples_per_s", 0.0));
+      lead_work.push_back({j.value("samples", 0.0), j.value("samples_per_s", 0.0)});
       step_ms += j.value("step_ms", 0.0);
       data += j.value("data_ms", 0.0);
       forward += j.value("forward_ms", 0.0);
@@ -92,7 +92,7 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
   }
   if (steps > 0) {
     const double n = static_cast<double>(steps);
-    s.samples_per_s = metrics::throughput(lead_samples_per_s);
+    s.samples_per_s = metrics::throughput(lead_work);
     s.step_ms = step_ms / n;
     s.data_ms = data / n;
     s.forward_ms = forward / n;
@@ -125,7 +125,7 @@ std::string summary_table(const RunSummary& s) {
   row("train accuracy", evaluated ? fixed(100 * s.acc_train, 2) + " %" : none);
   row("test accuracy", evaluated ? fixed(100 * s.acc_test, 2) + " %" : none);
   row("throughput",
-      stepped ? fixed(*s.samples_per_s, 1) + " samples/s (median after warm-up)" : none);
+      stepped ? fixed(*s.samples_per_s, 1) + " samples/s (steady, after warm-up)" : none);
   row("step time", stepped ? fixed(s.step_ms, 2) + " ms = data " + fixed(s.data_ms, 2) +
                                  " + forward " + fixed(s.forward_ms, 2) + " + backward " +
                                  fixed(s.backward_ms, 2) + " + comm " + fixed(s.comm_ms, 2) +

@@ -303,7 +303,7 @@ TrainResult Trainer::run() {
     result_.optimizer_ms = totals_[Phase::optimizer] / n;
     result_.step_ms = totals_.step_ms / n;
   }
-  result_.samples_per_s = metrics::throughput(step_samples_per_s_).value_or(0.0);
+  result_.samples_per_s = metrics::throughput(step_work_).value_or(0.0);
   return result_;
 }
 
@@ -477,7 +477,7 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
   r.mem_alloc = memory.allocated;
   r.mem_reserved = memory.reserved;
   r.mem_peak = memory.peak;
-  step_samples_per_s_.push_back(r.samples_per_s);
+  step_work_.push_back({static_cast<double>(r.samples), r.samples_per_s});
   if (r.step > 1) {
     for (size_t i = 0; i < totals_.ms.size(); ++i) totals_.ms[i] += times.ms[i];
     totals_.step_ms += times.step_ms;

@@ -11,6 +11,7 @@
 #include "data/batch_loader.h"
 #include "data/dataset.h"
 #include "flotilla/engine/training.h"
+#include "flotilla/protocol/run_metrics.h"
 #include "freeze/freezer.h"
 #include "metrics/phase_timer.h"
 #include "optim/multi_tensor_optimizer.h"
@@ -101,7 +102,7 @@ class Trainer {
   // Run totals over measured steps, the first (warm-up) step excluded.
   PhaseTimes totals_;
   int64_t measured_steps_ = 0;
-  std::vector<double> step_samples_per_s_;  // every step's, for the run's throughput
+  std::vector<metrics::StepWork> step_work_;  // every step's, for the run's throughput
   TrainResult result_;
 };
 

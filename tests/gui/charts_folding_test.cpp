@@ -54,6 +54,7 @@ class FoldedRun : public ::testing::Test {
         const json body = {{"type", "step"},
                            {"step", step},
                            {"time", kStartTime + step * 0.01},
+                           {"samples", 64},
                            {"samples_per_s", rate(rank, step)},
                            {"step_ms", 10.0},
                            {"wobble", wobble(step)}};
@@ -190,7 +191,7 @@ TEST_F(FoldedRun, PanelsDrawTheFoldedStepsAndSaySo) {
         std::regex("^steps before [1-9][0-9]{0,2}(,[0-9]{3})* drawn as means of [0-9]+-step")))
         << note;
   }
-  // The median after warm-up counts each bucket as the steps it holds: the
+  // The steady throughput counts each bucket as the steps it holds: the
   // rate rises 0.01 a step, so it lands within a bucket's rise of the exact one.
   RunData full = live_run(std::nullopt);
   step_ = 0, seq_ = 0;

@@ -148,7 +148,15 @@ TEST_F(StoredRun, ThroughputPerRankAndJobAreTheStoredRates) {
   EXPECT_DOUBLE_EQ(at_step(series_named(panel, "rank 1"), 17), rate1 / 2);
   EXPECT_DOUBLE_EQ(at_step(series_named(panel, "job"), 17), rate0 / 2 + rate1 / 2);
   ASSERT_EQ(panel.references.size(), 1u);
-  EXPECT_NE(panel.references[0].label.find("median after warm-up"), std::string::npos);
+  EXPECT_NE(panel.references[0].label.find("steady after warm-up"), std::string::npos);
+  // The steady throughput: the lead rank's samples after warm-up (5 of the 40
+  // steps) over their wall time, 128 samples / (128 / samples_per_s) each.
+  double samples = 0, seconds = 0;
+  for (int step = 6; step <= kSteps; ++step) {
+    samples += 128;
+    seconds += 128 / step_body(0, step)["samples_per_s"].get<double>();
+  }
+  EXPECT_NEAR(panel.references[0].y, samples / seconds, 1e-9 * samples / seconds);
 }
 
 TEST_F(StoredRun, BandwidthIsBytesOverStepTime) {
@@ -426,7 +434,7 @@ TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
     const QGraphicsTextItem* label = nullptr;
     for (auto* item : widget.chart()->childItems())
       if (auto* text = dynamic_cast<QGraphicsTextItem*>(item);
-          text && text->toPlainText().contains("median after warm-up"))
+          text && text->toPlainText().contains("steady after warm-up"))
         label = text;
     ASSERT_TRUE(label);
     EXPECT_TRUE(label->isVisible());
@@ -447,33 +455,33 @@ TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
       }
     }
   }
-  // The legend, which cuts long names ("median aft..."), names the line
+  // The legend, which cuts long names ("steady aft..."), names the line
   // only: the figure is in the label beside it.
   QStringList entries;
   for (const auto* marker : widget.chart()->legend()->markers()) entries << marker->label();
-  EXPECT_TRUE(entries.contains("median")) << entries.join(" | ").toStdString();
+  EXPECT_TRUE(entries.contains("steady")) << entries.join(" | ").toStdString();
 }
 
-// A sweep of 22 runs drew 22 median labels over each other and over the
+// A sweep of 22 runs drew 22 throughput labels over each other and over the
 // plot, and four compared runs' two-line labels covered its upper half: a
 // comparison's legend entries carry the figures, with no label; one run
 // keeps its label.
-TEST_F(StoredRun, ManyComparedRunsNameTheirMedianInTheLegendOnly) {
+TEST_F(StoredRun, ManyComparedRunsNameTheirSteadyThroughputInTheLegendOnly) {
   const RunData run = load();
   const auto one = build_panel(PanelKind::throughput, {&run}, {});
   ASSERT_EQ(one.references.size(), 1u);
-  EXPECT_NE(one.references[0].label.find("median after warm-up"), std::string::npos);
+  EXPECT_NE(one.references[0].label.find("steady after warm-up"), std::string::npos);
   const auto two = build_panel(PanelKind::throughput, {&run, &run}, {});
   ASSERT_EQ(two.references.size(), 2u);
   for (const auto& reference : two.references) {
     EXPECT_TRUE(reference.label.empty()) << reference.label;
-    EXPECT_NE(reference.legend.find(" median "), std::string::npos) << reference.legend;
+    EXPECT_NE(reference.legend.find(" steady "), std::string::npos) << reference.legend;
   }
   const auto five = build_panel(PanelKind::throughput, {&run, &run, &run, &run, &run}, {});
   ASSERT_EQ(five.references.size(), 5u);
   for (const auto& reference : five.references) {
     EXPECT_TRUE(reference.label.empty()) << reference.label;
-    EXPECT_NE(reference.legend.find(" median "), std::string::npos) << reference.legend;
+    EXPECT_NE(reference.legend.find(" steady "), std::string::npos) << reference.legend;
   }
   PanelWidget widget(nullptr);
   widget.setPanel(prepare(five));
@@ -484,7 +492,7 @@ TEST_F(StoredRun, ManyComparedRunsNameTheirMedianInTheLegendOnly) {
   for (auto* item : widget.chart()->childItems()) {
     auto* text = dynamic_cast<QGraphicsTextItem*>(item);
     if (text && text->isVisible()) {
-      EXPECT_FALSE(text->toPlainText().contains("median"));
+      EXPECT_FALSE(text->toPlainText().contains("steady"));
     }
   }
 }
@@ -500,8 +508,8 @@ TEST_F(StoredRun, ComparedRunsAreNamedWithoutWhatAllTheirNamesBeginWith) {
   EXPECT_TRUE(has_series(panel, "#1 \u00b7 -run job"));
   EXPECT_TRUE(has_series(panel, "#2 \u00b7 -run job"));
   ASSERT_EQ(panel.references.size(), 2u);
-  // A comparison's legend entry carries the median's figure after the name.
-  EXPECT_EQ(panel.references[0].legend.rfind("#1 \u00b7 -run median ", 0), 0u)
+  // A comparison's legend entry carries the throughput's figure after the name.
+  EXPECT_EQ(panel.references[0].legend.rfind("#1 \u00b7 -run steady ", 0), 0u)
       << panel.references[0].legend;
   EXPECT_EQ(panel.notes.back(),
             "runs named without \"pipeline-vs-dp-cpu-20261123-213206\", which all their names "

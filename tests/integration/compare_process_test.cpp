@@ -1,6 +1,6 @@
 // `flotilla compare` and `flotilla report` as real processes on two real
 // runs (ddp on 1 and on 2 ranks, real Fashion-MNIST through the real agent),
-// checked against the medians read back from the database here.
+// checked against the steady throughputs read back from the database here.
 #include <gtest/gtest.h>
 
 #include <QString>
@@ -50,18 +50,20 @@ class Cli {
 };
 
 // The run's throughput computed here from its stored rank-0 steps, apart
-// from the code under test: the median of samples/s after leaving out the
-// first 10 % of steps (at least 5).
-double stored_median(const controller::Store& store, const std::string& run) {
-  std::vector<double> values;
+// from the code under test: after leaving out the first 10 % of steps (at
+// least 5), their samples over their wall time (samples / samples_per_s).
+double stored_throughput(const controller::Store& store, const std::string& run) {
+  std::vector<json> steps;
   for (const auto& r : store.records(run, controller::RecordFilter{"step", 0, std::nullopt}))
-    values.push_back(json::parse(r.body)["samples_per_s"].get<double>());
-  const size_t n = values.size();
+    steps.push_back(json::parse(r.body));
+  const size_t n = steps.size();
   const size_t skip = std::min(n - 1, std::max<size_t>(5, (n + 9) / 10));
-  std::vector<double> kept(values.begin() + static_cast<long>(skip), values.end());
-  std::sort(kept.begin(), kept.end());
-  const size_t m = kept.size();
-  return m % 2 ? kept[m / 2] : (kept[m / 2 - 1] + kept[m / 2]) / 2;
+  double samples = 0, seconds = 0;
+  for (size_t i = skip; i < n; ++i) {
+    samples += steps[i]["samples"].get<double>();
+    seconds += steps[i]["samples"].get<double>() / steps[i]["samples_per_s"].get<double>();
+  }
+  return samples / seconds;
 }
 
 class CompareCli : public ::testing::Test {
@@ -105,8 +107,10 @@ TEST_F(CompareCli, MarkdownHasTheColumnsAndRatiosOfTheStoredMedians) {
     header += " " + controller::find_compare_column(key)->header + " |";
   EXPECT_NE(md.find(header + "\n"), std::string::npos) << md;
 
-  const double one = stored_median(controller::Store(QString::fromStdString(cli_->db())), runs_[0]);
-  const double two = stored_median(controller::Store(QString::fromStdString(cli_->db())), runs_[1]);
+  const double one =
+      stored_throughput(controller::Store(QString::fromStdString(cli_->db())), runs_[0]);
+  const double two =
+      stored_throughput(controller::Store(QString::fromStdString(cli_->db())), runs_[1]);
   ASSERT_GT(one, 0);
   ASSERT_GT(two, 0);
   // The Markdown row of the 2-rank run: its throughput, speed-up and efficiency.
@@ -119,7 +123,7 @@ TEST_F(CompareCli, MarkdownHasTheColumnsAndRatiosOfTheStoredMedians) {
       std::string::npos)
       << line;
 
-  // In full through JSON: equal to the ratio of the two medians.
+  // In full through JSON: equal to the ratio of the two throughputs.
   const auto [json_status, text] = cli_->run({"compare", runs_[0], runs_[1], "--format", "json"});
   ASSERT_EQ(json_status, 0) << text;
   const auto j = json::parse(text);

@@ -1,6 +1,6 @@
 // `flotilla study run` as real processes: the dp-scaling study at cpu scale
 // (seed 004's table) trained on this machine, its report read back and its
-// speed-ups checked against the medians of the stored step records.
+// speed-ups checked against the steady throughputs of the stored step records.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -56,18 +56,20 @@ std::vector<std::map<std::string, std::string>> csv_rows(const std::string& text
   return rows;
 }
 
-// The median of rank 0's samples/s after warm-up, from the stored step records.
-double stored_median(const controller::Store& store, const std::string& run) {
-  std::vector<double> per_step;
+// Rank 0's samples after warm-up over their wall time, from the stored step
+// records, apart from the code under test.
+double stored_throughput(const controller::Store& store, const std::string& run) {
+  std::vector<json> steps;
   for (const auto& record : store.records(run))
-    if (record.type == "step" && record.rank == 0)
-      per_step.push_back(json::parse(record.body)["samples_per_s"].get<double>());
-  auto kept = metrics::after_warmup(per_step);
-  EXPECT_FALSE(kept.empty()) << run;
-  if (kept.empty()) return 0;
-  std::sort(kept.begin(), kept.end());
-  const size_t n = kept.size();
-  return n % 2 ? kept[n / 2] : (kept[n / 2 - 1] + kept[n / 2]) / 2;
+    if (record.type == "step" && record.rank == 0) steps.push_back(json::parse(record.body));
+  const auto skip = static_cast<size_t>(metrics::warmup_steps(static_cast<int64_t>(steps.size())));
+  EXPECT_LT(skip, steps.size()) << run;
+  double samples = 0, seconds = 0;
+  for (size_t i = skip; i < steps.size(); ++i) {
+    samples += steps[i]["samples"].get<double>();
+    seconds += steps[i]["samples"].get<double>() / steps[i]["samples_per_s"].get<double>();
+  }
+  return seconds > 0 ? samples / seconds : 0;
 }
 
 TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStoredMedians) {
@@ -106,18 +108,19 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStore
   }
   ASSERT_EQ(values_of_run.size(), 12u);
 
-  // Speed-up (summary.csv: numbers in full) is each run's stored median over
-  // that of the one-rank run of the same batch.
-  std::map<int, double> one_rank;  // batch -> median
+  // Speed-up (summary.csv: numbers in full) is each run's steady throughput
+  // over that of the one-rank run of the same batch.
+  std::map<int, double> one_rank;  // batch -> throughput
   for (const auto& [run, values] : values_of_run)
-    if (values["ranks_per_node"] == 1) one_rank[values["batch_size"]] = stored_median(store, run);
+    if (values["ranks_per_node"] == 1)
+      one_rank[values["batch_size"]] = stored_throughput(store, run);
   ASSERT_EQ(one_rank.size(), 4u);
   size_t checked = 0;
   for (const auto& row : csv_rows(read_text(dir / "summary.csv"))) {
     const auto found = values_of_run.find(row.at("run"));
     ASSERT_NE(found, values_of_run.end()) << row.at("run");
     const double expected =
-        stored_median(store, found->first) / one_rank.at(found->second["batch_size"]);
+        stored_throughput(store, found->first) / one_rank.at(found->second["batch_size"]);
     const double shown = std::stod(row.at("speedup"));
     EXPECT_NEAR(shown, expected, 1e-9 * expected) << found->first << " " << found->second;
     if (found->second["ranks_per_node"] == 1) {

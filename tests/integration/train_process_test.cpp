@@ -96,11 +96,12 @@ threads: 2
   EXPECT_NE(result.stderr_text.find("test accuracy"), std::string::npos) << "summary on stderr";
 
   // The rank's own summary states the run's throughput as every other
-  // program does (run_metrics.h: the median after warm-up), so that it and
-  // `flotilla show` agree.
-  std::vector<double> rates;
-  for (const auto& step : of_type(records, "step")) rates.push_back(step["samples_per_s"]);
-  const auto throughput = metrics::throughput(rates);
+  // program does (run_metrics.h: the samples after warm-up over their wall
+  // time), so that it and `flotilla show` agree.
+  std::vector<metrics::StepWork> work;
+  for (const auto& step : of_type(records, "step"))
+    work.push_back({step["samples"].get<double>(), step["samples_per_s"].get<double>()});
+  const auto throughput = metrics::throughput(work);
   ASSERT_TRUE(throughput);
   EXPECT_NE(result.stderr_text.find("throughput            " + format_fixed(*throughput, 1) +
                                     " samples/s"),
@@ -430,8 +431,8 @@ TEST(TrainProcess, Bf16PipelineSendsActivationsAndGradientsInHalfTheBytes) {
 
 TEST(TrainProcess, Fp16OnTheCpuIsRefusedNamingThePrecisionWhereLibTorchCannot) {
   TempDir dir;
-  const auto result =
-      run_train(dir, "name: x\nmodel: small_cnn\ndataset: synthetic\nprecision: fp16\nmax_steps: 2\n");
+  const auto result = run_train(
+      dir, "name: x\nmodel: small_cnn\ndataset: synthetic\nprecision: fp16\nmax_steps: 2\n");
   // Two steps: where fp16 autocast exists on the CPU (LibTorch 2.x) the run is
   // accepted and trains, and float16 on the CPU is slow (69 s on the H100 host).
   if (result.exit_code == 0) GTEST_SKIP() << "this LibTorch autocasts to float16 on the CPU";

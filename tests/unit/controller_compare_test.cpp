@@ -45,14 +45,16 @@ class ScratchDb {
            const std::string& node = "local") {
     store.append_record(run, {++seq_[run], node, rank, type, body});
   }
-  // `steps` steps of `rank`, samples/s 100 + offset + step, 20 ms each
-  // (testing::twenty_ms_step).
+  // `steps` steps of `rank` of 64 samples, 20 ms each
+  // (testing::twenty_ms_step): samples/s 100 + offset + step in the five
+  // warm-up steps, then 108 + offset, the run's throughput.
   void add_steps(const std::string& run, int64_t rank, int64_t steps, double offset,
                  bool loss = true, double busbw = 0, int64_t bytes = 0) {
     for (int64_t i = 1; i <= steps; ++i) {
       auto s = testing::twenty_ms_step(rank, i);
       s.loss = loss ? std::optional<double>(1.0) : std::nullopt;
-      s.samples_per_s = 100.0 + offset + static_cast<double>(i);
+      s.samples = 64;
+      s.samples_per_s = 100.0 + offset + static_cast<double>(i <= 5 ? i : 8);
       s.busbw_gbps = busbw;
       s.bytes_sent = bytes;
       s.comm_per_s = bytes > 0 ? 1 / 0.020 : 0;  // one all-reduce a step
@@ -335,6 +337,7 @@ TEST(Compare, PipelineEfficiencyBesideTheGpipeBound) {
       s.loss = stage == 1 ? std::optional<double>(0.5) : std::nullopt;
       s.busy_ms = stage == 0 ? 6 : 8;
       s.step_ms = stage == 0 ? 10 : 12;
+      s.samples = 4;
       s.samples_per_s = 40;
       db.add("pipe", stage, "step", records::to_line(s));
     }

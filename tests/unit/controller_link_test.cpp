@@ -211,7 +211,7 @@ TEST(RunSummary, IsComputedFromRankZerosRecordsAndTheAgentsSystemRecords) {
   EXPECT_EQ(s.steps, 4);
   EXPECT_EQ(s.epochs, 2);
   EXPECT_DOUBLE_EQ(s.final_loss, 0.5);  // rank 0's, not rank 1's 1.5
-  // The median after warm-up (run_metrics.h): of 4 steps the first 3 are
+  // The steady throughput (run_metrics.h): of 4 steps the first 3 are
   // warm-up, leaving step 4's 128 samples in 400 ms.
   ASSERT_TRUE(s.samples_per_s);
   EXPECT_DOUBLE_EQ(*s.samples_per_s, 320.0);

@@ -117,14 +117,26 @@ TEST(RunMetrics, MedianOfOddAndEvenCounts) {
   EXPECT_EQ(metrics::median({4.0, 1.0, 3.0, 2.0}), 2.5);
 }
 
-TEST(RunMetrics, ThroughputLeavesOutWarmUpAndTakesTheMedian) {
-  // Ten slow warm-up steps, then 90 steps at 1000 samples/s but for one stall.
-  std::vector<double> rates(10, 50.0);
-  for (int i = 0; i < 90; ++i) rates.push_back(i == 40 ? 10.0 : 1000.0);
-  EXPECT_EQ(metrics::throughput(rates), 1000.0);
-  EXPECT_EQ(metrics::after_warmup(rates).size(), 90u);
+TEST(RunMetrics, ThroughputIsTheWorkAfterWarmUpOverItsWallTime) {
+  // Ten slow warm-up steps of 100 samples at 50 samples/s, then 90 steps of
+  // 100 samples at 1000 samples/s but for one stall of 10 s: 9000 samples in
+  // 89 x 0.1 s + 10 s. A median of the rates would say 1000 and hide the stall.
+  std::vector<metrics::StepWork> steps(10, {100, 50});
+  for (int i = 0; i < 90; ++i) steps.push_back({100, i == 40 ? 10.0 : 1000.0});
+  const double stalled = 9000.0 / (89 * 0.1 + 10.0);  // 476.19: summed in any order
+  EXPECT_NEAR(*metrics::throughput(steps), stalled, 1e-9 * stalled);
+  // A fixed amount of work W takes W / throughput: two runs' T(1)/T(N) is the
+  // ratio of their throughputs, whatever their step sizes.
+  std::vector<metrics::StepWork> halves(20, {50, 500});
+  for (int i = 0; i < 180; ++i) halves.push_back({50, i % 2 ? 2000.0 : 1000.0});
+  const double mixed = 9000.0 / (90 * 0.05 + 90 * 0.025);
+  EXPECT_NEAR(*metrics::throughput(halves), mixed, 1e-9 * mixed);
   EXPECT_EQ(metrics::throughput({}), std::nullopt);
-  EXPECT_EQ(metrics::throughput({7.0}), 7.0);
+  EXPECT_EQ(metrics::throughput({{7, 7}}), 7.0);
+  // A step without a rate (or samples) counts in neither sum.
+  std::vector<metrics::StepWork> gaps(5, {10, 1});
+  gaps.insert(gaps.end(), {{0, 0}, {10, 0}, {10, 10}, {10, 10}});
+  EXPECT_EQ(metrics::throughput(gaps), 10.0);
 }
 
 }  // namespace

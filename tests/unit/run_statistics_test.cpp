@@ -25,6 +25,7 @@ Step read_back(const Step& s) {
 // operations a step. Warm-up steps take 100 ms and send nothing.
 Step ddp_step(int64_t rank, int64_t step, bool measured) {
   Step s = testing::twenty_ms_step(rank, step);
+  s.epoch = step <= 4 ? 0 : (step <= 7 ? 1 : 2);
   s.samples = 64;
   s.loss = 1.0;
   s.step_ms = measured ? 20 : 100;
@@ -63,8 +64,15 @@ RunRecords ddp_run() {
 TEST(RunStatistics, DdpRunFromTheLeadRankAfterWarmUp) {
   const auto s = run_statistics(ddp_run());
   EXPECT_EQ(s.steps, 10);
-  // samples/s 106..110 after warm-up: median 108.
-  EXPECT_DOUBLE_EQ(s.throughput.value(), 108.0);
+  // 64 samples a step at 106..110 samples/s after warm-up: the samples over
+  // their wall time (the rates' harmonic mean, as every step is 64 samples).
+  double seconds = 0;
+  for (int step = 106; step <= 110; ++step) seconds += 64.0 / step;
+  EXPECT_DOUBLE_EQ(s.throughput.value(), 5 * 64 / seconds);
+  // The last epoch with a record (2) holds steps 8..10: 192 samples, which
+  // take 192 / throughput at the steady rate.
+  EXPECT_DOUBLE_EQ(s.epoch_samples.value(), 192.0);
+  EXPECT_DOUBLE_EQ(s.steady_epoch_s.value(), 192.0 / s.throughput.value());
   EXPECT_DOUBLE_EQ(s.step_ms.value(), 20.0);
   // 2, 6, 8, 3, 1 of every 20 ms.
   EXPECT_DOUBLE_EQ(s.step_shares->data, 0.10);
@@ -145,6 +153,7 @@ TEST(RunStatistics, RunWithoutCommunicationHasNoCommNumbers) {
     s.step = step;
     s.step_ms = 10;
     s.forward_ms = 10;
+    s.samples = 5;
     s.samples_per_s = 50;
     run.steps.push_back(s);
   }
@@ -172,6 +181,7 @@ RunRecords pipeline_run() {
         s.loss = stage == 1 ? std::optional<double>(0.5) : std::nullopt;
         s.busy_ms = replica == 1 ? 100 : (stage == 0 ? 6 : 8);
         s.step_ms = stage == 0 ? 10 : 12;
+        s.samples = 4;
         s.samples_per_s = stage == 1 && replica == 0 ? 40 : 1;
         run.steps.push_back(read_back(s));
       }

@@ -1,6 +1,7 @@
 #include "flotilla/protocol/run_metrics.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace flotilla::metrics {
 
@@ -25,8 +26,18 @@ std::vector<double> after_warmup(const std::vector<double>& per_step) {
   return {per_step.begin() + skip, per_step.end()};
 }
 
-std::optional<double> throughput(const std::vector<double>& job_samples_per_s) {
-  return median(after_warmup(job_samples_per_s));
+std::optional<double> throughput(const std::vector<StepWork>& steps) {
+  const auto skip = warmup_steps(static_cast<int64_t>(steps.size()));
+  double samples = 0, seconds = 0;
+  for (auto s = steps.begin() + skip; s != steps.end(); ++s) {
+    if (!(s->samples > 0) || !(s->samples_per_s > 0) || !std::isfinite(s->samples) ||
+        !std::isfinite(s->samples_per_s))
+      continue;
+    samples += s->samples;
+    seconds += s->samples / s->samples_per_s;
+  }
+  if (!(seconds > 0)) return std::nullopt;
+  return samples / seconds;
 }
 
 }  // namespace flotilla::metrics

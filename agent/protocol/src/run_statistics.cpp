@@ -109,7 +109,9 @@ RunStatistics run_statistics(const RunRecords& in) {
   out.steps = static_cast<int64_t>(lead.size());
   if (!lead.empty()) {
     const auto measured = after_warmup(lead);
-    out.throughput = throughput(series(lead, [](const Step& s) { return s.samples_per_s; }));
+    std::vector<StepWork> work;
+    for (const auto* s : lead) work.push_back({static_cast<double>(s->samples), s->samples_per_s});
+    out.throughput = throughput(work);
     out.step_ms = median(series(measured, [](const Step& s) { return s.step_ms; }));
     out.step_shares = step_shares(measured);
 
@@ -163,6 +165,15 @@ RunStatistics run_statistics(const RunRecords& in) {
       times.push_back(epochs[i]->epoch_s);
     out.epoch_s = median(times);
     out.acc_test = epochs.back()->acc_test;
+    // One epoch's work: the lead rank's samples in the last epoch it has a
+    // record of (an epoch record is written once the epoch's steps are done).
+    const int64_t last = epochs.back()->epoch;
+    double samples = 0;
+    for (const auto* s : lead)
+      if (s->epoch == last) samples += static_cast<double>(s->samples);
+    if (samples > 0) out.epoch_samples = samples;
+    if (out.epoch_samples && out.throughput && *out.throughput > 0)
+      out.steady_epoch_s = *out.epoch_samples / *out.throughput;
   }
 
   for (const auto& e : in.ends) {

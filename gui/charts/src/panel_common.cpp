@@ -355,14 +355,32 @@ std::optional<std::string> missing_times_reason(const RunData& run, XMode mode) 
 std::optional<double> run_throughput(const RunData& run) {
   const auto lead = run.ranks.find(run.lead_rank());
   if (lead == run.ranks.end() || run.coarse) return std::nullopt;
-  const auto* rate = lead->second.field("samples_per_s");
-  if (!rate) return std::nullopt;
-  if (lead->second.folded_rows > 0)
-    return weighted_median(weighted_after_warmup(lead->second, *rate, true));
-  std::vector<double> per_step;
-  for (double v : *rate)
-    if (std::isfinite(v)) per_step.push_back(v);
-  return metrics::throughput(per_step);
+  const auto& rank = lead->second;
+  const auto* samples = rank.field("samples");
+  const auto* rate = rank.field("samples_per_s");
+  if (!samples || !rate) return std::nullopt;
+  // metrics::throughput() with a folded row (a bucket's means) standing for
+  // the steps it holds, and the warm-up's steps off the front, a bucket in
+  // part when it straddles the end of warm-up.
+  std::vector<size_t> rows;
+  int64_t steps = 0;
+  for (size_t i = 0; i < rank.rows() && i < samples->size() && i < rate->size(); ++i)
+    if ((*samples)[i] > 0 && (*rate)[i] > 0 && std::isfinite((*samples)[i]) &&
+        std::isfinite((*rate)[i])) {
+      rows.push_back(i);
+      steps += rank.steps_in(i);
+    }
+  int64_t skip = metrics::warmup_steps(steps);
+  double work = 0, seconds = 0;
+  for (size_t i : rows) {
+    const int64_t skipped = std::min(skip, rank.steps_in(i));
+    skip -= skipped;
+    const auto kept = double(rank.steps_in(i) - skipped);
+    work += (*samples)[i] * kept;
+    seconds += (*samples)[i] / (*rate)[i] * kept;
+  }
+  if (!(seconds > 0)) return std::nullopt;
+  return work / seconds;
 }
 
 std::vector<std::pair<double, int64_t>> weighted_after_warmup(const RankColumns& rank,
@@ -384,22 +402,6 @@ std::vector<std::pair<double, int64_t>> weighted_after_warmup(const RankColumns&
     if (weight - skipped > 0 && std::isfinite(value)) kept.emplace_back(value, weight - skipped);
   }
   return kept;
-}
-
-std::optional<double> weighted_median(std::vector<std::pair<double, int64_t>> values) {
-  if (values.empty()) return std::nullopt;
-  std::sort(values.begin(), values.end());
-  int64_t total = 0;
-  for (const auto& [value, weight] : values) total += weight;
-  // As metrics::median with every weight 1: the middle value, or the mean of
-  // the middle two when the middle falls between them.
-  int64_t below = 0;
-  for (size_t i = 0; i < values.size(); ++i) {
-    below += values[i].second;
-    if (2 * below > total) return values[i].first;
-    if (2 * below == total) return (values[i].first + values[i + 1].first) / 2;
-  }
-  return values.back().first;
 }
 
 std::string people_number(double value) {

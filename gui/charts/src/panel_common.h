@@ -75,9 +75,10 @@ std::string no_steps_reason(const RunData& run);
 // When the x mode needs times that these records lack.
 std::optional<std::string> missing_times_reason(const RunData& run, XMode mode);
 
-// The median of the job's samples/s after warm-up, as the protocol defines
-// a run's throughput, from the lead rank's step records. Over folded rows
-// (RowLimits) each bucket's mean counts as many times as it holds steps.
+// The run's steady throughput as the protocol defines it (run_metrics.h: the
+// job's samples over their wall time after warm-up), from the lead rank's
+// step records. A folded row (RowLimits) counts as many steps as it holds,
+// each with the bucket's mean samples and rate.
 std::optional<double> run_throughput(const RunData& run);
 
 // `column` of `rank` after warm-up (metrics::warmup_steps), as (value, steps
@@ -87,8 +88,6 @@ std::optional<double> run_throughput(const RunData& run);
 std::vector<std::pair<double, int64_t>> weighted_after_warmup(const RankColumns& rank,
                                                               const std::vector<double>& column,
                                                               bool finite_first);
-// The median of values that each count `weight` times; nullopt for none.
-std::optional<double> weighted_median(std::vector<std::pair<double, int64_t>> values);
 // What a panel says under it when `run` holds folded rows (steps, and system
 // samples when `system`); `named`: the notes begin with the run's label.
 std::vector<std::string> folded_notes(const RunData& run, bool steps, bool system, bool named);

@@ -110,14 +110,14 @@ PanelDescription throughput_panel(const std::vector<const RunData*>& runs, const
     // Beside their lines, the labels of compared runs cover the plot (four
     // two-line labels took its upper half, over the data, in the Compare tab):
     // a comparison's legend entries carry the figures instead.
-    if (const auto median = run_throughput(run)) {
+    if (const auto steady = run_throughput(run)) {
       if (runs.size() <= kLabelledRuns)
         panel.references.push_back(
-            {prefix + "median after warm-up " + label_number(*median) + " samples/s",
-             prefix + "median", *median, 0, several ? int(i) : kJobColour});
+            {prefix + "steady after warm-up " + label_number(*steady) + " samples/s",
+             prefix + "steady", *steady, 0, several ? int(i) : kJobColour});
       else
         panel.references.push_back(
-            {"", prefix + "median " + label_number(*median), *median, 0, int(i)});
+            {"", prefix + "steady " + label_number(*steady), *steady, 0, int(i)});
     }
   }
   if (panel.series.empty() && runs.size() == 1) panel.empty_reason = no_steps_reason(*runs[0]);

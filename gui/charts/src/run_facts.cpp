@@ -95,7 +95,7 @@ RunFacts facts_of(const RunData& run) {
     s.emplace_back("steps (lead rank " + std::to_string(lead.rank) + ")",
                    label_number(lead.step.back(), 9));
     const auto throughput = detail::run_throughput(run);
-    s.emplace_back("throughput (median after warm-up)",
+    s.emplace_back("throughput (steady, after warm-up)",
                    throughput ? with_unit(*throughput, "samples/s") : "—");
     s.emplace_back("step time (mean after warm-up)",
                    with_unit(mean_after_warmup(lead, "step_ms"), "ms") + " = data " +

@@ -28,8 +28,8 @@ struct RunSummary {
   int64_t epochs = 0;
   double final_loss = 0;
   double acc_train = 0, acc_test = 0;  // the last epoch's
-  // The run's throughput (flotilla/protocol/run_metrics.h: the median of the
-  // lead rank's samples/s after warm-up); nullopt without steps.
+  // The run's throughput (flotilla/protocol/run_metrics.h: the lead rank's
+  // samples over their time in the steps after warm-up); nullopt without steps.
   std::optional<double> samples_per_s;
   // Means over the lead rank's step records.
   double step_ms = 0, data_ms = 0, forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;

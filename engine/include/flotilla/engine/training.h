@@ -64,8 +64,8 @@ struct TrainResult {
   double acc_train = 0;
   double acc_test = 0;
   double elapsed_s = 0;
-  // The run's throughput (flotilla/protocol/run_metrics.h: the median of
-  // the job's samples/s after warm-up); 0 without steps.
+  // The run's throughput (flotilla/protocol/run_metrics.h: the job's samples
+  // over their time in the steps after warm-up); 0 without steps.
   double samples_per_s = 0;
   int64_t threads = 0;       // LibTorch's intra-op pool
   int64_t blas_threads = 0;  // the BLAS library's pool

@@ -35,9 +35,9 @@ enum class MemorySource { none, gpu_peak, rank_rss, step_rss };
 std::string_view name_of(MemorySource source);
 
 struct RunStatistics {
-  int64_t steps = 0;                      // the lead rank's step records
-  std::optional<double> throughput;       // samples/s: run_metrics.h's throughput()
-  std::optional<double> step_ms;          // median of the lead rank's step_ms after warm-up
+  int64_t steps = 0;                 // the lead rank's step records
+  std::optional<double> throughput;  // samples/s of the steady state: run_metrics.h's throughput()
+  std::optional<double> step_ms;     // median of the lead rank's step_ms after warm-up
   std::optional<StepShares> step_shares;  // of the lead rank, after warm-up
   std::optional<double> bytes_per_step;   // mean over ranks of each rank's median bytes_sent
   std::optional<double> busbw_gbps;       // median over lead steps that all-reduced
@@ -45,7 +45,14 @@ struct RunStatistics {
   std::optional<double> comm_hidden;      // 1 - Σ comm_ms / Σ comm_busy_ms, in 0..1
   std::optional<int64_t> peak_memory;     // bytes, the largest rank's
   MemorySource memory_source = MemorySource::none;
-  std::optional<double> epoch_s;   // median epoch_s, the first left out when ≥ 2
+  std::optional<double> epoch_s;  // median epoch_s, the first left out when ≥ 2
+  // The samples of one epoch (the lead rank's steps of its last recorded
+  // epoch), and the time they take at the steady throughput: the epoch time
+  // of the steady state, so that T(1)/T(N) of two runs over the same data is
+  // exactly their speed-up. epoch_s above is the measured one (evaluation
+  // excluded, everything else in the epoch included).
+  std::optional<double> epoch_samples;
+  std::optional<double> steady_epoch_s;
   std::optional<double> run_s;     // the longest rank's elapsed_s
   std::optional<double> acc_test;  // rank 0's last epoch, a fraction
   int64_t epochs = 0;
@@ -58,7 +65,8 @@ struct RunStatistics {
 RunStatistics run_statistics(const RunRecords& records);
 
 // Between a run and the baseline run; nullopt where either side has no number.
-// speed-up = throughput / baseline throughput.
+// speed-up = throughput / baseline throughput: T(1)/T(N) for a fixed amount
+// of work in the steady state (run_metrics.h's throughput()).
 std::optional<double> speedup(std::optional<double> throughput,
                               std::optional<double> baseline_throughput);
 // scaling efficiency = speed-up / (ranks / baseline ranks).

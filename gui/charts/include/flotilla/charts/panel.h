@@ -71,7 +71,7 @@ struct Series {
 
 struct ReferenceLine {
   std::string
-      label;  // shown beside the line: "median after warm-up 1846.5 samples/s" (empty: none)
+      label;  // shown beside the line: "steady after warm-up 1846.5 samples/s" (empty: none)
   std::string legend;  // its legend entry, short as the legend cuts long names (empty: label)
   double y = 0;
   int axis = 0;
