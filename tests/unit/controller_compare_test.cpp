@@ -47,12 +47,14 @@ class ScratchDb {
   }
   // `steps` steps of `rank` of 64 samples, 20 ms each
   // (testing::twenty_ms_step): samples/s 100 + offset + step in the five
-  // warm-up steps, then 108 + offset, the run's throughput.
+  // warm-up steps, then 108 + offset, the run's throughput. Steps 1..5 are
+  // epoch 0, the rest epoch 1.
   void add_steps(const std::string& run, int64_t rank, int64_t steps, double offset,
                  bool loss = true, double busbw = 0, int64_t bytes = 0) {
     for (int64_t i = 1; i <= steps; ++i) {
       auto s = testing::twenty_ms_step(rank, i);
       s.loss = loss ? std::optional<double>(1.0) : std::nullopt;
+      s.epoch = i <= 5 ? 0 : 1;
       s.samples = 64;
       s.samples_per_s = 100.0 + offset + static_cast<double>(i <= 5 ? i : 8);
       s.busbw_gbps = busbw;
@@ -115,8 +117,8 @@ bool has_note(const CompareTable& t, const std::string& run, const std::string& 
   return false;
 }
 
-// Runs of 10 steps: warm-up leaves out 5, so samples/s is 106..110 + offset,
-// median 108 + offset.
+// Runs of 10 steps of 64 samples: warm-up leaves out 5, and the other 5 (epoch
+// 1, 320 samples) run at 108 and 158 samples/s.
 class TwoDdpRuns : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -136,7 +138,7 @@ class TwoDdpRuns : public ::testing::Test {
   ScratchDb db;
 };
 
-TEST_F(TwoDdpRuns, SpeedupAndEfficiencyAreRatiosOfTheStoredMedians) {
+TEST_F(TwoDdpRuns, SpeedupAndEfficiencyAreRatiosOfTheSteadyThroughputs) {
   const auto t = compare_runs(db.store, {"one", "two"});
   EXPECT_EQ(t.baseline, 0u);
   EXPECT_TRUE(row_of(t, "one").baseline);
@@ -160,17 +162,29 @@ TEST_F(TwoDdpRuns, SpeedupAndEfficiencyAreRatiosOfTheStoredMedians) {
   EXPECT_DOUBLE_EQ(*number(t, "two", "optimizer_pct"), 5.0);
   EXPECT_DOUBLE_EQ(*number(t, "two", "comm_hidden_pct"), 75.0);  // 1 - 3/12
   EXPECT_DOUBLE_EQ(*number(t, "two", "sent_mb"), 4.0);
+  // A ring all-reduce of 4 MB over 2 ranks puts 2 x 4 x 1/2 MB on the wire;
+  // one rank puts nothing there.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "wire_mb"), 4.0);
+  EXPECT_DOUBLE_EQ(*number(t, "one", "wire_mb"), 0.0);
   EXPECT_DOUBLE_EQ(*number(t, "two", "busbw_gbps"), 0.5);
   EXPECT_FALSE(number(t, "one", "busbw_gbps"));
   // The first epoch is warm-up when there are more: 38 and 67 s.
   EXPECT_DOUBLE_EQ(*number(t, "two", "epoch_s"), 67.0);
   EXPECT_DOUBLE_EQ(*number(t, "two", "run_s"), 140.0);
   EXPECT_DOUBLE_EQ(*number(t, "two", "acc_test_pct"), 84.0);
-  // Seed 004's split: compute 38 x 1 / 2 = 19 s, communication 67 - 19 = 48 s,
-  // and 2 x 4e6 x (2-1)/2 bytes a step x 0 steps an epoch: no start record, no rate.
-  EXPECT_DOUBLE_EQ(*number(t, "two", "compute_s"), 19.0);
-  EXPECT_DOUBLE_EQ(*number(t, "two", "comm_s"), 48.0);
+  // The epoch at the steady rate: 320 samples at 108 and at 158 samples/s,
+  // so that T(1)/T(2) is the speed-up.
+  EXPECT_DOUBLE_EQ(*number(t, "one", "steady_epoch_s"), 320.0 / 108.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "steady_epoch_s"), 320.0 / 158.0);
+  EXPECT_DOUBLE_EQ(*number(t, "one", "steady_epoch_s") / *number(t, "two", "steady_epoch_s"),
+                   *number(t, "two", "speedup"));
+  // Seed 004's split of the steady epochs: compute T(1) x 1 / 2, communication
+  // the rest; and 2 x 4e6 x (2-1)/2 bytes a step x 0 steps an epoch: no start
+  // record, no rate.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "compute_s"), 160.0 / 108.0);
+  EXPECT_DOUBLE_EQ(*number(t, "two", "comm_s"), 320.0 / 158.0 - 160.0 / 108.0);
   EXPECT_FALSE(number(t, "two", "ring_gbps"));
+  EXPECT_FALSE(number(t, "two", "seed_ring_gbps"));
 }
 
 TEST_F(TwoDdpRuns, ABaselineWithMoreRanksGivesEfficiencyAboveTheRatio) {
@@ -186,11 +200,16 @@ TEST_F(TwoDdpRuns, ABaselineWithMoreRanksGivesEfficiencyAboveTheRatio) {
 TEST_F(TwoDdpRuns, RingBandwidthUsesTheStepsOfAnEpoch) {
   records::Start start;
   start.steps_per_epoch = 1563;
+  start.trainable_parameters = 1'000'000;
   db.add("two", 0, "start", records::to_line(start));
   db.store.flush();
   const auto t = compare_runs(db.store, {"one", "two"});
-  // 2 x 4e6 x 1/2 bytes x 1563 steps / 48 s = 130.25 MB/s.
-  EXPECT_DOUBLE_EQ(*number(t, "two", "ring_gbps"), 4e6 * 1563 / 48.0 / 1e9);
+  const double comm_s = 320.0 / 158.0 - 160.0 / 108.0;
+  // Bytes: 2 x 4e6 x 1/2 on the wire a step x 1563 steps over the comm time.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "ring_gbps"), 4e6 * 1563 / comm_s / 1e9);
+  // Seed 004's way: 2 x 1e6 parameters x 1/2 x ceil(320 samples / batch 32)
+  // iterations over the same time.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "seed_ring_gbps"), 1e6 * 10 / comm_s / 1e9);
 }
 
 TEST_F(TwoDdpRuns, OomRowKeepsTheBatchThatFailedAndNoNumbers) {
