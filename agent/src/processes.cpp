@@ -155,25 +155,14 @@ bool signal_process(const ProcessIdentity& recorded, int signal) {
 }
 
 ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
-                                const std::map<std::string, std::string>& extra_env,
-                                int64_t data_limit_bytes) {
-  // fork and exec rather than posix_spawn, which cannot set a resource limit
+                                const std::map<std::string, std::string>& extra_env) {
+  // fork and exec rather than posix_spawn, which cannot set PR_SET_PDEATHSIG
   // in the child. Everything the child needs is prepared here: between fork
   // and exec it makes system calls only (the parent has threads).
   auto argv = argv_in;
   auto env = merged_environment(extra_env);
   auto argv_pointers = pointers(argv);
   auto env_pointers = pointers(env);
-  rlimit data_limit{};
-  getrlimit(RLIMIT_DATA, &data_limit);
-  if (data_limit_bytes > 0) {
-    const auto wanted = static_cast<rlim_t>(data_limit_bytes);
-    // Never above the hard limit this process has: that would need privileges.
-    data_limit.rlim_cur = data_limit.rlim_max == RLIM_INFINITY
-                              ? wanted
-                              : std::min<rlim_t>(wanted, data_limit.rlim_max);
-    data_limit.rlim_max = data_limit.rlim_cur;
-  }
   const pid_t parent = getpid();
   int out[2], err[2], exec_error[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(exec_error, O_CLOEXEC) != 0)
@@ -196,8 +185,7 @@ ChildProcess spawn_in_new_group(const std::vector<std::string>& argv_in,
     sigprocmask(SIG_SETMASK, &none, nullptr);
     const int null_fd = open("/dev/null", O_RDONLY);
     int e = 0;
-    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0 ||
-        (data_limit_bytes > 0 && setrlimit(RLIMIT_DATA, &data_limit) != 0))
+    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
       e = errno;
     else
       execve(argv_pointers[0], argv_pointers.data(), env_pointers.data());

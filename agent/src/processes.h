@@ -59,16 +59,13 @@ struct ChildProcess {
 
 // Starts `argv` with `extra_env` added to this process's environment, as the
 // leader of a new process group, stdin from /dev/null and stdout/stderr on pipes.
-// A `data_limit_bytes` above 0 becomes the child's RLIMIT_DATA (soft and hard)
-// before it execs, so that its allocations beyond it fail (ENOMEM) from its
-// first instruction on. The child gets SIGKILL when the calling thread ends
+// The child gets SIGKILL when the calling thread ends
 // (PR_SET_PDEATHSIG: the kernel ties it to the thread that forked), so call
 // this from a thread that lives as long as the process: ranks die with their
 // supervisor rather than train on unseen. Throws std::runtime_error when it
 // cannot be started.
 ChildProcess spawn_in_new_group(const std::vector<std::string>& argv,
-                                const std::map<std::string, std::string>& extra_env,
-                                int64_t data_limit_bytes = 0);
+                                const std::map<std::string, std::string>& extra_env);
 
 // Starts `argv` fully detached (its own session, reparented to init) with
 // stdin/stdout on /dev/null and stderr appended to `log`. Returns once it runs.

@@ -12,12 +12,15 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "flotilla/protocol/experiment_config.h"
+#include "flotilla/protocol/metric_records.h"
 #include "flotilla/protocol/numbers.h"
+#include "memory_watchdog.h"
 #include "processes.h"
 #include "rank_records.h"
 #include "run_directory.h"
@@ -106,6 +109,7 @@ struct Rank {
   std::optional<int64_t> last_step;
   bool exited = false;
   int status = 0;
+  bool killed_for_memory = false;  // by the memory watchdog, which said why
 };
 
 class Supervisor {
@@ -116,7 +120,10 @@ class Supervisor {
         start_(dir_.read_start()),
         reserve_(dir_.path() / "spool.reserve"),
         spool_(dir_.spool()),
-        stall_timeout_s_(stall_timeout_s(start_.config_json)) {}
+        stall_timeout_s_(stall_timeout_s(start_.config_json)) {
+    if (const int64_t limit = rank_memory_limit_bytes(start_.config_json); limit > 0)
+      memory_watchdog_.emplace(limit);
+  }
 
   int run() {
     block_signals();
@@ -125,13 +132,18 @@ class Supervisor {
     dir_.write_supervisor(*self);
     start_ranks();
     auto next_sample = Clock::now();
+    auto next_memory_check = Clock::now();
     while (!all_exited()) {
       if (Clock::now() >= next_sample) {
         sample_system();
         next_sample =
             Clock::now() + std::chrono::milliseconds(int(options_.sample_interval_s * 1000));
       }
-      wait_for_events(next_sample);
+      if (memory_watchdog_ && Clock::now() >= next_memory_check) {
+        check_memory();
+        next_memory_check = Clock::now() + kMemoryWatchInterval;
+      }
+      wait_for_events(memory_watchdog_ ? std::min(next_sample, next_memory_check) : next_sample);
       check_stalls();
       if (stopping_ && Clock::now() >= kill_deadline_) signal_groups(groups_, SIGKILL);
     }
@@ -150,13 +162,15 @@ class Supervisor {
   void start_ranks() {
     const auto config = start_.config_json;
     write_file_atomically(dir_.config_file(), config);
-    const int64_t data_limit = rank_data_limit_bytes(config);
     int64_t local = 0;
     for (int64_t rank : start_.ranks) {
       auto r = std::make_unique<Rank>();
       r->rank = rank;
       create_private_file(dir_.rank_log(rank));  // 0600 before the stream opens it
       r->log.open(dir_.rank_log(rank), std::ios::app);
+      // No OPENBLAS_NUM_THREADS: the engine sizes OpenBLAS's pool to the
+      // rank's threads itself (set_compute_threads), so two ranks on two
+      // cores run one BLAS thread each; setting it here changed nothing measured.
       r->process = spawn_in_new_group(
           train_arguments(start_, options_.train_binary.string(), dir_.config_file().string()),
           {{"RANK", std::to_string(rank)},
@@ -164,9 +178,9 @@ class Supervisor {
            {"LOCAL_RANK", std::to_string(local++)},
            {"MASTER_ADDR", start_.master_addr},
            {"MASTER_PORT", std::to_string(start_.master_port)},
-           {"FLOTILLA_RUN", start_.run}},
-          data_limit);
+           {"FLOTILLA_RUN", start_.run}});
       r->last_record = Clock::now();
+      if (memory_watchdog_) memory_watchdog_->watch(rank, r->process.group);
       groups_.push_back(r->process.group);
       ranks_.push_back(std::move(r));
       // Known before the next spawn: if that one fails, whoever ends the run
@@ -177,14 +191,17 @@ class Supervisor {
 
   // `limits.memory_mb` of a CPU run, in bytes (0: none). A GPU run's limit is
   // on the GPU, which the engine sets itself: its host memory stays free.
-  static int64_t rank_data_limit_bytes(const std::string& config_json) {
+  static int64_t rank_memory_limit_bytes(const std::string& config_json) {
     const auto config = nlohmann::json::parse(config_json, nullptr, false);
     if (!config.is_object() || config.value("device", std::string("cpu")) != "cpu") return 0;
     const auto limits = config.find("limits");
     if (limits == config.end() || !limits->is_object()) return 0;
     const auto memory_mb = limits->find("memory_mb");
     if (memory_mb == limits->end() || !memory_mb->is_number_integer()) return 0;
-    return std::max<int64_t>(0, memory_mb->get<int64_t>()) << 20;
+    // Clamped so that the shift cannot overflow: such a limit is no limit in practice.
+    const int64_t mib = std::clamp<int64_t>(memory_mb->get<int64_t>(), 0,
+                                            std::numeric_limits<int64_t>::max() >> 20);
+    return mib << 20;
   }
 
   // `stall_timeout_s` of the config (0: never). A config of an older
@@ -219,6 +236,53 @@ class Supervisor {
         "stalled: no record for " + std::to_string(stall_timeout_s_) + " s from " + stalled;
     failures_.push_back({"failed", message, wall_seconds()});
     request_stop("failed", message);
+  }
+
+  // Ranks of a CPU run with `limits.memory_mb` beyond it: each is SIGKILLed
+  // and the run ends `oom` naming it, what it held and the limit. Also while
+  // stopping: a rank that grows in its grace period is the node's problem too
+  // (a failure after the first, or after a stop on request, changes no outcome).
+  void check_memory() {
+    for (const auto& overrun : memory_watchdog_->check()) {
+      const double at = wall_seconds();
+      const auto batch = batch_size();
+      const std::string words =
+          memory_overrun_words(overrun, memory_watchdog_->limit_bytes(), batch);
+      for (auto& r : ranks_) {
+        if (r->rank != overrun.rank) continue;
+        r->killed_for_memory = true;
+        if (!r->end) write_oom_end(*r, words, batch, at);  // one end a rank, its own first
+      }
+      failures_.push_back({"oom", "rank " + std::to_string(overrun.rank) + ": " + words, at});
+      request_stop("oom", failures_.back().message);
+    }
+  }
+
+  // The end record a killed rank cannot write, as the engine writes it when
+  // LibTorch's allocator fails, so that the run's records read the same either
+  // way (its outcome and batch are what a sweep's ladder and the compare
+  // table read). Steps are those its step records counted; epochs and
+  // elapsed_s stay 0, as in the engine's own OOM end, which is written before
+  // the trainer could say them.
+  void write_oom_end(Rank& r, const std::string& words, std::optional<int64_t> batch, double at) {
+    records::End end;
+    end.rank = r.rank;
+    end.outcome = records::Outcome::oom;
+    end.message = words;
+    end.batch_size = batch.value_or(0);
+    end.steps = r.last_step.value_or(0);
+    end.wall_time = at;
+    if (auto line = read_rank_line(records::to_line(end), at))
+      append_record(r.rank, std::move(line->record_json));
+  }
+
+  // The config's batch_size, for the words of an OOM; nothing when it has none.
+  std::optional<int64_t> batch_size() const {
+    const auto config = nlohmann::json::parse(start_.config_json, nullptr, false);
+    const auto batch = config.is_object() ? config.find("batch_size") : config.end();
+    if (!config.is_object() || batch == config.end() || !batch->is_number_integer())
+      return std::nullopt;
+    return batch->get<int64_t>();
   }
 
   bool all_exited() const {
@@ -379,6 +443,7 @@ class Supervisor {
         if (r->process.pid != pid) continue;
         r->exited = true;
         r->status = status;
+        if (memory_watchdog_) memory_watchdog_->forget(r->rank);
         const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!clean) on_rank_failed(*r);
       }
@@ -389,6 +454,8 @@ class Supervisor {
     // Let the pipes drain so the rank's last words are in.
     read_pipe(r, r.process.stdout_fd, true);
     read_pipe(r, r.process.stderr_fd, false);
+    // Its SIGKILL was the watchdog's, whose words are on record already.
+    if (r.killed_for_memory) return;
     std::string outcome = "failed", message;
     if (r.end) {
       outcome = r.end->outcome;
@@ -456,6 +523,7 @@ class Supervisor {
   int64_t unspooled_ = 0;
   int64_t stall_timeout_s_;
   SystemSampler sampler_;
+  std::optional<MemoryWatchdog> memory_watchdog_;  // with limits.memory_mb on a CPU run
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<ProcessGroupRecord> groups_;  // as recorded in pgids.json
   int signal_fd_ = -1;

@@ -299,8 +299,9 @@ std::vector<ConfigKey> build_table() {
        "Compute threads of each rank (LibTorch's pool and the BLAS library's); 0 shares the "
        "node's cores among its ranks_per_node ranks, at least 1 each."},
       {"limits.memory_mb", G::device, T::integer, "0 (no limit) or a positive integer",
-       "Each rank's memory in MiB: the data segment of a CPU rank (RLIMIT_DATA), the CUDA "
-       "allocator's share of a GPU; a rank beyond it ends the run oom."},
+       "Each rank's memory in MiB: on the CPU its resident memory (its process group's), read "
+       "by the agent's supervisor every 50 ms, which kills a rank beyond it; on a GPU the CUDA "
+       "allocator's share of the GPU. A rank beyond it ends the run oom."},
       {"stall_timeout_s", G::device, T::integer, "0 (never) or a positive integer",
        "Seconds a rank may write no record before the run ends failed as stalled, naming the "
        "rank and its last step, and its ranks are stopped."},

@@ -98,10 +98,11 @@ struct TransformerConfig {
 // What each rank may use, so that a CPU node can stand in for a GPU's memory
 // and a batch ladder reaches out-of-memory on any machine.
 struct LimitsConfig {
-  // 0: no limit. Otherwise each rank's memory in MiB: on the CPU its data
-  // segment (RLIMIT_DATA, set by the agent before the rank starts; LibTorch's
-  // allocator then fails cleanly and the run ends `oom`), on CUDA the share
-  // of its GPU that LibTorch's caching allocator may hold.
+  // 0: no limit. Otherwise each rank's memory in MiB: on the CPU its resident
+  // memory (its process group's), watched by the agent's supervisor, which
+  // SIGKILLs a rank beyond it and ends the run `oom` (agent/src/memory_watchdog.h;
+  // not a resource limit, under which OpenBLAS spins on a failed mmap), on
+  // CUDA the share of its GPU that LibTorch's caching allocator may hold.
   int64_t memory_mb = 0;
 };
 
