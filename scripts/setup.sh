@@ -7,6 +7,11 @@ packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   clang libclang-rt-dev
   libtorch-dev libgloo-dev python3-torch
+  # OpenBLAS becomes Debian's libblas.so.3 (its alternative outranks the
+  # reference BLAS LibTorch pulls in): the Transformers train several times
+  # faster on the CPU. limits.memory_mb is watched by the agent, not set as
+  # RLIMIT_DATA, under which OpenBLAS spun on its failed buffer mmap.
+  libopenblas0-pthread
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libqt6sql6-sqlite libsqlite3-dev libgl-dev libglx-dev libopengl-dev
   sqlite3
   libssh-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
