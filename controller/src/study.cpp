@@ -21,7 +21,7 @@ namespace {
 using nlohmann::json;
 
 const char* kStudyPrefix = ":/studies/";
-const std::vector<std::string> kScales{"cpu", "gpu"};
+const std::vector<std::string> kScales{"cpu", "gpu", "gpu1"};
 
 bool is_file_name(const std::string& name) {
   for (const char* ext : {".yaml", ".yml", ".json"}) {
@@ -156,7 +156,7 @@ SweepSpec load_study(const std::string& name, const std::string& scale) {
     spec = load_sweep(name);
   } else {
     if (std::find(kScales.begin(), kScales.end(), scale) == kScales.end())
-      throw ConfigError({"--scale: expected cpu or gpu, got \"" + scale + "\""});
+      throw ConfigError({"--scale: expected cpu, gpu or gpu1, got \"" + scale + "\""});
     const auto names = study_names();
     if (std::find(names.begin(), names.end(), name) == names.end())
       throw ConfigError({"study: no study \"" + name + "\" (known: " + joined(names) +
