@@ -138,16 +138,23 @@ void migrate(QSqlDatabase& db) {
     throw StoreError("the database has schema version " + std::to_string(current) +
                      ", newer than this Flotilla's " + std::to_string(latest) +
                      "; use a newer Flotilla or another --db");
+  // Another process (the window and the CLI opening a new database together)
+  // may be migrating the same file: what is applied is read again inside each
+  // write transaction, which SQLite lets one connection hold at a time, and
+  // what the other did meanwhile is skipped rather than done twice.
   auto applied = applied_migrations(db);
   if (!has_table(db, "applied_migrations")) {
     const QString what = "recording the applied migrations";
     exec(db, "BEGIN IMMEDIATE", what);
     try {
-      exec(db, "CREATE TABLE applied_migrations (version INTEGER PRIMARY KEY)", what);
-      for (const int version : applied)
-        exec(db,
-             "INSERT INTO applied_migrations (version) VALUES (" + QString::number(version) + ")",
-             what);
+      if (!has_table(db, "applied_migrations")) {
+        applied = applied_migrations(db);
+        exec(db, "CREATE TABLE applied_migrations (version INTEGER PRIMARY KEY)", what);
+        for (const int version : applied)
+          exec(db,
+               "INSERT INTO applied_migrations (version) VALUES (" + QString::number(version) + ")",
+               what);
+      }
       exec(db, "COMMIT", what);
     } catch (...) {
       QSqlQuery(db).exec("ROLLBACK");
@@ -161,6 +168,11 @@ void migrate(QSqlDatabase& db) {
     const QString script = script_of(file_name);
     exec(db, "BEGIN IMMEDIATE", what);
     try {
+      if (applied_migrations(db).count(version)) {  // by another process meanwhile
+        exec(db, "COMMIT", what);
+        applied.insert(version);
+        continue;
+      }
       for (const QString& statement : statements_of(script)) exec(db, statement, what);
       exec(db, "INSERT INTO applied_migrations (version) VALUES (" + QString::number(version) + ")",
            what);

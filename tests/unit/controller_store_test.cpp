@@ -4,6 +4,7 @@
 #include <QFile>
 #include <QSqlDatabase>
 #include <QSqlQuery>
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -85,6 +86,35 @@ TEST(Store, CreatesTheSchemaInWalModeAndKeepsDataAcrossReopening) {
   }
   db = QSqlDatabase();
   QSqlDatabase::removeDatabase("mode");
+}
+
+// The window and a CLI started beside it opened a new database at once; the
+// later one applied migration 0003 again and stopped with "table run_nodes
+// already exists". Stores opened together on a new file each open it, and
+// every migration is applied once.
+TEST(Store, StoresOpeningANewFileTogetherApplyEachMigrationOnce) {
+  TempDir dir;
+  constexpr int kOpeners = 6;
+  std::atomic<int> ready{0};
+  std::vector<std::string> errors(kOpeners);
+  std::vector<std::thread> openers;
+  for (int i = 0; i < kOpeners; ++i)
+    openers.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kOpeners) std::this_thread::yield();  // all start together
+      try {
+        Store store(db_in(dir));
+      } catch (const std::exception& e) {
+        errors[size_t(i)] = e.what();
+      }
+    });
+  for (auto& t : openers) t.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  Store store(db_in(dir));
+  EXPECT_EQ(store.schema_version(), Store::latest_schema_version());
+  EXPECT_EQ(store.node_names(), std::vector<std::string>{"local"});
+  EXPECT_EQ(count_rows(db_in(dir), "SELECT COUNT(*) FROM applied_migrations"),
+            Store::latest_schema_version());
 }
 
 TEST(Store, RefusesADatabaseFromANewerFlotillaAndLeavesItAlone) {
