@@ -73,7 +73,7 @@ double stored_throughput(const controller::Store& store, const std::string& run)
   return seconds > 0 ? samples / seconds : 0;
 }
 
-TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStoredMedians) {
+TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfSteadyThroughputs) {
   Flotilla f;
   f.store().create_run(minimal_run("not-of-the-study"));  // the database holds other runs too
   const auto dir = f.dir().path() / "report";
@@ -84,12 +84,14 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStore
   // Seed 004's columns, in its order, with its names.
   const std::string seed_header =
       "| gpu_nums | batch_size | time (s) | speedup | calculation time (s) | communication time "
-      "(s) | bandwidth utilisation (GB/s) |";
+      "(s) | bandwidth utilisation (G params/s, the seed's way) | wire GB/s | measured epoch 2 (s) "
+      "|";
   const auto report = read_text(dir / "report.md");
   EXPECT_NE(report.find("\n" + seed_header), std::string::npos) << report;
   const auto study = read_text(dir / "study.csv");
   EXPECT_EQ(study.rfind("gpu_nums,batch_size,time (s),speedup,calculation time (s),communication "
-                        "time (s),bandwidth utilisation (GB/s),",
+                        "time (s),\"bandwidth utilisation (G params/s, the seed's way)\",wire "
+                        "GB/s,measured epoch 2 (s),",
                         0),
             0u)
       << study;
