@@ -28,6 +28,7 @@ std::string joined(const std::vector<std::string>& problems) {
 struct ConfigFacts {
   std::string model, dataset, strategy, device;
   int64_t batch = 0, ranks_per_node = 1, replicas = 1, chunks = 1;
+  bool given_balance = false;  // the config's `balance`, not one found from block costs
   bool valid = false;
 };
 
@@ -51,6 +52,8 @@ ConfigFacts facts_of(const RunRow& run) {
   f.ranks_per_node = integer("ranks_per_node", 1);
   f.replicas = integer("replicas", 1);
   f.chunks = integer("chunks", 1);
+  const auto balance = j.find("balance");  // stored as [] when not given
+  f.given_balance = balance != j.end() && balance->is_array() && !balance->empty();
   f.valid = true;
   return f;
 }
@@ -86,6 +89,7 @@ struct LoadedRun {
   std::map<std::string, NicSpan> nics;  // by node
   int64_t steps_per_epoch = 0;
   int64_t trainable_parameters = 0;  // rank 0's: the whole model's but in a pipeline
+  std::vector<int64_t> balance;      // a pipeline's blocks per stage, as rank 0 ran them
   int64_t malformed = 0;
 };
 
@@ -110,6 +114,7 @@ LoadedRun load(const Store& store, const RunRow& run, bool gpu) {
   read("start", 0, records::start_from_line, [&](records::Start s) {
     out.steps_per_epoch = s.steps_per_epoch;
     out.trainable_parameters = s.trainable_parameters;
+    out.balance = s.balance;
   });
   // The agents' NIC counters on every node, GPU or not: the traffic a node
   // moved while the run lived is the span of its cumulative counters.
@@ -255,6 +260,14 @@ void fill_own_cells(CompareRow& row, const ConfigFacts& facts, const LoadedRun& 
   set_number(row, "run_s", run_s);
   set_number(row, "acc_test_pct", percent(s.acc_test));
   if (is_pipeline(facts)) {
+    if (!loaded.balance.empty()) {
+      // The cut the run used, which a report must name: a seed's own
+      // (`balance:` given) or the one the engine found from block costs.
+      std::string cut;
+      for (const auto blocks : loaded.balance)
+        cut += (cut.empty() ? "" : "+") + std::to_string(blocks);
+      set_text(row, "balance", cut + (facts.given_balance ? " (given)" : " (by cost)"));
+    }
     set_number(row, "pipeline_eff_pct", percent(s.pipeline_efficiency));
     const int64_t stages = s.pipeline_stages > 0
                                ? s.pipeline_stages

@@ -20,6 +20,8 @@ const std::vector<CompareColumn>& compare_columns() {
       {"batch", "batch/replica", 0, "config `batch_size`: per data-parallel replica"},
       {"global_batch", "global batch", 0, "samples per step of the whole job"},
       {"chunks", "chunks", 0, "pipeline micro-batches (pipelines only)"},
+      {"balance", "stage cut", -1,
+       "blocks per pipeline stage as run: the config's balance (given) or found by cost"},
       {"steps", "steps", 0, "step records of the lead rank"},
       {"throughput", "samples/s", 1,
        "steady throughput: the job's samples after warm-up / their wall time"},

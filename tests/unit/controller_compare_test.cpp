@@ -360,8 +360,19 @@ TEST(Compare, PipelineEfficiencyBesideTheGpipeBound) {
       s.samples_per_s = 40;
       db.add("pipe", stage, "step", records::to_line(s));
     }
+  // The cut rank 0 ran, found by cost; and a run given its cut (a seed's own).
+  records::Start start;
+  start.balance = {3, 17};
+  db.add("pipe", 0, "start", records::to_line(start));
+  c.name = "given";
+  c.balance = {19, 1};
+  db.add_run("given", c);
+  start.balance = {19, 1};
+  db.add("given", 0, "start", records::to_line(start));
   db.store.flush();
-  const auto t = compare_runs(db.store, {"pipe"});
+  const auto t = compare_runs(db.store, {"pipe", "given"});
+  EXPECT_EQ(text(t, "pipe", "balance"), "3+17 (by cost)");
+  EXPECT_EQ(text(t, "given", "balance"), "19+1 (given)");
   EXPECT_DOUBLE_EQ(*number(t, "pipe", "pipeline_eff_pct"), 100.0 * 14.0 / 24.0);
   EXPECT_DOUBLE_EQ(*number(t, "pipe", "pipeline_bound_pct"), 80.0);  // 4 / (4 + 2 - 1)
   EXPECT_DOUBLE_EQ(*number(t, "pipe", "chunks"), 4.0);

@@ -33,7 +33,7 @@ SweepSpec load_study(const std::string& name, const std::string& scale);
 std::vector<std::string> study_report_problems(const SweepSpec& spec);
 
 // A study column that is neither an axis nor a compare column.
-// `sent_ratio`: the row's sent MB/step over its baseline's (a measured
+// `sent_ratio`: the row's payload MB/step over its baseline's (a measured
 // compression ratio, seed 001's).
 inline constexpr const char* kSentRatioColumn = "sent_ratio";
 
