@@ -1,5 +1,7 @@
 #include "flotilla/controller/study.h"
 
+#include "flotilla/controller/seed_table.h"
+
 #include <QDir>
 #include <QFile>
 
@@ -146,6 +148,17 @@ std::vector<std::string> study_report_problems(const SweepSpec& spec) {
                        joined(axes) + "), " + kSentRatioColumn +
                        ", a compare column (docs/compare.md: run, ranks, batch, throughput, "
                        "speedup, epoch_s, ...) or a config key (optimizer.lr, ...)");
+  }
+  // The seed table, refused before anything runs rather than after.
+  try {
+    if (const auto seed = carried_seed_table(spec))
+      for (const auto& key : seed->keys)
+        if (!is_axis(spec, key) && !find_config_key(key) && !find_compare_column(key))
+          problems.push_back("report.seed: " + spec.report.seed + ".seed.csv's \"" + key +
+                             "\" is neither an axis or config key of the study nor a compare "
+                             "column");
+  } catch (const ConfigError& e) {
+    problems.insert(problems.end(), e.problems().begin(), e.problems().end());
   }
   return problems;
 }
@@ -316,6 +329,20 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
   const auto progress = progress_of(points);
 
   std::ostringstream lead;
+  // The seed's own numbers first, beside ours, made again with the report.
+  std::optional<SeedComparison> seed;
+  if (const auto carried = carried_seed_table(spec)) {
+    seed = compare_with_seed(*carried, spec, table, points);
+    lead << "## Seed vs ours\n\n"
+         << "The seed's published figures (`" << spec.report.seed
+         << ".seed.csv`) beside this study's, matched on " << joined(seed->match_keys)
+         << "; ours is the mean over the matching runs"
+         << " (repeats), computed from `" << kStudyDatabase
+         << "` as every figure below. The same in `seed_vs_ours.csv`, numbers in full. "
+         << "The seed ran its own hardware and sizes (the study's file says what this scale "
+            "changes): read shapes and ratios, not absolute times.\n\n"
+         << seed_comparison_markdown(*seed) << "\n";
+  }
   lead << "## Study table\n\n";
   if (!spec.description.empty()) lead << spec.description << ".\n\n";
   lead << "Sweep `" << sweep.name << "`: " << name_of(sweep.state) << "; " << progress.total
@@ -348,10 +375,12 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
   report.command = options.command;
   report.lead_markdown = lead.str();
   auto result = write_report(table.compare, report);
-  const auto csv = options.directory / "study.csv";
-  std::ofstream out(csv, std::ios::binary | std::ios::trunc);
-  if (!(out << study_table_csv(table)) || !out.flush())
-    throw std::runtime_error("cannot write " + csv.string());
+  const auto write = [&](const std::filesystem::path& file, const std::string& text) {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    if (!(out << text) || !out.flush()) throw std::runtime_error("cannot write " + file.string());
+  };
+  write(options.directory / "study.csv", study_table_csv(table));
+  if (seed) write(options.directory / "seed_vs_ours.csv", seed_comparison_csv(*seed));
   return result;
 }
 

@@ -133,6 +133,31 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStead
   }
   EXPECT_EQ(checked, 12u);
 
+  // "Seed vs ours" opens the report, generated: the seed's speed-up of each
+  // row beside ours, which is the one recomputed here from the stored steps.
+  const auto seed_at = report.find("## Seed vs ours");
+  ASSERT_NE(seed_at, std::string::npos) << report;
+  EXPECT_LT(seed_at, report.find("## Study table"));
+  const std::map<std::pair<int, int>, double> seed_speedup{
+      {{2, 32}, 0.567164}, {{2, 128}, 0.888889}, {{4, 512}, 1.181818}, {{1, 2048}, 1.0}};
+  size_t compared = 0;
+  for (const auto& row : csv_rows(read_text(dir / "seed_vs_ours.csv"))) {
+    const int ranks = std::stoi(row.at("ranks_per_node")), batch = std::stoi(row.at("batch_size"));
+    std::string run;
+    for (const auto& [id, values] : values_of_run)
+      if (values["ranks_per_node"] == ranks && values["batch_size"] == batch) run = id;
+    ASSERT_FALSE(run.empty()) << ranks << " " << batch;
+    const double ours = stored_throughput(store, run) / one_rank.at(batch);
+    EXPECT_NEAR(std::stod(row.at("speedup ours")), ours, 1e-9 * ours) << run;
+    EXPECT_NEAR(std::stod(row.at("speedup ratio")), ours / std::stod(row.at("speedup seed")),
+                1e-9 * ours);
+    if (const auto seed = seed_speedup.find({ranks, batch}); seed != seed_speedup.end()) {
+      EXPECT_DOUBLE_EQ(std::stod(row.at("speedup seed")), seed->second);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, seed_speedup.size());
+
   // The study's runs are kept beside the report, whole, and only they; the
   // report names no path of this machine.
   controller::Store kept(QString::fromStdString((dir / "study.db").string()));

@@ -277,11 +277,18 @@ class SweepReader {
   // the controller, which knows the compare columns.
   void read_report(const Ordered& report, SweepSpec& spec) {
     if (!report.is_object())
-      return fail("report", "expected a mapping with columns, group_by and baseline, got " +
+      return fail("report", "expected a mapping with columns, group_by, baseline and seed, got " +
                                 describe(report));
     for (const auto& [k, item] : report.items())
-      if (k != "columns" && k != "group_by" && k != "baseline")
-        fail("report." + k, "unknown key; allowed: baseline, columns, group_by");
+      if (k != "columns" && k != "group_by" && k != "baseline" && k != "seed")
+        fail("report." + k, "unknown key; allowed: baseline, columns, group_by, seed");
+    if (const auto* seed = find(report, "seed")) {
+      if (!seed->is_string() || seed->get<std::string>().empty())
+        fail("report.seed",
+             "expected the name of a study's seed table (text), got " + describe(*seed));
+      else
+        spec.report.seed = seed->get<std::string>();
+    }
     // A list of names; with `headers`, an entry may be {name: Header}.
     auto names = [&](const char* key, std::vector<std::string>& out,
                      std::vector<std::string>* headers) {
@@ -424,6 +431,7 @@ std::string sweep_to_json(const SweepSpec& spec) {
     if (!spec.report.group_by.empty()) report["group_by"] = spec.report.group_by;
     if (!spec.report.baseline_json.empty())
       report["baseline"] = Ordered::parse(spec.report.baseline_json);
+    if (!spec.report.seed.empty()) report["seed"] = spec.report.seed;
     out["report"] = report;
   }
   return out.dump();

@@ -63,8 +63,13 @@ struct SweepReportSpec {
   // {key: value, ...} over axis names or config keys: a group's baseline is
   // its first point whose values match. Empty: the group's first point.
   std::string baseline_json;
+  // The seed table the report opens with ("dp-scaling": the controller's
+  // carried dp-scaling.seed.csv, flotilla/controller/seed_table.h). Empty: none.
+  std::string seed;
 
-  bool empty() const { return columns.empty() && group_by.empty() && baseline_json.empty(); }
+  bool empty() const {
+    return columns.empty() && group_by.empty() && baseline_json.empty() && seed.empty();
+  }
 };
 
 struct SweepSpec {
