@@ -8,6 +8,7 @@
 #include <QTabWidget>
 #include <QTest>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <iostream>
 
@@ -39,8 +40,22 @@ std::string only_run(const std::string& db) {
   }
 }
 
+// Whatever the test leaves running when it fails (its run's supervisor lives
+// on by design when the controller goes, and would train on for 50 epochs
+// after the test): SIGKILLed, the agent home's processes by their command
+// line. Declared before the temp folder, so it runs while the folder is there.
+struct LeftRunsKiller {
+  std::filesystem::path agent_home;
+  ~LeftRunsKiller() {
+    for (const char* program : {"flotilla-agent", "flotilla-train"})
+      for (const pid_t pid : testing::live_processes_with({program, agent_home.string()}))
+        ::kill(pid, SIGKILL);
+  }
+};
+
 TEST(WindowBesideTheCli, ShowsARunStartedFromTheCliLiveAndItsKillFromTheCli) {
   testing::TempDir dir;
+  const LeftRunsKiller left_runs{dir.path() / "agent-home"};
   const std::string db = (dir.path() / "shared.db").string();
   const std::vector<std::string> env{"FLOTILLA_HOME=" + (dir.path() / "agent-home").string()};
   auto cli = [&](const std::vector<std::string>& args, const std::string& output) {
