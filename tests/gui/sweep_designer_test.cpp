@@ -187,7 +187,8 @@ TEST_F(SweepDesignerTest, OpensAStudyAndSavesASweepThatOpensAgainTheSame) {
   const auto saved = load_sweep(file.toStdString());
   EXPECT_EQ(sweep_to_json(saved),
             sweep_to_json(parse_sweep(designer_->sweepText().toStdString(), "form")));
-  EXPECT_EQ(saved.report.columns.size(), 10u);
+  EXPECT_EQ(saved.report.columns.size(), 12u);
+  EXPECT_EQ(saved.report.seed, "dp-scaling");  // its seed vs ours table kept too
   std::stringstream text;
   text << std::ifstream(file.toStdString()).rdbuf();
   EXPECT_NE(text.str().find("until: oom"), std::string::npos) << text.str();
