@@ -130,8 +130,9 @@ ReportResult write_report(const CompareTable& table, const ReportOptions& option
   for (const auto& key : table.columns)
     if (const auto* c = find_compare_column(key))
       md << "- **" << c->header << "** (`" << c->key << "`): " << c->definition << "\n";
-  md << "\nThroughput is the median of the job's samples/s after warm-up (the first 10 % of "
-        "steps, at least 5, left out); \"—\" marks a figure a run does not have.\n";
+  md << "\nThroughput is the steady one: the job's samples over their wall time after warm-up "
+        "(the first 10 % of steps, at least 5, left out), so a speed-up is T(baseline)/T(run) for "
+        "the same work; \"—\" marks a figure a run does not have.\n";
 
   md << "\n## Charts\n";
   // The renderer is found at run time, not built with the CLI: one that is

@@ -168,7 +168,7 @@ std::string summary_table(const ExperimentConfig& c, const TrainResult& r) {
   row("train accuracy", r.epochs > 0 ? num(100 * r.acc_train, 2) + " %" : none);
   row("test accuracy", r.epochs > 0 ? num(100 * r.acc_test, 2) + " %" : none);
   row("throughput",
-      r.steps > 0 ? num(r.samples_per_s, 1) + " samples/s (median after warm-up)" : none);
+      r.steps > 0 ? num(r.samples_per_s, 1) + " samples/s (steady, after warm-up)" : none);
   row("step time", r.step_ms > 0 ? num(r.step_ms, 2) + " ms = data " + num(r.data_ms, 2) +
                                        " + forward " + num(r.forward_ms, 2) + " + backward " +
                                        num(r.backward_ms, 2) + " + comm " + num(r.comm_ms, 2) +
