@@ -137,7 +137,7 @@ SeedComparison compare_with_seed(const SeedTable& seed, const SweepSpec& spec,
         same = same_value(
             point_value_json(spec, point->values_json, point->config_json, out.match_keys[m]),
             row.match[m]);
-      if (same) matched.push_back(i), row.runs.push_back(table.runs[i]);
+      if (same) matched.push_back(i);
     }
     for (size_t c = 0; c < column_at.size(); ++c) {
       SeedFigure figure{out.columns[c], number_of(seed_row[column_at[c]]), {}, {}};

@@ -104,16 +104,22 @@ TEST(MemoryWatchdog, ResidentBytesReadsAProcessesPagesInMemory) {
   EXPECT_FALSE(resident_bytes(-1));
 }
 
+// Watches `group` as `rank`: one check finds it beyond the limit holding at
+// least `held` bytes, and its leader died of SIGKILL.
+void expect_killed_for_holding(MemoryWatchdog& watchdog, Group& group, int64_t rank, int64_t held) {
+  watchdog.watch(rank, group.record());
+  const auto overruns = watchdog.check();
+  ASSERT_EQ(overruns.size(), 1u);
+  EXPECT_EQ(overruns[0].rank, rank);
+  EXPECT_GE(overruns[0].resident_bytes, held);
+  EXPECT_TRUE(killed_by_sigkill(group.wait_status()));
+}
+
 TEST(MemoryWatchdog, ARankBeyondTheLimitIsKilledAndNamedWithWhatItHeld) {
   Group group({"/usr/bin/python3", "-c", grower(256)});
   ASSERT_TRUE(group.ready());
   MemoryWatchdog watchdog(128 * kMiB);
-  watchdog.watch(3, group.record());
-  const auto overruns = watchdog.check();
-  ASSERT_EQ(overruns.size(), 1u);
-  EXPECT_EQ(overruns[0].rank, 3);
-  EXPECT_GE(overruns[0].resident_bytes, 256 * kMiB);
-  EXPECT_TRUE(killed_by_sigkill(group.wait_status()));
+  expect_killed_for_holding(watchdog, group, 3, 256 * kMiB);
   EXPECT_TRUE(watchdog.check().empty()) << "a killed rank is no longer watched";
 }
 
@@ -132,12 +138,7 @@ TEST(MemoryWatchdog, TheMemoryOfTheRanksChildrenCounts) {
   Group group({"/bin/sh", "-c", "/usr/bin/python3 -c \"$0\" & wait", grower(256)});
   ASSERT_TRUE(group.ready());
   MemoryWatchdog watchdog(128 * kMiB);
-  watchdog.watch(1, group.record());
-  const auto overruns = watchdog.check();
-  ASSERT_EQ(overruns.size(), 1u);
-  EXPECT_EQ(overruns[0].rank, 1);
-  EXPECT_GE(overruns[0].resident_bytes, 256 * kMiB);
-  EXPECT_TRUE(killed_by_sigkill(group.wait_status()));
+  expect_killed_for_holding(watchdog, group, 1, 256 * kMiB);
   // The child, SIGKILLed with its group, ends once it has given its memory back.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!processes_in_groups({group.record()}).empty() &&

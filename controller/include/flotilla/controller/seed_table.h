@@ -45,7 +45,6 @@ struct SeedFigure {
 struct SeedComparisonRow {
   std::vector<std::string> match;  // the seed row's values of the match keys
   std::vector<SeedFigure> figures;
-  std::vector<std::string> runs;  // the study's runs that match it
 };
 
 struct SeedComparison {
