@@ -139,6 +139,8 @@ int main(int argc, char** argv) {
   options.env = env;
   options.sink = sink.get();
   options.measure = !no_measure;
+  // The agent writes the run's config into the run folder and starts the rank on it.
+  if (config_path != "-") options.scratch_folder = std::filesystem::path(config_path).parent_path();
   const auto result = flotilla::train(options);
   if (!quiet) std::cerr << flotilla::summary_table(options.config, result);
   return exit_status(result.outcome);

@@ -91,6 +91,11 @@ Trainer::Trainer(const TrainOptions& options)
     }
   }
   freezer_ = std::make_unique<Freezer>(config_.freeze, total_blocks_);
+  if (config_.elastic.cache && first_block_ == 0)
+    prefix_cache_ = std::make_unique<PrefixCache>(
+        dataset_.train.size(), config_.elastic.cache_mb << 20,
+        options.scratch_folder.empty() ? std::filesystem::temp_directory_path()
+                                       : options.scratch_folder);
   if (gradient_comm_) gradient_dtype_ = gradient_wire_dtype(config_.precision, device_.is_cuda());
   rebuild_buckets();
   optimizer_ = std::make_unique<optim::MultiTensorOptimizer>(
@@ -209,7 +214,37 @@ void Trainer::apply_freezing(int64_t frozen) {
   freeze_leading_blocks(model_, first_block_, frozen);
   frozen_applied_ = frozen;
   if (pipeline_) pipeline_->set_frozen_blocks(frozen);
+  if (prefix_cache_) {
+    // This rank's frozen blocks; never the whole model, whose last block
+    // never freezes, but possibly a whole first pipeline stage.
+    const int64_t cached = std::min<int64_t>(frozen, static_cast<int64_t>(model_->size()));
+    prefix_cache_->set_blocks(cached);
+    if (pipeline_) pipeline_->set_leading_blocks_done(cached);
+    set_training_mode();
+  }
   rebuild_buckets();
+}
+
+void Trainer::set_training_mode() {
+  model_->train();
+  if (!prefix_cache_) return;
+  for (int64_t b = 0; b < prefix_cache_->blocks(); ++b) (model_->begin() + b)->ptr()->eval();
+}
+
+torch::Tensor Trainer::through_cached_prefix(const torch::Tensor& inputs,
+                                             const torch::Tensor& indices) {
+  if (auto cached = prefix_cache_->lookup(indices)) {
+    cached_samples_ = indices.size(0);
+    return cached->to(device_, /*non_blocking=*/true);
+  }
+  torch::NoGradGuard no_grad;
+  torch::Tensor outputs;
+  {
+    AutocastScope autocast(device_.is_cuda(), compute_dtype_);
+    outputs = forward_blocks(model_, 0, prefix_cache_->blocks(), inputs);
+  }
+  prefix_cache_->store(indices, outputs);
+  return outputs;
 }
 
 void Trainer::observe_gradients() {
@@ -308,7 +343,7 @@ TrainResult Trainer::run() {
 }
 
 void Trainer::train_epoch(int64_t epoch) {
-  model_->train();
+  set_training_mode();
   epoch_correct_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
   epoch_samples_ = 0;
   epoch_loss_sum_ = 0;
@@ -345,8 +380,13 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   const double loss_scale = scaler_.scale();
   const bool cuda = device_.is_cuda();
   batch.inputs = model_input(batch.inputs);
+  cached_samples_ = 0;
+  const bool cache = prefix_cache_ && prefix_cache_->blocks() > 0;
   torch::Tensor loss;
   if (pipeline_) {
+    // The first stage hands the pipeline its cached blocks' output, which it
+    // takes as the input of its first block not yet done.
+    if (cache) batch.inputs = through_cached_prefix(batch.inputs.to(device_), batch.indices);
     auto out = pipeline_->train_step(batch.inputs, batch.targets, samples, buckets_.get(), timer,
                                      loss_scale);
     loss = out.loss;
@@ -370,9 +410,12 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
     auto targets = batch.targets.to(device_, /*non_blocking=*/true);
     if (timer) timer->end_phase(Phase::data);
     torch::Tensor logits;
+    if (cache) inputs = through_cached_prefix(inputs, batch.indices);
     {
       AutocastScope autocast(cuda, compute_dtype_);
-      logits = model_->forward(inputs);
+      logits = cache ? forward_blocks(model_, prefix_cache_->blocks(),
+                                      static_cast<int64_t>(model_->size()), inputs)
+                     : model_->forward(inputs);
     }
     // The loss in float32 whatever the forward's autocast dtype.
     loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), targets);
@@ -421,6 +464,7 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
   next.record.samples = samples * replicas_;
   next.record.lr = lr;
   next.record.frozen_blocks = frozen;
+  next.record.cached_samples = cached_samples_;
   if (scaler_.enabled()) {
     next.record.loss_scale = loss_scale;
     next.record.skipped = !finite;
@@ -512,7 +556,7 @@ double Trainer::evaluate() {
     }
     if (pipeline_) pipeline_->take_link_stats();
   }
-  model_->train();
+  set_training_mode();
   return fraction_over_ranks(correct, computes_loss() ? static_cast<double>(seen) : 0.0);
 }
 

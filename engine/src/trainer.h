@@ -13,6 +13,7 @@
 #include "flotilla/engine/training.h"
 #include "flotilla/protocol/run_metrics.h"
 #include "freeze/freezer.h"
+#include "freeze/prefix_cache.h"
 #include "metrics/phase_timer.h"
 #include "optim/multi_tensor_optimizer.h"
 #include "pipeline/pipeline.h"
@@ -54,6 +55,13 @@ class Trainer {
   // Freezing: the frozen prefix for the coming step, and AutoFreeze's look
   // at the gradients after a step.
   void apply_freezing(int64_t frozen);
+  // Training mode for the blocks that train; with elastic.cache, evaluation
+  // mode for the frozen ones, which are then one fixed function of a sample.
+  void set_training_mode();
+  // elastic.cache: the output of this rank's cached leading blocks for the
+  // batch (`inputs` on the device): read when every sample of it is cached,
+  // else computed and kept. Counts what was read in cached_samples_.
+  torch::Tensor through_cached_prefix(const torch::Tensor& inputs, const torch::Tensor& indices);
   void observe_gradients();
   // Data-parallel averaging of the trainable parameters' gradients, rebuilt
   // when the set of trainable parameters changes.
@@ -88,6 +96,10 @@ class Trainer {
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<DataParallel> data_parallel_;  // dp: one process, every visible GPU
   std::unique_ptr<Freezer> freezer_;
+  // elastic.cache, on the rank holding the model's first block: the frozen
+  // prefix's outputs per training sample.
+  std::unique_ptr<PrefixCache> prefix_cache_;
+  int64_t cached_samples_ = 0;                        // this step's
   std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
 
   std::chrono::steady_clock::time_point step_started_;

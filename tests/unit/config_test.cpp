@@ -119,7 +119,8 @@ const BadConfig kBadConfigs[] = {
     {"optimizer: sgd", "optimizer: expected a mapping of keys, got \"sgd\""},
     {"optimiser: {lr: 0.1}",
      "optimiser: unknown key; allowed: augment, balance, batch_size, bucket_mb, channels_last, "
-     "checkpoint, chunks, compression, data_dir, dataset, device, dropout, epochs, freeze, "
+     "checkpoint, chunks, compression, data_dir, dataset, device, dropout, elastic, epochs, "
+     "freeze, "
      "limits, lr_schedule, max_steps, model, name, nodes, optimizer, precision, ranks_per_node, "
      "replicas, schedule, seed, stall_timeout_s, strategy, synthetic, threads, transformer, vit"},
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
@@ -151,6 +152,18 @@ const BadConfig kBadConfigs[] = {
     {"freeze: {method: fixed, schedule: [{at_step: 10, blocks: 4}]}",
      "freeze.schedule[0].blocks: must grow from the previous entry's 0 and stay below the 4 blocks "
      "of the model, got 4"},
+    {"elastic: {cache: true}",
+     "elastic.cache: caches the outputs of the frozen leading blocks, but freeze.method is none: "
+     "nothing ever freezes; set freeze.method fixed or auto"},
+    {"dataset: cifar10\nfreeze: {method: auto}\nelastic: {cache: true}",
+     "elastic.cache: a randomly augmented sample's frozen-prefix output differs every epoch, so it "
+     "cannot be cached; set augment false"},
+    {"freeze: {method: auto}\nelastic: {cache: true, cache_mb: 0}",
+     "elastic.cache_mb: must be a positive integer, got 0"},
+    {"elastic: {pipe: true}",
+     "elastic.pipe: is not built yet: the pipeline keeps its stages and ranks their roles as "
+     "blocks freeze (only elastic.cache, AutoCache, is); set it false"},
+    {"elastic: {cache: yes please}", "elastic.cache: expected true or false, got \"yes please\""},
     {"lr_schedule: {name: cosine, gamma: 2}", "lr_schedule.gamma: must be in [0, 1], got 2"},
     {"name: ''", "name: must not be empty"},
     {"synthetic: {vocab: -1}",

@@ -99,6 +99,10 @@ std::vector<ConfigKey> build_table() {
   const auto autofreeze = [](const ExperimentConfig& c) {
     return c.freeze.method == FreezeMethod::autofreeze;
   };
+  const auto freezing = [](const ExperimentConfig& c) {
+    return c.freeze.method != FreezeMethod::none;
+  };
+  const auto caching = [](const ExperimentConfig& c) { return c.elastic.cache; };
   const auto fixed_freeze = [](const ExperimentConfig& c) {
     return c.freeze.method == FreezeMethod::fixed;
   };
@@ -252,6 +256,19 @@ std::vector<ConfigKey> build_table() {
       {"freeze.schedule[].blocks", G::freezing, T::integer,
        "more than the previous entry's, fewer than the model's blocks",
        "Leading blocks frozen from at_step on.", "freeze.method fixed", fixed_freeze},
+      // Elastic pipeline (PipeTransformer)
+      {"elastic.cache", G::freezing, T::boolean, "true or false",
+       "AutoCache: the frozen leading blocks' output for each training sample is kept (memory, "
+       "then the run folder) and read instead of recomputed; frozen blocks run in evaluation "
+       "mode.",
+       "freeze.method fixed or auto", freezing},
+      {"elastic.cache_mb", G::freezing, T::integer, "a positive integer",
+       "Memory in MiB each rank's cache may hold before it writes to the run folder.",
+       "elastic.cache true", caching},
+      {"elastic.pipe", G::freezing, T::boolean, "false (not built yet)",
+       "AutoPipe: fewer pipeline stages as blocks freeze. Not built yet.", "", nullptr},
+      {"elastic.dp", G::freezing, T::boolean, "false (not built yet)",
+       "AutoDP: freed ranks become new pipeline replicas. Not built yet.", "", nullptr},
       // Compression
       {"compression.method", G::compression, T::choice, "none, uniform or sort_quant",
        "The codec of activations and gradients crossing pipeline stage boundaries.",

@@ -124,6 +124,31 @@ void check_freeze(const ExperimentConfig& c, Checker& check) {
   }
 }
 
+void check_elastic(const ExperimentConfig& c, Checker& check) {
+  const auto& e = c.elastic;
+  const char* not_built =
+      "is not built yet: the pipeline keeps its stages and ranks their roles as blocks freeze "
+      "(only elastic.cache, AutoCache, is); set it false";
+  if (e.pipe) check.add("elastic.pipe", not_built);
+  if (e.dp) check.add("elastic.dp", not_built);
+  if (!e.cache) return;
+  check.positive("elastic.cache_mb", e.cache_mb);
+  if (c.freeze.method == FreezeMethod::none)
+    check.add("elastic.cache",
+              "caches the outputs of the frozen leading blocks, but freeze.method is none: "
+              "nothing ever freezes; set freeze.method fixed or auto");
+  const bool augments =
+      c.augment && (c.dataset == DatasetKind::cifar10 || c.dataset == DatasetKind::cifar100);
+  if (augments)
+    check.add("elastic.cache",
+              "a randomly augmented sample's frozen-prefix output differs every epoch, so it "
+              "cannot be cached; set augment false");
+  if (c.strategy == Strategy::dp)
+    check.add("elastic.cache",
+              "is built for strategy single, ddp, pipeline and pipeline_ddp, not dp (one "
+              "process driving several GPUs)");
+}
+
 void check_compression(const ExperimentConfig& c, Checker& check) {
   const auto& z = c.compression;
   if (z.method == CompressionMethod::none) return;
@@ -336,6 +361,7 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   if (c.model == ModelKind::vit) check_vit(c, check);
   if (c.model == ModelKind::transformer_encoder) check_transformer(c, check);
   check_freeze(c, check);
+  check_elastic(c, check);
   check_compression(c, check);
   return check.problems;
 }

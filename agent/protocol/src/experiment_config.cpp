@@ -125,6 +125,13 @@ ExperimentConfig read_config(const json& root, std::string_view source,
     l->finish();
   }
   if (auto f = r.child("freeze")) read_freeze(*f, c.freeze);
+  if (auto e = r.child("elastic")) {
+    e->read("pipe", c.elastic.pipe);
+    e->read("dp", c.elastic.dp);
+    e->read("cache", c.elastic.cache);
+    e->read("cache_mb", c.elastic.cache_mb);
+    e->finish();
+  }
   if (auto z = r.child("compression")) {
     z->read_enum("method", c.compression.method);
     z->read("bits", c.compression.bits);
@@ -246,6 +253,11 @@ static json to_json_value(const ExperimentConfig& c) {
         {"check_every", c.freeze.check_every},
         {"tolerance", c.freeze.tolerance},
         {"schedule", freeze_schedule}}},
+      {"elastic",
+       {{"pipe", c.elastic.pipe},
+        {"dp", c.elastic.dp},
+        {"cache", c.elastic.cache},
+        {"cache_mb", c.elastic.cache_mb}}},
       {"compression",
        {{"method", name_of(c.compression.method)},
         {"bits", c.compression.bits},

@@ -72,6 +72,7 @@ std::string to_line(const Step& r) {
          {"mem_peak", r.mem_peak},
          {"frozen_blocks", r.frozen_blocks}};
   if (r.loss) j["loss"] = *r.loss;
+  if (r.cached_samples > 0) j["cached_samples"] = r.cached_samples;
   if (r.stage >= 0) {
     j["stage"] = r.stage;
     j["replica"] = r.replica;

@@ -111,6 +111,7 @@ std::optional<Step> step_from_line(std::string_view line) {
   f.read("mem_reserved", r.mem_reserved);
   f.read("mem_peak", r.mem_peak);
   f.read("frozen_blocks", r.frozen_blocks);
+  f.read("cached_samples", r.cached_samples);
   f.read("stage", r.stage);
   f.read("replica", r.replica);
   f.read("busy_ms", r.busy_ms);

@@ -134,7 +134,7 @@ Batch BatchLoader::build(const std::vector<int64_t>& indices, std::mt19937_64& r
     }
     if (mean_.defined()) inputs.sub_(mean_).div_(stddev_);
   }
-  return {inputs, targets};
+  return {inputs, targets, index};
 }
 
 }  // namespace flotilla::data

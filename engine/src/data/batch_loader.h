@@ -19,6 +19,7 @@ namespace flotilla::data {
 struct Batch {
   torch::Tensor inputs;  // float, normalised (or int64 token ids), on the CPU
   torch::Tensor targets;
+  torch::Tensor indices;  // int64: each sample's index in its split
 };
 
 struct LoaderOptions {

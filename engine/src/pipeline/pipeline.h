@@ -79,6 +79,9 @@ class Pipeline {
   // Leading blocks of the whole model that are frozen: they run no backward,
   // and no gradient crosses a boundary with only frozen blocks before it.
   void set_frozen_blocks(int64_t frozen) { frozen_ = frozen; }
+  // elastic.cache on the first stage: the inputs it is given are the output
+  // of its first `blocks` blocks (read from the cache), which it then skips.
+  void set_leading_blocks_done(int64_t blocks) { leading_done_ = blocks; }
 
   const PipelinePlan& plan() const { return plan_; }
   LinkStats take_link_stats() { return std::exchange(link_stats_, LinkStats{}); }
@@ -107,6 +110,7 @@ class Pipeline {
   Communicator& comm_;
   std::unique_ptr<ActivationCodec> codec_;
   int64_t frozen_ = 0;
+  int64_t leading_done_ = 0;
   std::vector<AsyncOperation> sends_;
   LinkStats link_stats_;
 };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,6 +54,9 @@ struct TrainOptions {
   DistributedEnv env;
   RecordSink* sink = nullptr;  // nullptr: no records
   bool measure = true;         // false: no per-step timing or step records (benchmarks)
+  // Where the rank may write files of its own (elastic.cache's): the run
+  // folder where the agent starts it; empty: the system's temporary folder.
+  std::filesystem::path scratch_folder;
 };
 
 struct TrainResult {

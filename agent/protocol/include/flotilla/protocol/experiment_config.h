@@ -56,6 +56,20 @@ struct FreezeConfig {
   std::vector<FreezeStage> schedule;  // fixed
 };
 
+// PipeTransformer's elastic pipeline (seed 000). `cache` (AutoCache) is built:
+// the frozen prefix's outputs are kept per training sample, in memory up to
+// cache_mb and in an unnamed file in the rank's run folder beyond it, and read
+// instead of recomputed; a frozen block then runs in evaluation mode (batch
+// norm's running statistics, no dropout), so that it is one fixed function of
+// its sample. `pipe` (AutoPipe) and `dp` (AutoDP) are parsed so that a config
+// naming them gets a clear refusal, not an unknown key: not built yet.
+struct ElasticConfig {
+  bool pipe = false;
+  bool dp = false;
+  bool cache = false;
+  int64_t cache_mb = 1024;
+};
+
 struct CompressionConfig {
   CompressionMethod method = CompressionMethod::none;
   int64_t bits = 6;        // b: value bits within a group
@@ -135,6 +149,7 @@ struct ExperimentConfig {
   OptimizerConfig optimizer;
   LrScheduleConfig lr_schedule;
   FreezeConfig freeze;
+  ElasticConfig elastic;
   CompressionConfig compression;
   DeviceKind device = DeviceKind::cpu;
   Precision precision = Precision::fp32;

@@ -65,6 +65,9 @@ struct Step {
   int64_t mem_reserved = 0;
   int64_t mem_peak = 0;
   int64_t frozen_blocks = 0;  // leading blocks frozen during this step
+  // elastic.cache: samples of this rank's batch whose frozen blocks' output
+  // was read from the cache instead of computed (written only when above 0).
+  int64_t cached_samples = 0;
   // Pipelines only (stage < 0 elsewhere): this rank's place, its compute time
   // (busy) and the rest of the step outside data loading and the optimizer
   // (idle: the bubble plus exposed communication).
