@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 
 #include <cmath>
 #include <fstream>
@@ -298,6 +299,50 @@ TEST(TrainProcess, ThreeStageOneFOneBWithUniformCodecReportsItsLinks) {
     EXPECT_GE(step["encode_ms"].get<double>(), 0.0);
     EXPECT_GT(step["bytes_sent"].get<int64_t>(), 0);
   }
+}
+
+// elastic.cache on a pipeline: the first stage hands on its cached blocks'
+// output and runs only the rest; the run trains as one without the cache
+// (to a matrix product's last-bit rounding over other rows).
+TEST(TrainProcess, PipelineFirstStageReadsItsFrozenBlocksFromTheCache) {
+  const std::string config = R"(
+model: vit
+vit: {patch: 4, depth: 4, dim: 32, heads: 4, mlp_dim: 64}
+dataset: synthetic
+synthetic: {shape: [3, 16, 16], classes: 4, train_samples: 96, test_samples: 32}
+batch_size: 16
+chunks: 2
+epochs: 3
+strategy: pipeline
+ranks_per_node: 2
+balance: [3, 3]
+freeze: {method: fixed, schedule: [{at_step: 4, blocks: 2}]}
+seed: 5
+threads: 1
+)";
+  TempDir plain_dir, cached_dir;
+  const auto plain = run_train_ranks(plain_dir, config, 2);
+  const auto cached = run_train_ranks(cached_dir, config + "elastic: {cache: true}\n", 2);
+  ASSERT_EQ(plain.exit_code, 0) << plain.stderr_text;
+  ASSERT_EQ(cached.exit_code, 0) << cached.stderr_text;
+  std::map<int64_t, double> plain_loss;
+  for (const auto& step : of_type(plain.records, "step"))
+    if (step.contains("loss")) plain_loss[step["step"]] = step["loss"];
+  ASSERT_EQ(plain_loss.size(), 18u);
+  int64_t read_last_epoch = 0, losses = 0;
+  for (const auto& step : of_type(cached.records, "step")) {
+    const int64_t cached_samples = step.value("cached_samples", int64_t(0));
+    if (step["stage"] == 1) {
+      EXPECT_EQ(cached_samples, 0) << step;
+    }
+    if (step["epoch"] == 2) read_last_epoch += cached_samples;
+    if (!step.contains("loss")) continue;
+    ++losses;
+    const double expected = plain_loss.at(step["step"]);
+    EXPECT_NEAR(step["loss"].get<double>(), expected, 1e-5 * expected) << step;
+  }
+  EXPECT_EQ(losses, 18);
+  EXPECT_EQ(read_last_epoch, 96);  // every sample of the last epoch on stage 0
 }
 
 TEST(TrainProcess, PipelineDdpAllReducesEachStageAmongItsReplicas) {
