@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "best_time.h"
 #include "data/dataset.h"
 #include "models/model_factory.h"
 #include "optim/multi_tensor_optimizer.h"
@@ -19,19 +20,7 @@
 namespace flotilla {
 namespace {
 
-template <class Work>
-double best_ms(int repeats, const Work& work) {
-  work();  // warm-up: creates the optimizer state
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    best = std::min(
-        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count());
-  }
-  return best;
-}
+using bench::best_ms;
 
 std::vector<torch::Tensor> with_gradients(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> out;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 
+#include "best_time.h"
 #include "data/dataset.h"
 #include "freeze/prefix_cache.h"
 #include "models/model_factory.h"
@@ -19,19 +20,7 @@
 namespace flotilla {
 namespace {
 
-template <class Work>
-double best_ms(int repeats, const Work& work) {
-  work();
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    best = std::min(
-        best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count());
-  }
-  return best;
-}
+using bench::best_ms;
 
 int run(int argc, char** argv) {
   CLI::App app{"prefix_cache_bench"};
