@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace flotilla::bench {
+namespace flotilla {
 
 template <class Work>
 double best_ms(int repeats, const Work& work) {
@@ -22,4 +22,4 @@ double best_ms(int repeats, const Work& work) {
   return best;
 }
 
-}  // namespace flotilla::bench
+}  // namespace flotilla

@@ -20,8 +20,6 @@
 namespace flotilla {
 namespace {
 
-using bench::best_ms;
-
 std::vector<torch::Tensor> with_gradients(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> out;
   for (const auto& p : params) {

@@ -20,8 +20,6 @@
 namespace flotilla {
 namespace {
 
-using bench::best_ms;
-
 int run(int argc, char** argv) {
   CLI::App app{"prefix_cache_bench"};
   int64_t batch = 64, samples = 1024;
