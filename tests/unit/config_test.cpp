@@ -152,6 +152,10 @@ const BadConfig kBadConfigs[] = {
     {"freeze: {method: fixed, schedule: [{at_step: 10, blocks: 4}]}",
      "freeze.schedule[0].blocks: must grow from the previous entry's 0 and stay below the 4 blocks "
      "of the model, got 4"},
+    {"name: \"a\\_b\"",
+     "test.yaml: a quoted scalar's escape (YAML's \\_ for one) gives bytes that are not UTF-8 "
+     "text; "
+     "write the character itself"},
     {"elastic: {cache: true}",
      "elastic.cache: caches the outputs of the frozen leading blocks, but freeze.method is none: "
      "nothing ever freezes; set freeze.method fixed or auto"},

@@ -146,6 +146,28 @@ size_t first_byte_not_text(std::string_view text) {
   return std::string_view::npos;
 }
 
+// yaml-cpp writes some escapes of double-quoted scalars as single bytes
+// that are not UTF-8 (`\_`, YAML's no-break space, becomes the byte 0xA0),
+// from text that is itself valid UTF-8; nlohmann then throws from dump() (found by
+// fuzzing the sweep parser). Such a key or value is refused, named.
+template <typename Json>
+void refuse_bytes_not_text(const Json& value, std::string_view source) {
+  const auto check = [&](const std::string& text) {
+    if (first_byte_not_text(text) != std::string_view::npos)
+      throw std::runtime_error(std::string(source) +
+                               ": a quoted scalar's escape (YAML's \\_ for one) gives bytes "
+                               "that are not UTF-8 text; write the character itself");
+  };
+  if (value.is_string()) check(value.template get_ref<const std::string&>());
+  if (value.is_object())
+    for (const auto& [key, item] : value.items()) {
+      check(key);
+      refuse_bytes_not_text(item, source);
+    }
+  if (value.is_array())
+    for (const auto& item : value) refuse_bytes_not_text(item, source);
+}
+
 template <typename Json>
 Json parse_as(std::string_view text, std::string_view source) {
   if (const size_t bad = first_byte_not_text(text); bad != std::string_view::npos) {
@@ -174,7 +196,9 @@ Json parse_as(std::string_view text, std::string_view source) {
     return json;
   }
   try {
-    return to_json<Json>(YAML::Load(std::string(text)));
+    auto json = to_json<Json>(YAML::Load(std::string(text)));
+    refuse_bytes_not_text(json, source);
+    return json;
   } catch (const YAML::Exception& e) {
     throw std::runtime_error(std::string(source) + ": line " + std::to_string(e.mark.line + 1) +
                              ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
