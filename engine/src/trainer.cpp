@@ -9,6 +9,7 @@
 #include "codec/activation_codec.h"
 #include "flotilla/protocol/rank_placement.h"
 #include "flotilla/protocol/run_metrics.h"
+#include "models/layers.h"
 #include "models/model_factory.h"
 #include "pipeline/stage_setup.h"
 #include "runtime/thread_pools.h"
@@ -241,7 +242,7 @@ torch::Tensor Trainer::through_cached_prefix(const torch::Tensor& inputs,
   torch::Tensor outputs;
   {
     AutocastScope autocast(device_.is_cuda(), compute_dtype_);
-    outputs = forward_blocks(model_, 0, prefix_cache_->blocks(), inputs);
+    outputs = models::forward_blocks(model_, 0, prefix_cache_->blocks(), inputs);
   }
   prefix_cache_->store(indices, outputs);
   return outputs;
@@ -413,8 +414,8 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
     if (cache) inputs = through_cached_prefix(inputs, batch.indices);
     {
       AutocastScope autocast(cuda, compute_dtype_);
-      logits = cache ? forward_blocks(model_, prefix_cache_->blocks(),
-                                      static_cast<int64_t>(model_->size()), inputs)
+      logits = cache ? models::forward_blocks(model_, prefix_cache_->blocks(),
+                                              static_cast<int64_t>(model_->size()), inputs)
                      : model_->forward(inputs);
     }
     // The loss in float32 whatever the forward's autocast dtype.

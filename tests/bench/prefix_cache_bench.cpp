@@ -15,6 +15,7 @@
 #include "best_time.h"
 #include "data/dataset.h"
 #include "freeze/prefix_cache.h"
+#include "models/layers.h"
 #include "models/model_factory.h"
 
 namespace flotilla {
@@ -44,7 +45,7 @@ int run(int argc, char** argv) {
     cache.set_blocks(frozen);
     for (int64_t start = 0; start < samples; start += batch) {
       const auto index = torch::arange(start, std::min(samples, start + batch), torch::kInt64);
-      cache.store(index, forward_blocks(net, 0, frozen, inputs.index_select(0, index)));
+      cache.store(index, models::forward_blocks(net, 0, frozen, inputs.index_select(0, index)));
     }
   };
   PrefixCache in_memory(samples, int64_t(1) << 40, folder), spilled(samples, 0, folder);
@@ -53,10 +54,11 @@ int run(int argc, char** argv) {
   const auto batch_index = torch::randperm(samples, torch::kInt64).narrow(0, 0, batch);
   const auto batch_inputs = inputs.index_select(0, batch_index);
 
-  const double recompute = best_ms(repeats, [&] { forward_blocks(net, 0, frozen, batch_inputs); });
+  const double recompute =
+      best_ms(repeats, [&] { models::forward_blocks(net, 0, frozen, batch_inputs); });
   const double memory = best_ms(repeats, [&] { in_memory.lookup(batch_index); });
   const double file = best_ms(repeats, [&] { spilled.lookup(batch_index); });
-  const auto one = forward_blocks(net, 0, frozen, batch_inputs.narrow(0, 0, 1));
+  const auto one = models::forward_blocks(net, 0, frozen, batch_inputs.narrow(0, 0, 1));
   std::printf(
       "model %s, %lld of %lld blocks frozen, batch %lld of %lld cached samples, %lld "
       "threads\n",

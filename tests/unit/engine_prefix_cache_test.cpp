@@ -16,6 +16,7 @@
 #include "flotilla/protocol/metric_records.h"
 #include "flotilla/protocol/record_reading.h"
 #include "freeze/prefix_cache.h"
+#include "models/layers.h"
 #include "models/model_factory.h"
 
 namespace flotilla {
@@ -101,13 +102,14 @@ TEST(PrefixCache, KeptOutputsEqualTheFrozenBlocksRecomputedInOtherBatches) {
   cache.set_blocks(prefix);
   for (int64_t start = 0; start < 64; start += 16) {
     const auto index = torch::arange(start, start + 16, torch::kInt64);
-    cache.store(index, forward_blocks(model, 0, prefix, inputs.index_select(0, index)));
+    cache.store(index, models::forward_blocks(model, 0, prefix, inputs.index_select(0, index)));
   }
   ASSERT_GT(cache.spilled_samples(), 0);
   const auto shuffled = torch::randperm(64, torch::kInt64).narrow(0, 0, 24);
   const auto read = cache.lookup(shuffled);
   ASSERT_TRUE(read.has_value());
-  const auto recomputed = forward_blocks(model, 0, prefix, inputs.index_select(0, shuffled));
+  const auto recomputed =
+      models::forward_blocks(model, 0, prefix, inputs.index_select(0, shuffled));
   EXPECT_TRUE(torch::equal(*read, recomputed))
       << "largest difference " << (*read - recomputed).abs().max().item<double>();
 }

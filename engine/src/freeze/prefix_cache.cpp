@@ -31,7 +31,7 @@ void PrefixCache::set_blocks(int64_t blocks) {
   if (blocks == blocks_) return;
   blocks_ = blocks;
   std::fill(slot_of_.begin(), slot_of_.end(), -1);
-  filled_ = spilled_ = 0;
+  filled_ = 0;
   sample_shape_.clear();
   memory_ = torch::Tensor();
   // The file's slots are overwritten before they are read again; its length
@@ -131,7 +131,6 @@ void PrefixCache::store(const torch::Tensor& indices, const torch::Tensor& outpu
       slots.push_back(slot);
     } else {
       write_file_slot(slot - memory_slots_, host[i]);
-      ++spilled_;
     }
   }
   if (rows.empty()) return;
@@ -146,12 +145,6 @@ void PrefixCache::store(const torch::Tensor& indices, const torch::Tensor& outpu
   }
   memory_.index_copy_(0, torch::tensor(slots, torch::kInt64),
                       host.index_select(0, torch::tensor(rows, torch::kInt64)));
-}
-
-torch::Tensor forward_blocks(torch::nn::Sequential& blocks, int64_t begin, int64_t end,
-                             torch::Tensor x) {
-  for (auto it = blocks->begin() + begin; it != blocks->begin() + end; ++it) x = it->forward(x);
-  return x;
 }
 
 }  // namespace flotilla

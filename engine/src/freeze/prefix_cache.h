@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -39,7 +40,7 @@ class PrefixCache {
 
   int64_t cached_samples() const { return filled_; }
   int64_t memory_slots() const { return memory_slots_; }
-  int64_t spilled_samples() const { return spilled_; }
+  int64_t spilled_samples() const { return std::max<int64_t>(0, filled_ - memory_slots_); }
 
  private:
   void lay_out(const torch::Tensor& one_output);
@@ -55,15 +56,10 @@ class PrefixCache {
   torch::ScalarType dtype_ = torch::kFloat32;
   int64_t sample_bytes_ = 0;
   int64_t memory_slots_ = 0;
-  torch::Tensor memory_;              // [memory_slots_, sample_shape_...]
-  std::vector<int64_t> slot_of_;      // per sample index: its slot, or -1
-  int64_t filled_ = 0, spilled_ = 0;  // slots taken; of them in the file
+  torch::Tensor memory_;          // [memory_slots_, sample_shape_...]
+  std::vector<int64_t> slot_of_;  // per sample index: its slot, or -1
+  int64_t filled_ = 0;            // slots taken, the memory ones first
   int file_ = -1;
 };
-
-// Blocks [begin, end) of `blocks` applied to `x` in order: the part of a
-// Sequential's forward left once its leading blocks' output is known.
-torch::Tensor forward_blocks(torch::nn::Sequential& blocks, int64_t begin, int64_t end,
-                             torch::Tensor x);
 
 }  // namespace flotilla

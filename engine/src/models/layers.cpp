@@ -28,4 +28,10 @@ torch::Tensor PoolClassifierImpl::forward(torch::Tensor x) {
   return fc(dropout(x));
 }
 
+torch::Tensor forward_blocks(torch::nn::Sequential& blocks, int64_t begin, int64_t end,
+                             torch::Tensor x) {
+  for (auto it = blocks->begin() + begin; it != blocks->begin() + end; ++it) x = it->forward(x);
+  return x;
+}
+
 }  // namespace flotilla::models

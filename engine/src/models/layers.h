@@ -34,4 +34,9 @@ class PoolClassifierImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PoolClassifier);
 
+// Blocks [begin, end) of `blocks` applied to `x` in order: the part of a
+// Sequential's forward left once its leading blocks' output is known.
+torch::Tensor forward_blocks(torch::nn::Sequential& blocks, int64_t begin, int64_t end,
+                             torch::Tensor x);
+
 }  // namespace flotilla::models

@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "codec/activation_codec.h"
-#include "freeze/prefix_cache.h"
+#include "models/layers.h"
 #include "torch_adapter.h"
 
 namespace flotilla {
@@ -109,9 +109,10 @@ torch::Tensor Pipeline::run_blocks(const torch::Tensor& input, const MicroBatch&
   torch::Tensor output;
   {
     AutocastScope autocast(device_.is_cuda(), plan_.compute_dtype);
-    output = leading_done_ == 0 ? blocks_->forward(input)
-                                : forward_blocks(blocks_, leading_done_,
-                                                 static_cast<int64_t>(blocks_->size()), input);
+    output = leading_done_ == 0
+                 ? blocks_->forward(input)
+                 : models::forward_blocks(blocks_, leading_done_,
+                                          static_cast<int64_t>(blocks_->size()), input);
   }
   if (!plan_.is_last()) return output;
   if (correct) {
