@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
 # gpu_check.sh: the one GPU acceptance run. Builds the engine against the GPU
-# machine's CUDA LibTorch (python3's torch), trains Fashion-MNIST on the GPU,
-# times the engine against PyTorch eager in fp32 and bf16 (ResNet-18,
+# machine's CUDA LibTorch (python3's torch), runs the GPU and precision tests,
+# times the device codec on the seed's MobileNetV2 boundary against that
+# micro-batch's forward and backward, the optimizer's step paths, the engine
+# against PyTorch eager in fp32 and bf16 (ResNet-18 at 32x32 and 224x224,
 # MobileNetV2, ViT, small CNN), checks that bf16 trains to at most 1 accuracy
-# point below fp32, runs the GPU and precision tests, and ends in one table.
+# point below fp32 on Fashion-MNIST, and ends in one table.
 # The default run fits in 6 minutes on an H100 (build about 83 s with 12 jobs).
 #
 # Usage (from any directory on the GPU machine):
 #   bash scripts/gpu_check.sh [STAGE...]
-# STAGEs, in order (default: env configure build train bench accuracy test table summary):
-#   env configure build train bench accuracy test table summary   (diag only when named)
+# STAGEs, in order (default: env configure build test codec optimizer bench accuracy table summary):
+#   env configure build train test codec optimizer bench accuracy table summary
+#   (train and diag only when named)
+#   train     the small CNN on Fashion-MNIST on the GPU and its records' CUDA fields
+#   test      the GPU and precision tests (Gpu.*, ...), each in its own process
+#   codec     codec_bench --seed-shapes: 8-bit sort_quant on the device on the seed's
+#             MobileNetV2 boundary ([32,32,112,112] and [32,1280,7,7], the model's own
+#             activations), encode + decode as a share of the micro-batch's forward
+#             and backward (goal <= 10 %): $OUT/codec.log
+#   optimizer optimizer_bench --device cuda: torch::optim per parameter, _foreach_,
+#             and the path the engine takes there: $OUT/optimizer.log
 #   bench     engine vs PyTorch eager, fp32 and bf16 (autocast), one process per
 #             engine run and one peer process per model: $OUT/bench.json, bench.log
 #   accuracy  small_cnn and resnet18 on Fashion-MNIST, fp32 then bf16, same seed
@@ -28,7 +39,8 @@
 #   FULL=1       the broad run of before: every target, every test program
 #                (engine_tests protocol_tests agent_tests train_process_tests, all
 #                but *Long*), deadline 570 s; longer than 6 minutes
-#   TARGETS      what to build (default: flotilla-train engine_tests train_process_tests;
+#   TARGETS      what to build (default: flotilla-train engine_tests train_process_tests
+#                codec_bench optimizer_bench;
 #                FULL=1: also flotilla-agent protocol_tests agent_tests)
 #   TESTS        test programs to run          (default: engine_tests train_process_tests)
 #   GTEST_FILTER passed to every test program  (default: the GPU and precision tests,
@@ -39,7 +51,7 @@
 #   TRACE        1 (default): preload crash_trace.cpp (stacks on crashes and uncaught exceptions)
 #   PRELOAD_STDCXX 1 (default): tests run with LD_PRELOAD=libstdc++.so.6 (see pytorch#133437 below);
 #                0 shows the crash of engine_tests' TempDir tests against a LibTorch 2.x wheel
-#   TEST_TIMEOUT seconds per test program      (default: 240)
+#   TEST_TIMEOUT seconds per test program      (default: 150: the benches after the tests need the rest)
 #   DEADLINE_S   seconds after start by which every stage must end (default: 350, i.e. under
 #                6 minutes; FULL=1: 570, the device tool's limit being 600); a stage that
 #                would start too late is skipped and says so in the table
@@ -47,7 +59,8 @@
 #   BATCH        batch_size of that run        (default: 64, the preset's)
 #   TRAIN_CONFIG a YAML of your own for the training stage instead of the generated one
 #   TRAIN_ARGS   extra flotilla-train arguments
-#   BENCH_ROWS   models of the bench stage     (default: resnet18 mobilenet_v2 vit small_cnn)
+#   BENCH_ROWS   models of the bench stage     (default: resnet18 resnet18_224 mobilenet_v2 vit small_cnn;
+#                resnet18_224 is the compute-bound row of "bf16 at least 2x fp32")
 #   BENCH_PRECISIONS  (default: fp32 bf16)
 #   BENCH_REPEATS     runs of each, best kept (default: 1)
 #   BENCH_ARGS   extra engine_vs_pytorch.py arguments (e.g. --steps 50, --warmup 10)
@@ -90,15 +103,15 @@ if [[ ${FULL:-0} == 1 ]]; then
   GTEST_FILTER=${GTEST_FILTER:--*Long*}
   DEADLINE_S=${DEADLINE_S:-570}
 else
-  TARGETS=${TARGETS:-flotilla-train engine_tests train_process_tests}
+  TARGETS=${TARGETS:-flotilla-train engine_tests train_process_tests codec_bench optimizer_bench}
   TESTS=${TESTS:-engine_tests train_process_tests}
   GTEST_FILTER=${GTEST_FILTER:-$DEFAULT_FILTER-*Long*}
   DEADLINE_S=${DEADLINE_S:-350}
 fi
-TEST_TIMEOUT=${TEST_TIMEOUT:-240}
+TEST_TIMEOUT=${TEST_TIMEOUT:-150}
 STEPS=${STEPS:-400}
 BATCH=${BATCH:-64}
-BENCH_ROWS=${BENCH_ROWS:-resnet18 mobilenet_v2 vit small_cnn}
+BENCH_ROWS=${BENCH_ROWS:-resnet18 resnet18_224 mobilenet_v2 vit small_cnn}
 BENCH_PRECISIONS=${BENCH_PRECISIONS:-fp32 bf16}
 BENCH_REPEATS=${BENCH_REPEATS:-1}
 CHANNELS_LAST=${CHANNELS_LAST:-1}
@@ -106,7 +119,7 @@ ACC_MODELS=${ACC_MODELS:-small_cnn resnet18}
 ACC_STEPS=${ACC_STEPS:-600}
 DEVICE=${DEVICE:-cuda}
 PYTHON=${PYTHON:-python3}
-STAGES=${*:-env configure build train bench accuracy test table summary}
+STAGES=${*:-env configure build test codec optimizer bench accuracy table summary}
 mkdir -p "$OUT" "$BUILD"
 SUMMARY=$OUT/summary.log
 : >"$SUMMARY"
@@ -249,6 +262,79 @@ PRELOAD_LIST="$STDCXX${CRASH_TRACE:+ $CRASH_TRACE}"
 PRELOAD_LIST=${PRELOAD_LIST# }
 PRELOAD=${PRELOAD_LIST:+LD_PRELOAD=$PRELOAD_LIST}
 
+# Runs one test program, whole or one process per test (PER_TEST=1: a crash
+# then costs one test, not the rest); appends its output to tests.log.
+run_tests_of() {
+  local t=$1 bin=$2 budget=$3 name rc status suite="" line
+  local tests=() filter_var="GTEST_FILTER_$t"
+  local filter=${!filter_var:-$GTEST_FILTER}
+  if [[ ${PER_TEST:-1} != 1 ]]; then
+    (cd "$BUILD" && env ${PRELOAD:+"$PRELOAD"} timeout "$budget" "$bin" --gtest_filter="$filter" --gtest_color=no) \
+      >"$OUT/$t.tmp" 2>&1
+    rc=$?
+    symbolize <"$OUT/$t.tmp" >>"$OUT/tests.log"
+    echo "$t: exit $rc$([[ $rc == 124 ]] && echo ' (timed out)') ($(elapsed) s)" | tee -a "$SUMMARY"
+    grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]' "$OUT/$t.tmp" | tee -a "$SUMMARY"
+    rm -f "$OUT/$t.tmp"
+    return
+  fi
+  while IFS= read -r line; do
+    if [[ $line =~ ^([^\ ].*\.)(\ +#.*)?$ ]]; then suite=${BASH_REMATCH[1]}
+    elif [[ $line =~ ^\ +([^\ #]+) ]]; then tests+=("$suite${BASH_REMATCH[1]}"); fi
+  done < <("$bin" --gtest_list_tests --gtest_filter="$filter" 2>/dev/null)
+  local pass=0 fail=0 skip=0 crash=0 deadline=$(( $(date +%s) + budget ))
+  for name in "${tests[@]}"; do
+    local now each t0 ms
+    now=$(date +%s) each=${EACH_TIMEOUT:-90}
+    (( deadline - now < each )) && each=$(( deadline - now ))
+    if (( each < 5 )); then echo "NOT RUN  $name (deadline)" | tee -a "$SUMMARY"; continue; fi
+    t0=$(date +%s%N)
+    (cd "$BUILD" && env ${PRELOAD:+"$PRELOAD"} timeout "$each" "$bin" --gtest_filter="$name" --gtest_color=no) \
+      >"$OUT/$t.tmp" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    if grep -q '^\[  SKIPPED \] 1 test' "$OUT/$t.tmp"; then status=SKIP; skip=$((skip + 1))
+    elif [[ $rc == 0 ]] && grep -q '^\[  PASSED  \] 1 test' "$OUT/$t.tmp"; then status=PASS; pass=$((pass + 1))
+    elif [[ $rc == 1 ]]; then status=FAIL; fail=$((fail + 1))
+    elif [[ $rc == 124 ]]; then status="TIMEOUT(${each}s)"; crash=$((crash + 1))
+    else status="CRASH(exit $rc)"; crash=$((crash + 1)); fi
+    { echo "######## $t $name: $status ($ms ms)"; symbolize <"$OUT/$t.tmp"; } >>"$OUT/tests.log"
+    echo "$status  $name ($ms ms)" >>"$SUMMARY"
+    if [[ $status != PASS && $status != SKIP ]]; then
+      # The failure, verbatim, without gtest's banner lines.
+      grep -vE '^(Running main|Note: Google Test filter|\[(==========|----------| RUN      |       OK )\])' \
+        "$OUT/$t.tmp" | symbolize | head -"${FAIL_LINES:-40}" | sed 's/^/    /' >>"$SUMMARY"
+    elif [[ $status == SKIP ]]; then
+      grep -iE 'skip' "$OUT/$t.tmp" | grep -v '^\[' | head -3 | sed 's/^/    /' >>"$SUMMARY"
+    fi
+  done
+  echo "$t: ${#tests[@]} tests: $pass passed, $fail failed, $skip skipped, $crash crashed/timed out ($(elapsed) s)" \
+    | tee -a "$SUMMARY"
+  table_row "tests" "$t (${#tests[@]} of filter)" \
+    "$pass passed, $fail failed, $skip skipped, $crash crashed/timed out" \
+    "$([[ $((fail + crash)) == 0 && ${#tests[@]} -gt 0 ]] && echo OK || echo FAIL)"
+  rm -f "$OUT/$t.tmp"
+}
+
+if want test; then
+  : >"$OUT/tests.log"
+  for t in $TESTS; do
+    if (( $(left) < 15 )); then
+      say "$t: not run, past the deadline"
+      table_row "tests" "$t" "not run: past the deadline" "SKIPPED"
+      continue
+    fi
+    bin=$BUILD/bin/$t
+    [[ -x $bin ]] || bin=$(find "$BUILD" -name "$t" -type f -perm -u+x | head -1)
+    if [[ -z $bin || ! -x $bin ]]; then say "$t: not built"; continue; fi
+    budget=$(( $(left) - 5 ))
+    (( budget > TEST_TIMEOUT )) && budget=$TEST_TIMEOUT
+    if (( budget < 10 )); then say "$t: not run, past the deadline"; continue; fi
+    say "$t ($(elapsed) s, up to $budget s)"
+    run_tests_of "$t" "$bin" "$budget"
+  done
+fi
+
 if want train && have_trainer train "small_cnn fp32, $STEPS steps"; then
   cfg=${TRAIN_CONFIG:-$BUILD/gpu_fashion_mnist.yaml}
   if [[ -z ${TRAIN_CONFIG:-} ]]; then
@@ -312,6 +398,40 @@ if rates and epochs:
 PY
 fi
 
+# codec: 8-bit sort_quant on the device on the seed's MobileNetV2 boundary
+# (the model's own activations at 224x224, micro-batch 32): encode + decode
+# as a share of that micro-batch's forward and backward, goal <= 10 %.
+if want codec && time_for codec 30; then
+  bin=$BUILD/bin/codec_bench
+  if [[ -x $bin ]]; then
+    say "codec ($(elapsed) s)"
+    timeout $(( $(left) > 90 ? 80 : $(left) - 5 )) "$bin" --device "$DEVICE" --seed-shapes --repeats 5 \
+      2>&1 | tee "$OUT/codec.log"
+    rc=${PIPESTATUS[0]}
+    grep '^TABLE' "$OUT/codec.log" | cut -f2- >>"$TABLE"
+    [[ $rc == 0 ]] || table_row "codec" "codec_bench --seed-shapes" "exit $rc (codec.log)" "FAIL"
+    say "codec: exit $rc ($(elapsed) s)"
+  else
+    table_row "codec" "codec_bench" "not built" "FAIL"
+  fi
+fi
+
+# optimizer: the step's paths on the device, and the one the engine takes there.
+if want optimizer && time_for optimizer 20; then
+  bin=$BUILD/bin/optimizer_bench
+  if [[ -x $bin ]]; then
+    say "optimizer ($(elapsed) s)"
+    timeout $(( $(left) > 60 ? 50 : $(left) - 5 )) "$bin" --device "$DEVICE" --repeats 20 \
+      2>&1 | tee "$OUT/optimizer.log"
+    rc=${PIPESTATUS[0]}
+    grep '^TABLE' "$OUT/optimizer.log" | cut -f2- >>"$TABLE"
+    [[ $rc == 0 ]] || table_row "optimizer" "optimizer_bench" "exit $rc (optimizer.log)" "FAIL"
+    say "optimizer: exit $rc ($(elapsed) s)"
+  else
+    table_row "optimizer" "optimizer_bench" "not built" "FAIL"
+  fi
+fi
+
 # bench: the engine against PyTorch eager on the GPU, each model in fp32 and
 # in bf16 (the engine's precision: bf16, PyTorch's torch.autocast), steps
 # after a warm-up timed alike on both sides (tests/bench/engine_vs_pytorch.py).
@@ -340,7 +460,7 @@ for r in json.load(open(sys.argv[1])):
         verdict = "OK" if r["engine_over_pytorch"] >= 1.0 else "BELOW PyTorch"
         if r["engine_over_its_fp32"]:
             value += f"; {r['engine_over_its_fp32']:.2f}x engine fp32"
-            if r["row"] == "resnet18" and r["engine_over_its_fp32"] < 2.0:
+            if r["row"] == "resnet18_224" and r["engine_over_its_fp32"] < 2.0:
                 verdict += ", <2x fp32"
     print(f"bench\t{item}\t{value}\t{verdict}")
 PY
@@ -467,79 +587,6 @@ if want diag && [[ -x $TRAIN_BIN ]]; then
       | symbolize | head -80
     tail -1 "$d/oom.jsonl" 2>/dev/null
   } 2>&1 | tee "$OUT/diag.log" | tee -a "$SUMMARY"
-fi
-
-# Runs one test program, whole or one process per test (PER_TEST=1: a crash
-# then costs one test, not the rest); appends its output to tests.log.
-run_tests_of() {
-  local t=$1 bin=$2 budget=$3 name rc status suite="" line
-  local tests=() filter_var="GTEST_FILTER_$t"
-  local filter=${!filter_var:-$GTEST_FILTER}
-  if [[ ${PER_TEST:-1} != 1 ]]; then
-    (cd "$BUILD" && env ${PRELOAD:+"$PRELOAD"} timeout "$budget" "$bin" --gtest_filter="$filter" --gtest_color=no) \
-      >"$OUT/$t.tmp" 2>&1
-    rc=$?
-    symbolize <"$OUT/$t.tmp" >>"$OUT/tests.log"
-    echo "$t: exit $rc$([[ $rc == 124 ]] && echo ' (timed out)') ($(elapsed) s)" | tee -a "$SUMMARY"
-    grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]' "$OUT/$t.tmp" | tee -a "$SUMMARY"
-    rm -f "$OUT/$t.tmp"
-    return
-  fi
-  while IFS= read -r line; do
-    if [[ $line =~ ^([^\ ].*\.)(\ +#.*)?$ ]]; then suite=${BASH_REMATCH[1]}
-    elif [[ $line =~ ^\ +([^\ #]+) ]]; then tests+=("$suite${BASH_REMATCH[1]}"); fi
-  done < <("$bin" --gtest_list_tests --gtest_filter="$filter" 2>/dev/null)
-  local pass=0 fail=0 skip=0 crash=0 deadline=$(( $(date +%s) + budget ))
-  for name in "${tests[@]}"; do
-    local now each t0 ms
-    now=$(date +%s) each=${EACH_TIMEOUT:-90}
-    (( deadline - now < each )) && each=$(( deadline - now ))
-    if (( each < 5 )); then echo "NOT RUN  $name (deadline)" | tee -a "$SUMMARY"; continue; fi
-    t0=$(date +%s%N)
-    (cd "$BUILD" && env ${PRELOAD:+"$PRELOAD"} timeout "$each" "$bin" --gtest_filter="$name" --gtest_color=no) \
-      >"$OUT/$t.tmp" 2>&1
-    rc=$?
-    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-    if grep -q '^\[  SKIPPED \] 1 test' "$OUT/$t.tmp"; then status=SKIP; skip=$((skip + 1))
-    elif [[ $rc == 0 ]] && grep -q '^\[  PASSED  \] 1 test' "$OUT/$t.tmp"; then status=PASS; pass=$((pass + 1))
-    elif [[ $rc == 1 ]]; then status=FAIL; fail=$((fail + 1))
-    elif [[ $rc == 124 ]]; then status="TIMEOUT(${each}s)"; crash=$((crash + 1))
-    else status="CRASH(exit $rc)"; crash=$((crash + 1)); fi
-    { echo "######## $t $name: $status ($ms ms)"; symbolize <"$OUT/$t.tmp"; } >>"$OUT/tests.log"
-    echo "$status  $name ($ms ms)" >>"$SUMMARY"
-    if [[ $status != PASS && $status != SKIP ]]; then
-      # The failure, verbatim, without gtest's banner lines.
-      grep -vE '^(Running main|Note: Google Test filter|\[(==========|----------| RUN      |       OK )\])' \
-        "$OUT/$t.tmp" | symbolize | head -"${FAIL_LINES:-40}" | sed 's/^/    /' >>"$SUMMARY"
-    elif [[ $status == SKIP ]]; then
-      grep -iE 'skip' "$OUT/$t.tmp" | grep -v '^\[' | head -3 | sed 's/^/    /' >>"$SUMMARY"
-    fi
-  done
-  echo "$t: ${#tests[@]} tests: $pass passed, $fail failed, $skip skipped, $crash crashed/timed out ($(elapsed) s)" \
-    | tee -a "$SUMMARY"
-  table_row "tests" "$t (${#tests[@]} of filter)" \
-    "$pass passed, $fail failed, $skip skipped, $crash crashed/timed out" \
-    "$([[ $((fail + crash)) == 0 && ${#tests[@]} -gt 0 ]] && echo OK || echo FAIL)"
-  rm -f "$OUT/$t.tmp"
-}
-
-if want test; then
-  : >"$OUT/tests.log"
-  for t in $TESTS; do
-    if (( $(left) < 15 )); then
-      say "$t: not run, past the deadline"
-      table_row "tests" "$t" "not run: past the deadline" "SKIPPED"
-      continue
-    fi
-    bin=$BUILD/bin/$t
-    [[ -x $bin ]] || bin=$(find "$BUILD" -name "$t" -type f -perm -u+x | head -1)
-    if [[ -z $bin || ! -x $bin ]]; then say "$t: not built"; continue; fi
-    budget=$(( $(left) - 5 ))
-    (( budget > TEST_TIMEOUT )) && budget=$TEST_TIMEOUT
-    if (( budget < 10 )); then say "$t: not run, past the deadline"; continue; fi
-    say "$t ($(elapsed) s, up to $budget s)"
-    run_tests_of "$t" "$bin" "$budget"
-  done
 fi
 
 # The one table: every stage's rows, in the order they ran.

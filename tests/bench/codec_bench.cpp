@@ -4,6 +4,10 @@
 // --device picks where the values live; both paths are timed on it: "cpu path"
 // (the hand-written CPU codec, a CUDA tensor going through the host and back)
 // and "tensor ops" (tensor_codec.h, run on the values' device).
+// --seed-shapes: the boundary of the seed's MobileNetV2 pipeline (224x224,
+// micro-batches of 32) as the model itself makes it, and what encoding and
+// decoding it costs beside that micro-batch's forward and backward; its last
+// lines ("TABLE\t...") are gpu_check.sh's table rows.
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
@@ -16,6 +20,8 @@
 
 #include "codec/activation_codec.h"
 #include "codec/tensor_codec.h"
+#include "models/layers.h"
+#include "models/mobilenet_v2.h"
 
 namespace flotilla {
 namespace {
@@ -102,6 +108,76 @@ void bench_tensor(const Shape& shape, const std::vector<CompressionConfig>& sett
               "-", "-");
 }
 
+// Issue 26's goal: encoding and decoding a boundary costs at most this
+// share of its micro-batch's forward and backward.
+constexpr double kBoundaryShareGoal = 0.10;
+
+// The seed's pipeline: MobileNetV2 at 224x224, a batch of 256 in 8
+// micro-batches of 32, cut after the stem ([32,32,112,112]) and before the
+// head ([32,1280,7,7]). The boundary tensors are the model's own activations
+// (ReLU's zeros included), not stand-ins.
+int bench_seed_shapes(const CompressionConfig& setting, int repeats, const torch::Device& device) {
+  torch::manual_seed(0);
+  models::MobileNetV2Options options;
+  options.classes = 1000;
+  options.imagenet_strides = true;
+  auto model = models::mobilenet_v2(options);
+  model->to(device);
+  model->train();
+  const auto input = torch::randn({32, 3, 224, 224}, torch::TensorOptions(device));
+  const auto labels = torch::randint(1000, {32}, torch::TensorOptions(device).dtype(torch::kLong));
+
+  const double step_s = best_seconds(repeats, [&] {
+    model->zero_grad();
+    torch::nn::functional::cross_entropy(model->forward(input), labels).backward();
+  });
+  std::vector<torch::Tensor> boundaries;
+  {
+    torch::NoGradGuard no_grad;
+    const int64_t blocks = static_cast<int64_t>(model->size());
+    boundaries.push_back(models::forward_blocks(model, 0, 1, input));
+    boundaries.push_back(models::forward_blocks(model, 0, blocks - 1, input));
+  }
+  std::printf("MobileNetV2 (ImageNet strides) b32 3x224x224 forward+backward: %.2f ms\n",
+              step_s * 1e3);
+  const auto codec = make_codec(setting);
+  const int bits = static_cast<int>(setting.bits);
+  const int split_bits = static_cast<int>(setting.split_bits);
+  print_header();
+  std::vector<std::string> rows;
+  for (const auto& values : boundaries) {
+    std::string dims;
+    for (const auto size : values.sizes()) dims += (dims.empty() ? "" : "x") + std::to_string(size);
+    torch::Tensor payload, decoded;
+    const double encode_s = best_seconds(
+        repeats, [&] { payload = codec::tensor_ops_encode(values, bits, split_bits); });
+    const double decode_s = best_seconds(repeats, [&] {
+      decoded = codec::tensor_ops_decode(payload, values.numel(), bits, split_bits);
+    });
+    const auto flat = values.reshape({-1});
+    const double sort_s = best_seconds(repeats, [&] { torch::sort(flat); });
+    const auto error = decoded - flat;
+    const double gb = gigabytes(values);
+    std::printf("%-22s %-34s %-10s %7.2fx %10.3f %9.2f %10.3f %9.2f %11.3e %11.3e\n", dims.c_str(),
+                codec->describe().c_str(), "tensor ops", values.numel() * 4.0 / payload.numel(),
+                encode_s * 1e3, gb / encode_s, decode_s * 1e3, gb / decode_s,
+                error.abs().max().item<double>(), error.square().mean().sqrt().item<double>());
+    const double zeros = (values == 0).sum().item<double>() / values.numel();
+    const double share = (encode_s + decode_s) / step_s;
+    char row[512];
+    std::snprintf(row, sizeof row,
+                  "TABLE\tcodec\t%s %s (%.0f%% zeros)\tencode %.3f + decode %.3f ms = %.1f%% "
+                  "of the micro-batch's forward+backward %.2f ms (a full torch::sort: %.3f "
+                  "ms)\t%s",
+                  dims.c_str(), codec->describe().c_str(), zeros * 100, encode_s * 1e3,
+                  decode_s * 1e3, share * 100, step_s * 1e3, sort_s * 1e3,
+                  share <= kBoundaryShareGoal ? "OK (<= 10%)" : "OVER 10%");
+    rows.push_back(row);
+  }
+  for (const auto& row : rows) std::printf("%s\n", row.c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace flotilla
 
@@ -117,6 +193,10 @@ int main(int argc, char** argv) {
                  "only codecs whose description contains this, e.g. sort_quant");
   app.add_option("--device", device_name, "where the values live: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  bool seed_shapes = false;
+  app.add_flag("--seed-shapes", seed_shapes,
+               "only the seed's MobileNetV2 boundary (224x224, micro-batch 32) with 8-bit "
+               "sort_quant, against that micro-batch's forward and backward");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured
   if (threads > 0) at::set_num_threads(threads);
@@ -130,6 +210,11 @@ int main(int argc, char** argv) {
   flotilla::on_cuda = device_name == "cuda";
   const torch::Device device = flotilla::on_cuda ? torch::Device(torch::kCUDA) : torch::kCPU;
 
+  if (seed_shapes) {
+    std::printf("device: %s, intra-op threads: %d, best of %d runs after a warm-up\n",
+                device_name.c_str(), at::get_num_threads(), repeats);
+    return flotilla::bench_seed_shapes({CompressionMethod::sort_quant, 6, 2}, repeats, device);
+  }
   const std::vector<flotilla::CompressionConfig> settings = {
       {CompressionMethod::uniform, 4, 0},    {CompressionMethod::uniform, 8, 0},
       {CompressionMethod::uniform, 12, 0},   {CompressionMethod::uniform, 16, 0},

@@ -42,6 +42,9 @@ CNNS = {"small_cnn", "resnet18", "mobilenet_v2"}
 CASES = [
     ("small_cnn", "small_cnn", [1, 28, 28], (64, 60), (64, 300), None),
     ("resnet18", "resnet18", [3, 32, 32], (32, 10), (128, 150), None),
+    # Compute-bound: the seeds' 224x224 images (the CIFAR-variant network, so
+    # ~49x the 32x32 row's work a sample), where tensor cores decide a step.
+    ("resnet18_224", "resnet18", [3, 224, 224], (2, 2), (64, 30), None),
     ("mobilenet_v2", "mobilenet_v2", [3, 32, 32], (16, 5), (128, 100), None),
     ("vit", "vit", [3, 32, 32], (32, 10), (128, 200), None),
     ("transformer", "transformer_encoder", [128], (16, 5), (32, 100), SMALL_TRANSFORMER),

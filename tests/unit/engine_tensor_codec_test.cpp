@@ -66,8 +66,33 @@ INSTANTIATE_TEST_SUITE_P(
                       TensorCodecCase{"sort_quant_b3_s1_odd_count", 3, 1, {3, 5, 7}},
                       TensorCodecCase{"sort_quant_b9_s3", 9, 3, {16, 24, 24}},
                       TensorCodecCase{"sort_quant_b2_s4_fewer_values_than_groups", 2, 4, {5}},
-                      TensorCodecCase{"sort_quant_b12_s4", 12, 4, {4097}}),
+                      TensorCodecCase{"sort_quant_b12_s4", 12, 4, {4097}},
+                      // Each way of packing: 1, 2 and 4-bit codes share bytes,
+                      // 8, 16, 24 and 32-bit codes are whole bytes, others cross bytes.
+                      TensorCodecCase{"uniform_b1_odd_count", 1, 0, {1001}},
+                      TensorCodecCase{"uniform_b2_odd_count", 2, 0, {1003}},
+                      TensorCodecCase{"sort_quant_b14_s2_two_byte_codes", 14, 2, {3, 700}},
+                      TensorCodecCase{"sort_quant_b16_s8_three_byte_codes", 16, 8, {9000}},
+                      TensorCodecCase{"sort_quant_b16_s16_four_byte_codes", 16, 16, {70001}}),
     [](const ::testing::TestParamInfo<TensorCodecCase>& info) { return info.param.name; });
+
+// Nine values in ten zero, signs mixed: the first seven of eight group
+// boundaries fall inside one run of ties, which only the indices order.
+TEST(TensorOpsCodec, GroupsARunOfTiesSpanningSeveralGroupsByIndex) {
+  const auto codec = make_codec({CompressionMethod::sort_quant, 5, 3});
+  torch::manual_seed(5);
+  auto values = torch::randn({10007});
+  values.masked_fill_(torch::rand({10007}) < 0.9, 0.0f);
+  values.view({-1}).index_put_(
+      {torch::arange(1, values.numel(), 3)},
+      values.view({-1}).index({torch::arange(1, values.numel(), 3)}) * -1.0f);
+  values.view({-1}).index_put_({torch::arange(0, values.numel(), 7)}, -0.0f);
+
+  const auto payload = codec::tensor_ops_encode(values, 5, 3);
+  EXPECT_TRUE(torch::equal(payload, codec->encode(values))) << "payload bytes differ";
+  EXPECT_TRUE(torch::equal(codec::tensor_ops_decode(payload, values.numel(), 5, 3),
+                           codec->decode(payload, values.numel())));
+}
 
 TEST(TensorOpsCodec, RefusesNonFiniteValuesByCount) {
   auto values = torch::zeros({10});

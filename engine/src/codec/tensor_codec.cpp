@@ -1,9 +1,11 @@
 #include "codec/tensor_codec.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "codec/code_packing.h"
 #include "codec/rank_groups.h"
@@ -11,7 +13,14 @@
 namespace flotilla::codec {
 namespace {
 
+// On a GPU each op below is one or a few passes over the values, so the work
+// is counted in passes: codes stay 32-bit where they fit, byte-aligned and
+// sub-byte code widths pack without spreading codes into bits, and decoding
+// is one table lookup per value.
+
 constexpr int64_t kTableEntryBytes = 2 * sizeof(float);
+// Decoding looks codes up in a table of every code's value up to this width.
+constexpr int kMaxLookupWidth = 16;
 
 // Per group, what GroupQuantizer (activation_codec.cpp) computes, as tensors:
 // step = min((max - min) / max_code, FLT_MAX) in double, rounded to float;
@@ -36,25 +45,62 @@ torch::Tensor table_bytes(const Quantizers& q) {
   return torch::stack({q.min, q.step}, 1).contiguous().view(torch::kUInt8).reshape({-1});
 }
 
-// GroupQuantizer::code in float32, one op at a time (no fused multiply-add,
-// as the CPU path's compiled loop has none): min((x - min) * inverse + 0.5,
-// max_code), truncated.
-torch::Tensor value_codes(const torch::Tensor& x, const torch::Tensor& min,
-                          const torch::Tensor& inverse_step, int bits) {
-  const float max_code = static_cast<float>((int64_t{1} << bits) - 1);
-  const auto scaled = (x - min) * inverse_step + 0.5f;
-  return scaled.clamp_max(max_code).to(torch::kInt64);
+// Every value is finite exactly when the smallest and the largest are (NaN
+// propagates through min and max, and sorts last): one check of two values
+// instead of a pass over all. The count for the message only on failure.
+void require_finite(const torch::Tensor& x, const torch::Tensor& lowest,
+                    const torch::Tensor& highest) {
+  if (torch::isfinite(torch::stack({lowest.reshape({}), highest.reshape({})})).all().item<bool>())
+    return;
+  const int64_t non_finite = torch::isfinite(x).logical_not().sum().item<int64_t>();
+  throw std::invalid_argument("activation codec: " + std::to_string(non_finite) + " of " +
+                              std::to_string(x.numel()) + " values are NaN or Inf");
 }
 
-// Codes of `width` bits, LSB-first in element order, no padding between codes:
-// each code becomes its `width` bits, the bit stream is cut into bytes.
+// GroupQuantizer::code in float32, one op at a time (no fused multiply-add,
+// as the CPU path's compiled loop has none): min((x - min) * inverse + 0.5,
+// max_code), truncated. `min` and `inverse_step` broadcast against x.
+torch::Tensor value_codes(const torch::Tensor& x, const torch::Tensor& min,
+                          const torch::Tensor& inverse_step, int bits,
+                          torch::ScalarType code_type) {
+  const float max_code = static_cast<float>((int64_t{1} << bits) - 1);
+  const auto scaled = (x - min) * inverse_step + 0.5f;
+  return scaled.clamp_max(max_code).to(code_type);
+}
+
+// 32-bit codes unless a code needs all 32 bits (int32 is signed).
+torch::ScalarType code_type_for(int width) {
+  return width < 32 ? torch::kInt : torch::kLong;
+}
+
+// Codes of `width` bits, LSB-first in element order, no padding between codes.
 torch::Tensor pack(const torch::Tensor& codes, int width) {
-  // 32-bit lanes where the codes fit: half the memory of the [count, width] bits.
-  const auto narrow = width < 32 ? codes.to(torch::kInt) : codes;
-  const auto shifts = torch::arange(width, narrow.options());
-  auto bits = narrow.unsqueeze(1).bitwise_right_shift(shifts).bitwise_and(1).to(torch::kUInt8);
+  const int64_t count = codes.numel();
+  const int64_t bytes = packed_bytes(count, width);
+  if (width % 8 == 0) {  // each code is width/8 whole bytes, low byte first
+    const int code_bytes = width / 8;
+    if (code_bytes == 1) return codes.to(torch::kUInt8);
+    const auto shifts = torch::arange(0, width, 8, codes.options());
+    return codes.unsqueeze(1)
+        .bitwise_right_shift(shifts)
+        .bitwise_and(0xff)
+        .to(torch::kUInt8)
+        .reshape({-1});
+  }
+  if (8 % width == 0) {  // 8/width whole codes a byte, the first in the low bits
+    const int64_t per_byte = 8 / width;
+    auto padded = codes;
+    if (bytes * per_byte > count)
+      padded = torch::cat({codes, torch::zeros({bytes * per_byte - count}, codes.options())});
+    const auto shifts = torch::arange(0, 8, width, codes.options());
+    return padded.reshape({bytes, per_byte})
+        .bitwise_left_shift(shifts)
+        .sum(torch::IntArrayRef{1}, false, torch::kUInt8);
+  }
+  // Any other width: each code becomes its `width` bits, the bit stream is cut into bytes.
+  const auto shifts = torch::arange(width, codes.options());
+  auto bits = codes.unsqueeze(1).bitwise_right_shift(shifts).bitwise_and(1).to(torch::kUInt8);
   bits = bits.reshape({-1});
-  const int64_t bytes = packed_bytes(codes.numel(), width);
   const int64_t padding = bytes * 8 - bits.numel();
   if (padding > 0) bits = torch::cat({bits, torch::zeros({padding}, bits.options())});
   const auto byte_shifts = torch::arange(8, bits.options());
@@ -64,11 +110,60 @@ torch::Tensor pack(const torch::Tensor& codes, int width) {
 }
 
 torch::Tensor unpack(const torch::Tensor& packed, int64_t count, int width) {
+  const auto code_options = packed.options().dtype(code_type_for(width));
+  if (width % 8 == 0) {
+    const int code_bytes = width / 8;
+    const auto bytes = packed.slice(0, 0, count * code_bytes).to(code_type_for(width));
+    if (code_bytes == 1) return bytes;
+    const auto shifts = torch::arange(0, width, 8, code_options);
+    return bytes.reshape({count, code_bytes})
+        .bitwise_left_shift(shifts)
+        .sum(torch::IntArrayRef{1}, false, code_type_for(width));
+  }
+  if (8 % width == 0) {
+    const auto shifts = torch::arange(0, 8, width, code_options);
+    return packed.to(code_type_for(width))
+        .unsqueeze(1)
+        .bitwise_right_shift(shifts)
+        .bitwise_and((1 << width) - 1)
+        .reshape({-1})
+        .slice(0, 0, count);
+  }
   const auto byte_shifts = torch::arange(8, packed.options());
   auto bits = packed.unsqueeze(1).bitwise_right_shift(byte_shifts).bitwise_and(1).reshape({-1});
-  bits = bits.slice(0, 0, count * width).reshape({count, width}).to(torch::kInt64);
-  const auto shifts = torch::arange(width, bits.options());
-  return bits.bitwise_left_shift(shifts).sum(torch::IntArrayRef{1});
+  bits = bits.slice(0, 0, count * width).reshape({count, width}).to(code_type_for(width));
+  const auto shifts = torch::arange(width, code_options);
+  return bits.bitwise_left_shift(shifts).sum(torch::IntArrayRef{1}, false, code_type_for(width));
+}
+
+// Ranks ordered as (value, index): a 64-bit key whose signed order is that
+// order, for finite float32 values without -0 (see rank_groups.h's rank_key).
+torch::Tensor rank_keys(const torch::Tensor& values, const torch::Tensor& indices) {
+  const auto bits = values.contiguous().view(torch::kInt);
+  // Negative floats order backwards as integers: flip their magnitude bits.
+  const auto ordered = bits.bitwise_xor(bits.bitwise_right_shift(31).bitwise_and(0x7fffffff));
+  return ordered.to(torch::kLong) * (int64_t{1} << 32) + indices;
+}
+
+// The group of each value by rank, groups of equal count (rank_groups.h):
+// group g starts at the element of rank first[g], whose value and index are
+// boundary_values[g-1] and boundary_indices[g-1]. By value alone, counting the
+// boundaries at or below a value is one binary search each; only values equal
+// to a boundary's value depend on their index, and those are looked up again
+// by (value, index).
+torch::Tensor groups_by_rank(const torch::Tensor& y, const torch::Tensor& boundary_values,
+                             const torch::Tensor& boundary_indices) {
+  auto group = torch::bucketize(y, boundary_values, /*out_int32=*/true, /*right=*/true);
+  // NaN before the boundaries: a value below every boundary matches nothing.
+  const auto nan = torch::full({1}, std::numeric_limits<float>::quiet_NaN(), y.options());
+  const auto highest_boundary_at_or_below =
+      torch::cat({nan, boundary_values}).index_select(0, group);
+  const auto tied = torch::nonzero(y == highest_boundary_at_or_below).reshape({-1});
+  if (tied.numel() == 0) return group;
+  const auto tied_keys = rank_keys(y.index_select(0, tied), tied);
+  const auto boundary_keys = rank_keys(boundary_values, boundary_indices);
+  return group.index_copy_(
+      0, tied, torch::bucketize(tied_keys, boundary_keys, /*out_int32=*/true, /*right=*/true));
 }
 
 }  // namespace
@@ -80,21 +175,22 @@ torch::Tensor tensor_ops_encode(const torch::Tensor& values, int bits, int split
   torch::NoGradGuard no_grad;
   const auto x = values.contiguous().reshape({-1});
   const int64_t count = x.numel();
-  const int64_t non_finite = torch::isfinite(x).logical_not().sum().item<int64_t>();
-  if (non_finite > 0)
-    throw std::invalid_argument("activation codec: " + std::to_string(non_finite) + " of " +
-                                std::to_string(count) + " values are NaN or Inf");
   const int64_t groups = int64_t{1} << split_bits;
   const auto float_options = x.options();
   const int width = bits + split_bits;
+  const auto code_type = code_type_for(width);
 
   if (count == 0) {  // every group empty: (0, 0) entries, no codes
     const auto zeros = torch::zeros({groups}, float_options);
     return table_bytes({zeros, zeros, zeros});
   }
   if (split_bits == 0) {
-    const auto q = quantizers(x.min().reshape({1}) + 0.0f, x.max().reshape({1}), bits);
-    return torch::cat({table_bytes(q), pack(value_codes(x, q.min, q.inverse_step, bits), width)});
+    const auto [lowest, highest] = torch::aminmax(x);
+    require_finite(x, lowest, highest);
+    // +0 for a -0 minimum, as the CPU path sends.
+    const auto q = quantizers(lowest.reshape({1}) + 0.0f, highest.reshape({1}), bits);
+    return torch::cat(
+        {table_bytes(q), pack(value_codes(x, q.min, q.inverse_step, bits, code_type), width)});
   }
   if (count > kMaxRankedValues)
     throw std::invalid_argument("activation codec: sort_quant ranks at most " +
@@ -102,29 +198,35 @@ torch::Tensor tensor_ops_encode(const torch::Tensor& values, int bits, int split
                                 std::to_string(count));
 
   // Rank order is (value, index), -0 tied with +0: a stable sort of x + 0.
-  const auto [sorted, order] = torch::sort(x + 0.0f, c10::optional<bool>(true), /*dim=*/0);
-  const auto long_options = float_options.dtype(torch::kLong);
-  // Group g holds ranks [g*count/G, (g+1)*count/G); an empty group's first
-  // rank equals its successor's, so rank r belongs to the last group whose
-  // first rank is <= r: bucketize counts those boundaries.
-  const auto first_rank = (torch::arange(groups + 1, long_options) * count).div(groups, "floor");
-  const auto ranks = torch::arange(count, long_options);
-  const auto group_of_rank =
-      torch::bucketize(ranks, first_rank.slice(0, 1, groups), /*out_int32=*/false, /*right=*/true);
+  const auto y = x + 0.0f;
+  const auto [sorted, order] = torch::sort(y, c10::optional<bool>(true), /*dim=*/0);
+  require_finite(x, sorted[0], sorted[count - 1]);
 
-  const auto last_rank = first_rank.slice(0, 1) - 1;
-  const auto first = first_rank.slice(0, 0, groups);
-  const auto empty = last_rank < first;
+  // Group g holds ranks [g*count/G, (g+1)*count/G); an empty group (fewer
+  // values than groups) starts where its successor does.
+  std::vector<int64_t> first(groups), last(groups);
+  std::vector<uint8_t> empty_group(groups);
+  for (int64_t g = 0; g < groups; ++g) {
+    first[g] = g * count / groups;
+    const int64_t last_of_group = (g + 1) * count / groups - 1;
+    empty_group[g] = last_of_group < first[g];
+    last[g] = std::max<int64_t>(last_of_group, 0);
+  }
+  const auto device = float_options.device();
+  const auto first_rank = torch::tensor(first).to(device);
+  const auto last_rank = torch::tensor(last).to(device);
+  const auto empty = torch::tensor(empty_group).to(torch::kBool).to(device);
   const auto zero = torch::zeros({groups}, float_options);
-  const auto lowest = torch::where(empty, zero, sorted.index({first.clamp_max(count - 1)}));
-  const auto highest = torch::where(empty, zero, sorted.index({last_rank.clamp_min(0)}));
+  const auto lowest = torch::where(empty, zero, sorted.index_select(0, first_rank));
+  const auto highest = torch::where(empty, zero, sorted.index_select(0, last_rank));
   const auto q = quantizers(lowest, highest, bits);
 
-  const auto in_rank_order = x.index({order});
-  const auto codes_by_rank = group_of_rank.bitwise_left_shift(bits) |
-                             value_codes(in_rank_order, q.min.index({group_of_rank}),
-                                         q.inverse_step.index({group_of_rank}), bits);
-  const auto codes = torch::empty_like(codes_by_rank).scatter_(0, order, codes_by_rank);
+  const auto boundary_ranks = first_rank.slice(0, 1);
+  const auto group = groups_by_rank(y, sorted.index_select(0, boundary_ranks),
+                                    order.index_select(0, boundary_ranks));
+  const auto codes = group.to(code_type).bitwise_left_shift(bits) |
+                     value_codes(x, q.min.index_select(0, group),
+                                 q.inverse_step.index_select(0, group), bits, code_type);
   return torch::cat({table_bytes(q), pack(codes, width)});
 }
 
@@ -133,16 +235,23 @@ torch::Tensor tensor_ops_decode(const torch::Tensor& payload, int64_t numel, int
   torch::NoGradGuard no_grad;
   const int64_t groups = int64_t{1} << split_bits;
   const int64_t table = kTableEntryBytes * groups;
+  const int width = bits + split_bits;
   const auto bytes = payload.contiguous();
   const auto entries =
       bytes.slice(0, 0, table).view(torch::kFloat).reshape({groups, 2}).to(torch::kDouble);
   const auto mins = entries.select(1, 0), steps = entries.select(1, 1);
   if (numel == 0) return torch::empty({0}, bytes.options().dtype(torch::kFloat));
-  const auto codes = unpack(bytes.slice(0, table), numel, bits + split_bits);
-  const auto value = codes.bitwise_and((int64_t{1} << bits) - 1).to(torch::kDouble);
-  const auto group = codes.bitwise_right_shift(bits);
+  const auto codes = unpack(bytes.slice(0, table), numel, width);
   // In double, min + code * step, rounded once to float32 as the CPU path does.
-  return (mins.index({group}) + value * steps.index({group})).to(torch::kFloat);
+  const auto value_of = [&](const torch::Tensor& code) {
+    const auto value = code.bitwise_and((int64_t{1} << bits) - 1).to(torch::kDouble);
+    const auto group = code.bitwise_right_shift(bits).to(torch::kLong);
+    return (mins.index_select(0, group) + value * steps.index_select(0, group)).to(torch::kFloat);
+  };
+  if (width > kMaxLookupWidth) return value_of(codes);
+  // Every code's value once, then one lookup per value.
+  const auto every_code = torch::arange(int64_t{1} << width, codes.options());
+  return value_of(every_code).index_select(0, codes);
 }
 
 }  // namespace flotilla::codec

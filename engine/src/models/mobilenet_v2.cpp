@@ -34,11 +34,12 @@ torch::nn::Sequential mobilenet_v2(const MobileNetV2Options& o) {
   struct Stage {
     int64_t expansion, out, blocks, stride;
   };
-  // Strides of the first two stages are 1 for 32x32 inputs (CIFAR variant).
-  const Stage stages[] = {{1, 16, 1, 1}, {6, 24, 2, 1},  {6, 32, 3, 2}, {6, 64, 4, 2},
-                          {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
+  // The stem's and the second stage's strides are 1 for 32x32 inputs (CIFAR variant).
+  const int64_t reduced = o.imagenet_strides ? 2 : 1;
+  const Stage stages[] = {{1, 16, 1, 1}, {6, 24, 2, reduced}, {6, 32, 3, 2}, {6, 64, 4, 2},
+                          {6, 96, 3, 1}, {6, 160, 3, 2},      {6, 320, 1, 1}};
   torch::nn::Sequential net;
-  net->push_back("stem", ConvBnRelu(o.channels, 32, 3));
+  net->push_back("stem", ConvBnRelu(o.channels, 32, 3, reduced));
   int64_t in = 32, index = 0;
   for (const auto& s : stages) {
     for (int64_t i = 0; i < s.blocks; ++i) {

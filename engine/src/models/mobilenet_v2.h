@@ -1,6 +1,7 @@
 #pragma once
 // MobileNetV2, CIFAR variant (stride 1 stem and first stages), as in
-// kuangliu/pytorch-cifar that the distgpipe study trains.
+// kuangliu/pytorch-cifar that the distgpipe study trains; or with the paper's
+// strides for ImageNet-sized inputs.
 
 #include <torch/torch.h>
 
@@ -10,6 +11,9 @@ struct MobileNetV2Options {
   int64_t channels = 3;
   int64_t classes = 10;
   double dropout = 0.0;
+  // The paper's strides for 224x224 inputs (stem and second stage 2, as in
+  // torchvision: 112x112 after the stem, 7x7 at the end), not CIFAR's 1.
+  bool imagenet_strides = false;
 };
 
 class InvertedResidualImpl : public torch::nn::Module {
