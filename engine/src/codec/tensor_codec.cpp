@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "codec/code_packing.h"
+#include "codec/group_quantizer.h"
 #include "codec/rank_groups.h"
 
 namespace flotilla::codec {
@@ -48,13 +51,16 @@ torch::Tensor table_bytes(const Quantizers& q) {
 // Every value is finite exactly when the smallest and the largest are (NaN
 // propagates through min and max, and sorts last): one check of two values
 // instead of a pass over all. The count for the message only on failure.
-void require_finite(const torch::Tensor& x, const torch::Tensor& lowest,
-                    const torch::Tensor& highest) {
-  if (torch::isfinite(torch::stack({lowest.reshape({}), highest.reshape({})})).all().item<bool>())
-    return;
+[[noreturn]] void refuse_non_finite(const torch::Tensor& x) {
   const int64_t non_finite = torch::isfinite(x).logical_not().sum().item<int64_t>();
   throw std::invalid_argument("activation codec: " + std::to_string(non_finite) + " of " +
                               std::to_string(x.numel()) + " values are NaN or Inf");
+}
+
+void require_finite(const torch::Tensor& x, const torch::Tensor& lowest,
+                    const torch::Tensor& highest) {
+  if (!torch::isfinite(torch::stack({lowest.reshape({}), highest.reshape({})})).all().item<bool>())
+    refuse_non_finite(x);
 }
 
 // GroupQuantizer::code in float32, one op at a time (no fused multiply-add,
@@ -166,6 +172,142 @@ torch::Tensor groups_by_rank(const torch::Tensor& y, const torch::Tensor& bounda
       0, tied, torch::bucketize(tied_keys, boundary_keys, /*out_int32=*/true, /*right=*/true));
 }
 
+// ---- Encoding through a table of thresholds (few groups and codes) ----
+//
+// Within a group a value's code only grows with the value, so each code c >= 1
+// of group g starts at one float: the smallest whose code is at least c,
+// found on the host by bisection with the CPU path's own GroupQuantizer::code.
+// Laid out in value order between the groups' first values, these thresholds
+// make encoding one binary search a value (bucketize) and one lookup of the
+// code its bucket stands for, where computing codes takes nine passes.
+constexpr int64_t kMaxTableThresholds = 1024;
+// The bucket of the values equal to a group boundary: their group depends on
+// their index, so they take the rank-key path.
+constexpr int32_t kTiedWithABoundary = -1;
+
+// The smallest float in (low, high] whose code is at least `code` (>= 1), or
+// +inf where none is. code(low) is 0: low is the group's minimum.
+float threshold(const GroupQuantizer& q, float low, float high, uint32_t code) {
+  if (q.code(high) < code) return std::numeric_limits<float>::infinity();
+  uint32_t below = order_key(low), at = order_key(high);  // code(below) < code <= code(at)
+  while (at - below > 1) {
+    const uint32_t middle = below + (at - below) / 2;
+    (q.code(from_order_key(middle)) >= code ? at : below) = middle;
+  }
+  return from_order_key(at);
+}
+
+struct ThresholdTable {
+  std::vector<float> entries;         // non-decreasing
+  std::vector<int32_t> bucket_codes;  // entries + 1: the code of a value with k entries <= it
+};
+
+// Group g holds the values from lowest[g] to highest[g]; groups after the
+// first start at a boundary value. Boundaries of equal value (a run of ties
+// spanning whole groups) count once: the groups between them hold only that
+// value, and a value above it belongs to the run's last group.
+ThresholdTable threshold_table(const std::vector<GroupQuantizer>& quantizers,
+                               const std::vector<float>& lowest, const std::vector<float>& highest,
+                               int bits) {
+  const int64_t groups = static_cast<int64_t>(quantizers.size());
+  const uint32_t max_code = (uint32_t{1} << bits) - 1;
+  ThresholdTable table;
+  table.bucket_codes.push_back(0);  // below every entry: group 0, code 0
+  const auto add = [&](float entry, int32_t code_above) {
+    table.entries.push_back(entry);
+    table.bucket_codes.push_back(code_above);
+  };
+  const auto add_thresholds = [&](int64_t group, float ceiling) {
+    for (uint32_t c = 1; c <= max_code; ++c)
+      add(std::min(threshold(quantizers[group], lowest[group], highest[group], c), ceiling),
+          static_cast<int32_t>((group << bits) | c));
+  };
+  int64_t current = 0;
+  for (int64_t first = 1; first < groups;) {
+    const float boundary = lowest[first];
+    int64_t last = first;
+    while (last + 1 < groups && lowest[last + 1] == boundary) ++last;
+    add_thresholds(current, boundary);
+    add(boundary, kTiedWithABoundary);
+    add(std::nextafter(boundary, std::numeric_limits<float>::infinity()),
+        static_cast<int32_t>(last << bits));
+    current = last;
+    first = last + 1;
+  }
+  add_thresholds(current, std::numeric_limits<float>::infinity());
+  return table;
+}
+
+// Host values to the device in one copy: `count` 32-bit words each.
+torch::Tensor to_device_words(const std::vector<int32_t>& words, const torch::Device& device) {
+  return torch::from_blob(const_cast<int32_t*>(words.data()), {static_cast<int64_t>(words.size())},
+                          torch::kInt)
+      .to(device);
+}
+
+template <class T>
+void append_words(std::vector<int32_t>& words, const std::vector<T>& values) {
+  static_assert(sizeof(T) == sizeof(int32_t));
+  const size_t at = words.size();
+  words.resize(at + values.size());
+  std::memcpy(words.data() + at, values.data(), values.size() * sizeof(T));
+}
+
+// The payload from the groups' extremes (host) and the values (device):
+// the table of (min, step), then the codes, found through the threshold
+// table; values tied with a boundary get their group from their rank key.
+torch::Tensor encode_by_thresholds(const torch::Tensor& x, const torch::Tensor& y,
+                                   const std::vector<float>& lowest,
+                                   const std::vector<float>& highest,
+                                   const torch::Tensor& boundary_keys, int bits, int width) {
+  const int64_t groups = static_cast<int64_t>(lowest.size());
+  std::vector<GroupQuantizer> quantizers;
+  std::vector<float> table_floats, mins, inverse_steps;
+  for (int64_t g = 0; g < groups; ++g) {
+    quantizers.emplace_back(lowest[g], highest[g], bits);
+    table_floats.insert(table_floats.end(), {quantizers[g].min, quantizers[g].step});
+    mins.push_back(quantizers[g].min);
+    inverse_steps.push_back(quantizers[g].inverse_step);
+  }
+  const auto table = threshold_table(quantizers, lowest, highest, bits);
+  // One copy to the device: the payload's table, the thresholds, the codes
+  // of their buckets, and each group's min and inverse step.
+  std::vector<int32_t> words;
+  append_words(words, table_floats);
+  append_words(words, table.entries);
+  append_words(words, table.bucket_codes);
+  append_words(words, mins);
+  append_words(words, inverse_steps);
+  const auto on_device = to_device_words(words, x.device());
+  int64_t at = 0;
+  const auto next = [&](int64_t count) {
+    const auto part = on_device.slice(0, at, at + count);
+    at += count;
+    return part;
+  };
+  const auto payload_table = next(2 * groups).view(torch::kUInt8);
+  const auto entries = next(static_cast<int64_t>(table.entries.size())).view(torch::kFloat);
+  const auto bucket_codes = next(static_cast<int64_t>(table.bucket_codes.size()));
+  const auto group_min = next(groups).view(torch::kFloat);
+  const auto group_inverse_step = next(groups).view(torch::kFloat);
+
+  auto codes = bucket_codes.index_select(
+      0, torch::bucketize(y, entries, /*out_int32=*/true, /*right=*/true));
+  if (groups > 1) {
+    const auto tied = torch::nonzero(codes < 0).reshape({-1});
+    if (tied.numel() > 0) {
+      const auto group = torch::bucketize(rank_keys(y.index_select(0, tied), tied), boundary_keys,
+                                          /*out_int32=*/true, /*right=*/true);
+      codes.index_copy_(
+          0, tied,
+          group.bitwise_left_shift(bits) |
+              value_codes(x.index_select(0, tied), group_min.index_select(0, group),
+                          group_inverse_step.index_select(0, group), bits, torch::kInt));
+    }
+  }
+  return torch::cat({payload_table, pack(codes, width)});
+}
+
 }  // namespace
 
 torch::Tensor tensor_ops_encode(const torch::Tensor& values, int bits, int split_bits) {
@@ -184,8 +326,15 @@ torch::Tensor tensor_ops_encode(const torch::Tensor& values, int bits, int split
     const auto zeros = torch::zeros({groups}, float_options);
     return table_bytes({zeros, zeros, zeros});
   }
+  const bool thresholds_fit = groups * ((int64_t{1} << bits) - 1) <= kMaxTableThresholds;
   if (split_bits == 0) {
     const auto [lowest, highest] = torch::aminmax(x);
+    if (thresholds_fit) {
+      const auto extremes = torch::stack({lowest, highest}).cpu();
+      const float low = extremes[0].item<float>(), high = extremes[1].item<float>();
+      if (!std::isfinite(low) || !std::isfinite(high)) refuse_non_finite(x);
+      return encode_by_thresholds(x, x, {low}, {high}, torch::Tensor(), bits, width);
+    }
     require_finite(x, lowest, highest);
     // +0 for a -0 minimum, as the CPU path sends.
     const auto q = quantizers(lowest.reshape({1}) + 0.0f, highest.reshape({1}), bits);
@@ -200,7 +349,6 @@ torch::Tensor tensor_ops_encode(const torch::Tensor& values, int bits, int split
   // Rank order is (value, index), -0 tied with +0: a stable sort of x + 0.
   const auto y = x + 0.0f;
   const auto [sorted, order] = torch::sort(y, c10::optional<bool>(true), /*dim=*/0);
-  require_finite(x, sorted[0], sorted[count - 1]);
 
   // Group g holds ranks [g*count/G, (g+1)*count/G); an empty group (fewer
   // values than groups) starts where its successor does.
@@ -214,6 +362,25 @@ torch::Tensor tensor_ops_encode(const torch::Tensor& values, int bits, int split
   }
   const auto device = float_options.device();
   const auto first_rank = torch::tensor(first).to(device);
+  const auto boundary_ranks = first_rank.slice(0, 1);
+  const auto boundary_values = sorted.index_select(0, boundary_ranks);
+  const auto boundary_indices = order.index_select(0, boundary_ranks);
+
+  const bool no_empty_group = count >= groups;
+  if (thresholds_fit && no_empty_group) {
+    // The groups' extremes to the host in one copy; the smallest and the
+    // largest value among them tell whether all are finite.
+    const auto extremes = torch::cat({sorted.index_select(0, first_rank),
+                                      sorted.index_select(0, torch::tensor(last).to(device))})
+                              .cpu();
+    const float* e = extremes.data_ptr<float>();
+    const std::vector<float> lowest(e, e + groups), highest(e + groups, e + 2 * groups);
+    if (!std::isfinite(lowest.front()) || !std::isfinite(highest.back())) refuse_non_finite(x);
+    return encode_by_thresholds(x, y, lowest, highest, rank_keys(boundary_values, boundary_indices),
+                                bits, width);
+  }
+
+  require_finite(x, sorted[0], sorted[count - 1]);
   const auto last_rank = torch::tensor(last).to(device);
   const auto empty = torch::tensor(empty_group).to(torch::kBool).to(device);
   const auto zero = torch::zeros({groups}, float_options);
@@ -221,9 +388,7 @@ torch::Tensor tensor_ops_encode(const torch::Tensor& values, int bits, int split
   const auto highest = torch::where(empty, zero, sorted.index_select(0, last_rank));
   const auto q = quantizers(lowest, highest, bits);
 
-  const auto boundary_ranks = first_rank.slice(0, 1);
-  const auto group = groups_by_rank(y, sorted.index_select(0, boundary_ranks),
-                                    order.index_select(0, boundary_ranks));
+  const auto group = groups_by_rank(y, boundary_values, boundary_indices);
   const auto codes = group.to(code_type).bitwise_left_shift(bits) |
                      value_codes(x, q.min.index_select(0, group),
                                  q.inverse_step.index_select(0, group), bits, code_type);
