@@ -181,9 +181,8 @@ torch::Tensor groups_by_rank(const torch::Tensor& y, const torch::Tensor& bounda
 // make encoding one binary search a value (bucketize) and one lookup of the
 // code its bucket stands for, where computing codes takes nine passes.
 constexpr int64_t kMaxTableThresholds = 1024;
-// The bucket of the values equal to a group boundary: their group depends on
-// their index, so they take the rank-key path.
-constexpr int32_t kTiedWithABoundary = -1;
+// The bucket of the values equal to a group boundary stands for ~r (< 0), r
+// the run of boundaries of that value: their group depends on their index.
 
 // The smallest float in (low, high] whose code is at least `code` (>= 1), or
 // +inf where none is. code(low) is 0: low is the group's minimum.
@@ -200,6 +199,11 @@ float threshold(const GroupQuantizer& q, float low, float high, uint32_t code) {
 struct ThresholdTable {
   std::vector<float> entries;         // non-decreasing
   std::vector<int32_t> bucket_codes;  // entries + 1: the code of a value with k entries <= it
+  // Runs of boundaries of equal value, r = 0, 1, ...: boundary g >= 1's run
+  // (at g - 1), each run's first group, and the code of its value in the
+  // group before it (where a tied value may also fall; in the run's groups
+  // it is their minimum, code 0).
+  std::vector<int32_t> run_of_boundary, run_first_group, run_code_below;
 };
 
 // Group g holds the values from lowest[g] to highest[g]; groups after the
@@ -223,14 +227,19 @@ ThresholdTable threshold_table(const std::vector<GroupQuantizer>& quantizers,
           static_cast<int32_t>((group << bits) | c));
   };
   int64_t current = 0;
-  for (int64_t first = 1; first < groups;) {
+  for (int64_t first = 1, run = 0; first < groups; ++run) {
     const float boundary = lowest[first];
     int64_t last = first;
     while (last + 1 < groups && lowest[last + 1] == boundary) ++last;
     add_thresholds(current, boundary);
-    add(boundary, kTiedWithABoundary);
+    add(boundary, static_cast<int32_t>(~run));
     add(std::nextafter(boundary, std::numeric_limits<float>::infinity()),
         static_cast<int32_t>(last << bits));
+    table.run_of_boundary.insert(table.run_of_boundary.end(), last - first + 1,
+                                 static_cast<int32_t>(run));
+    table.run_first_group.push_back(static_cast<int32_t>(first));
+    table.run_code_below.push_back(
+        static_cast<int32_t>(((first - 1) << bits) | quantizers[first - 1].code(boundary)));
     current = last;
     first = last + 1;
   }
@@ -238,11 +247,16 @@ ThresholdTable threshold_table(const std::vector<GroupQuantizer>& quantizers,
   return table;
 }
 
-// Host values to the device in one copy: `count` 32-bit words each.
-torch::Tensor to_device_words(const std::vector<int32_t>& words, const torch::Device& device) {
-  return torch::from_blob(const_cast<int32_t*>(words.data()), {static_cast<int64_t>(words.size())},
-                          torch::kInt)
-      .to(device);
+// Host values to the device in one copy, a copy of their own. To a GPU from
+// pinned memory without waiting: a copy from pageable memory first waits for
+// all the work queued before it.
+template <class T>
+torch::Tensor to_device(const std::vector<T>& values, torch::ScalarType type,
+                        const torch::Device& device) {
+  const auto host =
+      torch::from_blob(const_cast<T*>(values.data()), {static_cast<int64_t>(values.size())}, type);
+  if (!device.is_cuda()) return host.clone();
+  return host.pin_memory().to(device, /*non_blocking=*/true);
 }
 
 template <class T>
@@ -256,29 +270,29 @@ void append_words(std::vector<int32_t>& words, const std::vector<T>& values) {
 // The payload from the groups' extremes (host) and the values (device):
 // the table of (min, step), then the codes, found through the threshold
 // table; values tied with a boundary get their group from their rank key.
+// boundary_indices: the index of each boundary's value (int64, groups - 1).
 torch::Tensor encode_by_thresholds(const torch::Tensor& x, const torch::Tensor& y,
                                    const std::vector<float>& lowest,
                                    const std::vector<float>& highest,
-                                   const torch::Tensor& boundary_keys, int bits, int width) {
+                                   const torch::Tensor& boundary_indices, int bits, int width) {
   const int64_t groups = static_cast<int64_t>(lowest.size());
   std::vector<GroupQuantizer> quantizers;
-  std::vector<float> table_floats, mins, inverse_steps;
+  std::vector<float> table_floats;
   for (int64_t g = 0; g < groups; ++g) {
     quantizers.emplace_back(lowest[g], highest[g], bits);
     table_floats.insert(table_floats.end(), {quantizers[g].min, quantizers[g].step});
-    mins.push_back(quantizers[g].min);
-    inverse_steps.push_back(quantizers[g].inverse_step);
   }
   const auto table = threshold_table(quantizers, lowest, highest, bits);
   // One copy to the device: the payload's table, the thresholds, the codes
-  // of their buckets, and each group's min and inverse step.
+  // of their buckets, and the runs of tied boundaries.
   std::vector<int32_t> words;
   append_words(words, table_floats);
   append_words(words, table.entries);
   append_words(words, table.bucket_codes);
-  append_words(words, mins);
-  append_words(words, inverse_steps);
-  const auto on_device = to_device_words(words, x.device());
+  append_words(words, table.run_of_boundary);
+  append_words(words, table.run_first_group);
+  append_words(words, table.run_code_below);
+  const auto on_device = to_device(words, torch::kInt, x.device());
   int64_t at = 0;
   const auto next = [&](int64_t count) {
     const auto part = on_device.slice(0, at, at + count);
@@ -288,21 +302,27 @@ torch::Tensor encode_by_thresholds(const torch::Tensor& x, const torch::Tensor& 
   const auto payload_table = next(2 * groups).view(torch::kUInt8);
   const auto entries = next(static_cast<int64_t>(table.entries.size())).view(torch::kFloat);
   const auto bucket_codes = next(static_cast<int64_t>(table.bucket_codes.size()));
-  const auto group_min = next(groups).view(torch::kFloat);
-  const auto group_inverse_step = next(groups).view(torch::kFloat);
+  const auto run_of_boundary = next(static_cast<int64_t>(table.run_of_boundary.size()));
+  const auto run_first_group = next(static_cast<int64_t>(table.run_first_group.size()));
+  const auto run_code_below = next(static_cast<int64_t>(table.run_code_below.size()));
 
   auto codes = bucket_codes.index_select(
       0, torch::bucketize(y, entries, /*out_int32=*/true, /*right=*/true));
   if (groups > 1) {
     const auto tied = torch::nonzero(codes < 0).reshape({-1});
     if (tied.numel() > 0) {
-      const auto group = torch::bucketize(rank_keys(y.index_select(0, tied), tied), boundary_keys,
+      // A tied value's group: the boundaries of earlier runs, and those of its
+      // own run at or before its index (rank order within equal values). As
+      // one key, run * count + index against the boundaries' alike.
+      const int64_t count = x.numel();
+      const auto run = codes.index_select(0, tied).bitwise_not();
+      const auto boundary_keys = run_of_boundary.to(torch::kLong) * count + boundary_indices;
+      const auto group = torch::bucketize(run.to(torch::kLong) * count + tied, boundary_keys,
                                           /*out_int32=*/true, /*right=*/true);
       codes.index_copy_(
           0, tied,
-          group.bitwise_left_shift(bits) |
-              value_codes(x.index_select(0, tied), group_min.index_select(0, group),
-                          group_inverse_step.index_select(0, group), bits, torch::kInt));
+          torch::where(group < run_first_group.index_select(0, run),
+                       run_code_below.index_select(0, run), group.bitwise_left_shift(bits)));
     }
   }
   return torch::cat({payload_table, pack(codes, width)});
@@ -361,34 +381,33 @@ torch::Tensor tensor_ops_encode(const torch::Tensor& values, int bits, int split
     last[g] = std::max<int64_t>(last_of_group, 0);
   }
   const auto device = float_options.device();
-  const auto first_rank = torch::tensor(first).to(device);
+  std::vector<int64_t> first_then_last = first;
+  first_then_last.insert(first_then_last.end(), last.begin(), last.end());
+  const auto ranks = to_device(first_then_last, torch::kLong, device);
+  const auto first_rank = ranks.slice(0, 0, groups);
+  const auto last_rank = ranks.slice(0, groups);
   const auto boundary_ranks = first_rank.slice(0, 1);
-  const auto boundary_values = sorted.index_select(0, boundary_ranks);
   const auto boundary_indices = order.index_select(0, boundary_ranks);
 
   const bool no_empty_group = count >= groups;
   if (thresholds_fit && no_empty_group) {
     // The groups' extremes to the host in one copy; the smallest and the
     // largest value among them tell whether all are finite.
-    const auto extremes = torch::cat({sorted.index_select(0, first_rank),
-                                      sorted.index_select(0, torch::tensor(last).to(device))})
-                              .cpu();
+    const auto extremes = sorted.index_select(0, ranks).cpu();
     const float* e = extremes.data_ptr<float>();
     const std::vector<float> lowest(e, e + groups), highest(e + groups, e + 2 * groups);
     if (!std::isfinite(lowest.front()) || !std::isfinite(highest.back())) refuse_non_finite(x);
-    return encode_by_thresholds(x, y, lowest, highest, rank_keys(boundary_values, boundary_indices),
-                                bits, width);
+    return encode_by_thresholds(x, y, lowest, highest, boundary_indices, bits, width);
   }
 
   require_finite(x, sorted[0], sorted[count - 1]);
-  const auto last_rank = torch::tensor(last).to(device);
   const auto empty = torch::tensor(empty_group).to(torch::kBool).to(device);
   const auto zero = torch::zeros({groups}, float_options);
   const auto lowest = torch::where(empty, zero, sorted.index_select(0, first_rank));
   const auto highest = torch::where(empty, zero, sorted.index_select(0, last_rank));
   const auto q = quantizers(lowest, highest, bits);
 
-  const auto group = groups_by_rank(y, boundary_values, boundary_indices);
+  const auto group = groups_by_rank(y, sorted.index_select(0, boundary_ranks), boundary_indices);
   const auto codes = group.to(code_type).bitwise_left_shift(bits) |
                      value_codes(x, q.min.index_select(0, group),
                                  q.inverse_step.index_select(0, group), bits, code_type);
