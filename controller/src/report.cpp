@@ -54,9 +54,10 @@ std::string renderer_words(const QByteArray& output) {
   return {};
 }
 
-// Draws one chart; the renderer's words when it could not.
-std::string render(const std::vector<std::string>& argv, const fs::path& output,
-                   std::chrono::seconds timeout) {
+}  // namespace
+
+std::string render_chart(const std::vector<std::string>& argv, const fs::path& output,
+                         std::chrono::seconds timeout) {
   QProcess process;
   auto env = QProcessEnvironment::systemEnvironment();
   env.insert("QT_QPA_PLATFORM", "offscreen");  // no display needed, none used
@@ -79,6 +80,8 @@ std::string render(const std::vector<std::string>& argv, const fs::path& output,
   if (!is_png(output)) return argv.front() + " wrote no PNG at " + output.string();
   return {};
 }
+
+namespace {
 
 std::string default_title(const CompareTable& table) {
   std::vector<std::string> experiments;
@@ -147,9 +150,10 @@ ReportResult write_report(const CompareTable& table, const ReportOptions& option
   for (const auto& panel : options.panels) {
     const auto file = options.directory / (panel + ".png");
     md << "\n### " << panel_title(panel) << "\n\n";
-    const auto problem = no_renderer.empty() ? render(render_arguments(table, options, panel, file),
-                                                      file, options.render_timeout)
-                                             : no_renderer;
+    const auto problem = no_renderer.empty()
+                             ? render_chart(render_arguments(table, options, panel, file), file,
+                                            options.render_timeout)
+                             : no_renderer;
     if (problem.empty()) {
       result.images.push_back(file);
       md << "![" << panel_title(panel) << "](" << panel << ".png)\n";

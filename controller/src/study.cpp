@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "flotilla/controller/kept_runs.h"
+#include "flotilla/controller/paths.h"
+#include "flotilla/controller/study_chart.h"
 #include "flotilla/controller/sweep_report.h"
 #include "flotilla/protocol/config_keys.h"
 #include "flotilla/protocol/numbers.h"
@@ -72,6 +74,10 @@ std::vector<std::string> compare_columns_for(const SweepSpec& spec) {
       columns.push_back(key);
   if (std::find(columns.begin(), columns.end(), "sent_mb") == columns.end())
     columns.push_back("sent_mb");  // what sent_ratio divides
+  const auto& y = spec.report.chart.y;
+  if (!y.empty() && find_compare_column(y) &&
+      std::find(columns.begin(), columns.end(), y) == columns.end())
+    columns.push_back(y);  // what the chart draws
   return columns;
 }
 
@@ -149,6 +155,10 @@ std::vector<std::string> study_report_problems(const SweepSpec& spec) {
                        ", a compare column (docs/compare.md: run, ranks, batch, throughput, "
                        "speedup, epoch_s, ...) or a config key (optimizer.lr, ...)");
   }
+  if (const auto& y = spec.report.chart.y; !y.empty() && !find_compare_column(y))
+    problems.push_back("report.chart.y: \"" + y +
+                       "\" is not a compare column (docs/compare.md: speedup, throughput, "
+                       "peak_mem_mib, acc_test_pct, sent_mb, ...)");
   // The seed table, refused before anything runs rather than after.
   try {
     if (const auto seed = carried_seed_table(spec))
@@ -343,6 +353,38 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
             "changes): read shapes and ratios, not absolute times.\n\n"
          << seed_comparison_markdown(*seed) << "\n";
   }
+  // The study's chart in the seed's shape, before the long tables.
+  std::error_code error;
+  std::filesystem::create_directories(options.directory, error);
+  std::optional<std::string> chart_problem;
+  if (!spec.report.chart.empty()) {
+    const auto data = options.directory / "study_chart.json";
+    {
+      std::ofstream out(data, std::ios::binary | std::ios::trunc);
+      if (!(out << study_chart_json(spec, table, points, carried_seed_table(spec))) || !out.flush())
+        throw std::runtime_error("cannot write " + data.string());
+    }
+    const auto image = options.directory / "study_chart.png";
+    const auto renderer =
+        options.renderer.empty() ? sibling_program("flotilla-gui") : options.renderer;
+    chart_problem = std::filesystem::exists(renderer)
+                        ? render_chart({renderer.string(), "--render-points", data.string(),
+                                        "--size", "1000x560", "-o", image.string()},
+                                       image, std::chrono::seconds(120))
+                        : "the chart renderer " + renderer.string() + " is not there";
+    lead << "## Chart\n\n";
+    if (chart_problem->empty())
+      lead << "![" << (spec.report.chart.title.empty()
+                           ? spec.report.chart.y + " against " + spec.report.chart.x
+                           : spec.report.chart.title)
+           << "](study_chart.png)\n\n";
+    else
+      lead << "*(not drawn: " << *chart_problem << ")*\n\n";
+    lead << (seed ? "Filled markers and solid lines are this study's runs (the mean of repeats); "
+                    "hollow markers and dashed lines the seed's published figures. "
+                  : "")
+         << "Its data is in `study_chart.json`.\n\n";
+  }
   lead << "## Study table\n\n";
   if (!spec.description.empty()) lead << spec.description << ".\n\n";
   lead << "Sweep `" << sweep.name << "`: " << name_of(sweep.state) << "; " << progress.total
@@ -359,8 +401,6 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
   // The study's runs stay beside the report: its numbers can be recomputed
   // from their records, and the report written again, once the database
   // they ran in is gone.
-  std::error_code error;
-  std::filesystem::create_directories(options.directory, error);
   keep_runs(store, table.runs, sweep.id, options.directory / kStudyDatabase);
   lead << "Its runs are kept beside this report in `" << kStudyDatabase
        << "` (records, states, the sweep): `flotilla --db " << kStudyDatabase << " study report "
@@ -375,6 +415,10 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
   report.command = options.command;
   report.lead_markdown = lead.str();
   auto result = write_report(table.compare, report);
+  if (chart_problem && chart_problem->empty())
+    result.images.insert(result.images.begin(), options.directory / "study_chart.png");
+  else if (chart_problem)
+    result.problems.insert(result.problems.begin(), "chart: " + *chart_problem);
   const auto write = [&](const std::filesystem::path& file, const std::string& text) {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
     if (!(out << text) || !out.flush()) throw std::runtime_error("cannot write " + file.string());

@@ -1,6 +1,7 @@
 // flotilla-gui's command line: the window; with --render, one dashboard
 // panel drawn to a file without a display (what `flotilla plot` runs); with
-// --screenshot, the window on a run's dashboard saved to a file. --help needs
+// --render-points, a study's chart from its data file (what a study report
+// runs); with --screenshot, the window on a run's dashboard saved to a file. --help needs
 // no display either: it is answered before any window system is opened.
 #include "gui_program.h"
 
@@ -8,6 +9,7 @@
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QIcon>
 #include <QScreen>
 #include <QTimer>
@@ -20,6 +22,7 @@
 
 #include "dashboard.h"
 #include "flotilla/charts/export.h"
+#include "flotilla/charts/points_chart.h"
 #include "flotilla/controller/paths.h"
 #include "flotilla/controller/store.h"
 #include "main_window.h"
@@ -37,6 +40,35 @@ bool has_argument(int argc, char** argv, const char* name) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return true;
   return false;
+}
+
+// --size, or what is wrong with it.
+std::variant<QSize, QString> image_size(const QCommandLineParser& parser) {
+  const QStringList size = parser.value("size").split('x');
+  int width = 0, height = 0;
+  bool w_ok = false, h_ok = false;
+  if (size.size() == 2) width = size[0].toInt(&w_ok), height = size[1].toInt(&h_ok);
+  if (!w_ok || !h_ok || width < 200 || height < 150 || width > 10000 || height > 10000)
+    return "--size \"" + parser.value("size") +
+           "\": expected WIDTHxHEIGHT in pixels, from 200x150 to 10000x10000, e.g. 1000x560";
+  return QSize(width, height);
+}
+
+// --render-points FILE -o IMAGE: a study's chart from its data file.
+int render_points(const QCommandLineParser& parser) {
+  const QString source = parser.value("render-points");
+  QFile file(source);
+  if (!file.open(QIODevice::ReadOnly))
+    return fail("cannot read " + source + ": " + file.errorString());
+  const auto parsed = flotilla::charts::parse_points_chart(file.readAll().toStdString(), source);
+  if (!parsed.data) return fail(parsed.error);
+  const auto size = image_size(parser);
+  if (const auto* problem = std::get_if<QString>(&size)) return fail(*problem);
+  if (parser.value("output").isEmpty())
+    return fail("--render-points needs -o FILE.png or FILE.svg");
+  const QString error = flotilla::charts::render_points_chart(*parsed.data, std::get<QSize>(size),
+                                                              parser.value("output"));
+  return error.isEmpty() ? 0 : fail(error);
 }
 
 // The request --render describes, or the first problem with it.
@@ -63,14 +95,9 @@ std::variant<flotilla::charts::RenderRequest, QString> render_request(
   request.options.smoothing = parser.value("smoothing").toDouble(&ok);  // C locale, always
   if (!ok || request.options.smoothing < 0 || request.options.smoothing > 0.99)
     return "--smoothing \"" + parser.value("smoothing") + "\": expected a number from 0 to 0.99";
-  const QStringList size = parser.value("size").split('x');
-  int width = 0, height = 0;
-  bool w_ok = false, h_ok = false;
-  if (size.size() == 2) width = size[0].toInt(&w_ok), height = size[1].toInt(&h_ok);
-  if (!w_ok || !h_ok || width < 200 || height < 150 || width > 10000 || height > 10000)
-    return "--size \"" + parser.value("size") +
-           "\": expected WIDTHxHEIGHT in pixels, from 200x150 to 10000x10000, e.g. 1000x560";
-  request.size = QSize(width, height);
+  const auto size = image_size(parser);
+  if (const auto* problem = std::get_if<QString>(&size)) return *problem;
+  request.size = std::get<QSize>(size);
   request.output = parser.value("output");
   if (request.output.isEmpty()) return QString("--render needs -o FILE.png or FILE.svg");
   return request;
@@ -135,6 +162,10 @@ void add_options(QCommandLineParser& parser) {
   parser.addOption({"size", "--render: WIDTHxHEIGHT in pixels", "size", "1000x560"});
   parser.addOption({{"o", "output"}, "--render: the .png or .svg to write", "file"});
   parser.addOption({"screenshot", "open the window on --run's dashboard, save it, exit", "file"});
+  parser.addOption({"render-points",
+                    "draw a study's chart from its data file (study_chart.json) to -o and exit; "
+                    "needs no display",
+                    "file"});
 }
 
 }  // namespace
@@ -153,7 +184,8 @@ int run_program(int argc, char** argv) {
     return 0;
   }
   // Rendering needs no display; a screenshot without one is drawn off screen.
-  const bool render = has_argument(argc, argv, "--render");
+  const bool render =
+      has_argument(argc, argv, "--render") || has_argument(argc, argv, "--render-points");
   if (render ||
       (has_argument(argc, argv, "--screenshot") && qEnvironmentVariableIsEmpty("DISPLAY") &&
        qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")))
@@ -171,6 +203,7 @@ int run_program(int argc, char** argv) {
   parser.process(app);
   const QString database = parser.value("db");
 
+  if (parser.isSet("render-points")) return render_points(parser);
   if (render) {
     const auto request = render_request(parser);
     if (const auto* problem = std::get_if<QString>(&request)) return fail(*problem);

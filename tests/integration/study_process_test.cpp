@@ -2,6 +2,7 @@
 // (seed 004's table) trained on this machine, its report read back and its
 // speed-ups checked against the steady throughputs of the stored step records.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -157,6 +158,37 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStead
     }
   }
   EXPECT_EQ(compared, seed_speedup.size());
+
+  // The chart in the seed's shape follows "Seed vs ours": speed-up against
+  // ranks, a line per batch size whose points are the speed-ups above, and
+  // the seed's own lines beside them.
+  const auto chart_at = report.find("## Chart");
+  ASSERT_NE(chart_at, std::string::npos) << report;
+  EXPECT_LT(seed_at, chart_at);
+  EXPECT_LT(chart_at, report.find("## Study table"));
+  EXPECT_NE(report.find("](study_chart.png)", chart_at), std::string::npos) << report;
+  EXPECT_TRUE(std::filesystem::exists(dir / "study_chart.png"));
+  const auto chart = json::parse(read_text(dir / "study_chart.json"));
+  size_t our_points = 0, seed_lines = 0;
+  for (const auto& line : chart["series"]) {
+    if (line["source"] == "seed") {
+      ++seed_lines;
+      continue;
+    }
+    const int batch = std::stoi(line["name"].get<std::string>().substr(strlen("batch_size ")));
+    for (const auto& point : line["points"]) {
+      std::string run;
+      for (const auto& [id, values] : values_of_run)
+        if (values["ranks_per_node"] == point["x"].get<double>() && values["batch_size"] == batch)
+          run = id;
+      ASSERT_FALSE(run.empty()) << line.dump();
+      const double ours = stored_throughput(store, run) / one_rank.at(batch);
+      EXPECT_NEAR(point["y"].get<double>(), ours, 1e-9 * ours) << run;
+      ++our_points;
+    }
+  }
+  EXPECT_EQ(our_points, 12u);
+  EXPECT_EQ(seed_lines, 4u);  // the seed's batch sizes 32, 128, 512 and 2048
 
   // The study's runs are kept beside the report, whole, and only they; the
   // report names no path of this machine.

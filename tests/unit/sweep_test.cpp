@@ -283,7 +283,12 @@ report:
   columns: [ranks_per_node, batch_size, {epoch_s: time}, speedup]
   group_by: [batch_size]
   baseline: {ranks_per_node: 1}
+  chart: {x: ranks_per_node, y: speedup, series: batch_size, title: Speed-up}
 )");
+  EXPECT_EQ(spec.report.chart.x, "ranks_per_node");
+  EXPECT_EQ(spec.report.chart.y, "speedup");
+  EXPECT_EQ(spec.report.chart.series, (std::vector<std::string>{"batch_size"}));
+  EXPECT_EQ(spec.report.chart.title, "Speed-up");
   EXPECT_EQ(spec.report.columns,
             (std::vector<std::string>{"ranks_per_node", "batch_size", "epoch_s", "speedup"}));
   EXPECT_EQ(spec.report.headers, (std::vector<std::string>{"", "", "time", ""}));
@@ -372,9 +377,20 @@ const BadSweep kBadSweeps[] = {
     {"BaseAndBaseFile", "base_file: x.yaml\naxes: {batch_size: [8]}",
      "base_file: give base or base_file, not both"},
     {"ReportNotAMapping", "axes: {batch_size: [8]}\nreport: [speedup]",
-     "report: expected a mapping with columns, group_by, baseline and seed, got [\"speedup\"]"},
+     "report: expected a mapping with columns, group_by, baseline, seed and chart, got "
+     "[\"speedup\"]"},
     {"ReportUnknownKey", "axes: {batch_size: [8]}\nreport: {colums: [speedup]}",
-     "report.colums: unknown key; allowed: baseline, columns, group_by, seed"},
+     "report.colums: unknown key; allowed: baseline, chart, columns, group_by, seed"},
+    {"ReportChartWithoutY", "axes: {batch_size: [8]}\nreport: {chart: {x: batch_size}}",
+     "report.chart.y: missing; expected a name"},
+    {"ReportChartUnknownX", "axes: {batch_size: [8]}\nreport: {chart: {x: gpus, y: speedup}}",
+     "report.chart.x: \"gpus\" is neither an axis of this sweep nor a config key"},
+    {"ReportChartSeriesNotNames",
+     "axes: {batch_size: [8]}\nreport: {chart: {x: batch_size, y: speedup, series: [1]}}",
+     "report.chart.series: expected an axis name or a list of them, got [1]"},
+    {"ReportChartUnknownKey",
+     "axes: {batch_size: [8]}\nreport: {chart: {x: batch_size, y: speedup, colour: red}}",
+     "report.chart.colour: unknown key; allowed: series, title, x, y"},
     {"ReportSeedNotText", "axes: {batch_size: [8]}\nreport: {seed: [dp-scaling]}",
      "report.seed: expected the name of a study's seed table (text), got [\"dp-scaling\"]"},
     {"ReportEmptyColumns", "axes: {batch_size: [8]}\nreport: {columns: []}",

@@ -277,11 +277,13 @@ class SweepReader {
   // the controller, which knows the compare columns.
   void read_report(const Ordered& report, SweepSpec& spec) {
     if (!report.is_object())
-      return fail("report", "expected a mapping with columns, group_by, baseline and seed, got " +
-                                describe(report));
+      return fail("report",
+                  "expected a mapping with columns, group_by, baseline, seed and chart, got " +
+                      describe(report));
     for (const auto& [k, item] : report.items())
-      if (k != "columns" && k != "group_by" && k != "baseline" && k != "seed")
-        fail("report." + k, "unknown key; allowed: baseline, columns, group_by, seed");
+      if (k != "columns" && k != "group_by" && k != "baseline" && k != "seed" && k != "chart")
+        fail("report." + k, "unknown key; allowed: baseline, chart, columns, group_by, seed");
+    if (const auto* chart = find(report, "chart")) read_chart(*chart, spec);
     if (const auto* seed = find(report, "seed")) {
       if (!seed->is_string() || seed->get<std::string>().empty())
         fail("report.seed",
@@ -333,6 +335,51 @@ class SweepReader {
           fail("report.baseline." + key,
                "\"" + key + "\" is neither an axis of this sweep nor a config key");
       spec.report.baseline_json = baseline->dump();
+    }
+  }
+
+  // report.chart: {x: axis, y: compare column, series: axis or [axes], title: text}.
+  // y is checked by the controller, which knows the compare columns.
+  void read_chart(const Ordered& chart, SweepSpec& spec) {
+    auto& out = spec.report.chart;
+    if (!chart.is_object())
+      return fail("report.chart",
+                  "expected a mapping {x: AXIS, y: COLUMN, series: AXIS, title: TEXT}, got " +
+                      describe(chart));
+    for (const auto& [k, item] : chart.items())
+      if (k != "x" && k != "y" && k != "series" && k != "title")
+        fail("report.chart." + k, "unknown key; allowed: series, title, x, y");
+    const auto text = [&](const char* key, std::string& into, bool required) {
+      const auto* item = find(chart, key);
+      const std::string where = std::string("report.chart.") + key;
+      if (!item) {
+        if (required) fail(where, "missing; expected a name");
+        return;
+      }
+      if (!item->is_string() || item->get<std::string>().empty())
+        return fail(where, "expected text, got " + describe(*item));
+      into = item->get<std::string>();
+    };
+    text("x", out.x, true);
+    text("y", out.y, true);
+    text("title", out.title, false);
+    if (!out.x.empty() && !names_point_value(spec, out.x))
+      fail("report.chart.x", "\"" + out.x + "\" is neither an axis of this sweep nor a config key");
+    if (const auto* series = find(chart, "series")) {
+      if (series->is_string()) {
+        out.series.push_back(series->get<std::string>());
+      } else if (series->is_array() && !series->empty() &&
+                 std::all_of(series->begin(), series->end(),
+                             [](const Ordered& e) { return e.is_string(); })) {
+        for (const auto& e : *series) out.series.push_back(e.get<std::string>());
+      } else {
+        return fail("report.chart.series",
+                    "expected an axis name or a list of them, got " + describe(*series));
+      }
+      for (const auto& key : out.series)
+        if (!names_point_value(spec, key))
+          fail("report.chart.series",
+               "\"" + key + "\" is neither an axis of this sweep nor a config key");
     }
   }
 
@@ -432,6 +479,15 @@ std::string sweep_to_json(const SweepSpec& spec) {
     if (!spec.report.baseline_json.empty())
       report["baseline"] = Ordered::parse(spec.report.baseline_json);
     if (!spec.report.seed.empty()) report["seed"] = spec.report.seed;
+    if (!spec.report.chart.empty()) {
+      const auto& c = spec.report.chart;
+      Ordered chart = Ordered::object();
+      chart["x"] = c.x;
+      chart["y"] = c.y;
+      if (!c.series.empty()) chart["series"] = c.series;
+      if (!c.title.empty()) chart["title"] = c.title;
+      report["chart"] = chart;
+    }
     out["report"] = report;
   }
   return out.dump();

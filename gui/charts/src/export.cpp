@@ -19,6 +19,7 @@
 #include "flotilla/charts/panel_widget.h"
 #include "flotilla/charts/run_loader.h"
 #include "panel_chart_view.h"
+#include "view_image.h"
 
 namespace flotilla::charts {
 namespace {
@@ -99,38 +100,38 @@ std::string panel_csv(const PanelDescription& panel) {
   return out;
 }
 
-QString PanelWidget::savePng(const QString& file, QSize size) const {
+QString save_view_image(const QGraphicsView& view, const QString& file, QSize size,
+                        const QString& title, const QString& description) {
   if (const QString error = writable(file); !error.isEmpty()) return error;
-  const QSize target = size.isEmpty() ? view_->size() : size;
-  QImage image(target, QImage::Format_ARGB32);
-  image.fill(Qt::white);
-  QPainter painter(&image);
-  painter.setRenderHint(QPainter::Antialiasing);
-  view_->render(&painter, QRectF(QPointF(0, 0), target), view_->rect());
-  painter.end();
+  const QString suffix = QFileInfo(file).suffix().toLower();
+  if (suffix != "png" && suffix != "svg")
+    return "cannot write " + file + ": the file must end in .png or .svg";
+  const QSize target = size.isEmpty() ? view.size() : size;
   QByteArray bytes;
   QBuffer buffer(&bytes);
   buffer.open(QIODevice::WriteOnly);
-  if (!image.save(&buffer, "PNG")) return "cannot encode " + file + " as PNG";
-  return write_file(file, bytes);
-}
-
-QString PanelWidget::saveSvg(const QString& file, QSize size) const {
-  if (const QString error = writable(file); !error.isEmpty()) return error;
-  const QSize target = size.isEmpty() ? view_->size() : size;
-  QByteArray bytes;
-  QBuffer buffer(&bytes);
-  buffer.open(QIODevice::WriteOnly);
-  QSvgGenerator svg;
-  svg.setOutputDevice(&buffer);
-  svg.setSize(target);
-  svg.setViewBox(QRect(QPoint(0, 0), target));
-  svg.setTitle(panel_ ? QString::fromStdString(panel_->description.title) : "Flotilla panel");
-  svg.setDescription("Flotilla run dashboard panel");
-  QPainter painter(&svg);
-  painter.fillRect(QRect(QPoint(0, 0), target), Qt::white);
-  view_->render(&painter, QRectF(QPointF(0, 0), target), view_->rect());
-  painter.end();
+  // The view draws itself; const_cast: QGraphicsView::render is not const.
+  auto& drawn = const_cast<QGraphicsView&>(view);
+  if (suffix == "png") {
+    QImage image(target, QImage::Format_ARGB32);
+    image.fill(Qt::white);
+    QPainter painter(&image);
+    painter.setRenderHint(QPainter::Antialiasing);
+    drawn.render(&painter, QRectF(QPointF(0, 0), target), view.rect());
+    painter.end();
+    if (!image.save(&buffer, "PNG")) return "cannot encode " + file + " as PNG";
+  } else {
+    QSvgGenerator svg;
+    svg.setOutputDevice(&buffer);
+    svg.setSize(target);
+    svg.setViewBox(QRect(QPoint(0, 0), target));
+    svg.setTitle(title);
+    svg.setDescription(description);
+    QPainter painter(&svg);
+    painter.fillRect(QRect(QPoint(0, 0), target), Qt::white);
+    drawn.render(&painter, QRectF(QPointF(0, 0), target), view.rect());
+    painter.end();
+  }
   return write_file(file, bytes);
 }
 
@@ -143,10 +144,10 @@ QString PanelWidget::saveCsv(const QString& file) const {
 }
 
 QString PanelWidget::saveImage(const QString& file, QSize size) const {
-  const QString suffix = QFileInfo(file).suffix().toLower();
-  if (suffix == "png") return savePng(file, size);
-  if (suffix == "svg") return saveSvg(file, size);
-  return "cannot write " + file + ": the file must end in .png or .svg";
+  return save_view_image(
+      *view_, file, size,
+      panel_ ? QString::fromStdString(panel_->description.title) : QString("Flotilla panel"),
+      "Flotilla run dashboard panel");
 }
 
 QString render_panel(const RenderRequest& request) {

@@ -40,6 +40,11 @@ struct ReportResult {
   std::vector<std::string> problems;
 };
 
+// Runs a renderer's command line (argv[0] the program, offscreen) that
+// writes the PNG `output`; empty on success, else the renderer's words.
+std::string render_chart(const std::vector<std::string>& argv, const std::filesystem::path& output,
+                         std::chrono::seconds timeout);
+
 // The renderer's command line for one panel of `table`'s runs.
 std::vector<std::string> render_arguments(const CompareTable& table, const ReportOptions& options,
                                           const std::string& panel,

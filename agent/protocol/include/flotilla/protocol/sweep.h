@@ -66,9 +66,19 @@ struct SweepReportSpec {
   // The seed table the report opens with ("dp-scaling": the controller's
   // carried dp-scaling.seed.csv, flotilla/controller/seed_table.h). Empty: none.
   std::string seed;
+  // The study's chart in the seed's shape: `y` (a compare column) against
+  // `x` (an axis or config key), one line per value of `series` (axes or
+  // config keys; none: one line), the seed's own points beside ours.
+  struct Chart {
+    std::string x, y;
+    std::vector<std::string> series;
+    std::string title;  // empty: "<y> against <x>"
+    bool empty() const { return x.empty() && y.empty(); }
+  } chart;
 
   bool empty() const {
-    return columns.empty() && group_by.empty() && baseline_json.empty() && seed.empty();
+    return columns.empty() && group_by.empty() && baseline_json.empty() && seed.empty() &&
+           chart.empty();
   }
 };
 

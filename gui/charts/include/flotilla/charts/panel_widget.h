@@ -93,8 +93,6 @@ class PanelWidget : public QFrame {
   // Writes the chart as PNG or SVG (by the file's extension) at `size` (the
   // widget's own size when empty); the series' values as CSV. Each returns
   // an error message, empty on success.
-  QString savePng(const QString& file, QSize size = {}) const;
-  QString saveSvg(const QString& file, QSize size = {}) const;
   QString saveCsv(const QString& file) const;
   QString saveImage(const QString& file, QSize size = {}) const;
 
