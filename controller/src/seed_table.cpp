@@ -39,15 +39,9 @@ std::vector<std::string> cells_of(const std::string& line, const std::string& wh
   return cells;
 }
 
+// Numbers the same in every locale (the CLI runs in the user's).
 std::optional<double> number_of(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t used = 0;
-  try {
-    const double value = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(value)) return value;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
+  return parse_number(text);
 }
 
 // Whether a point's value (JSON) is the seed's cell: numbers as numbers.

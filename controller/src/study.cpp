@@ -358,31 +358,31 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
   std::filesystem::create_directories(options.directory, error);
   std::optional<std::string> chart_problem;
   if (!spec.report.chart.empty()) {
+    const auto chart = study_chart(spec, table, points, carried_seed_table(spec));
     const auto data = options.directory / "study_chart.json";
     {
       std::ofstream out(data, std::ios::binary | std::ios::trunc);
-      if (!(out << study_chart_json(spec, table, points, carried_seed_table(spec))) || !out.flush())
+      if (!(out << chart.json) || !out.flush())
         throw std::runtime_error("cannot write " + data.string());
     }
     const auto image = options.directory / "study_chart.png";
     const auto renderer =
         options.renderer.empty() ? sibling_program("flotilla-gui") : options.renderer;
-    chart_problem = std::filesystem::exists(renderer)
+    chart_problem = chart.our_points + chart.seed_points == 0 ? "no run has a figure for it yet"
+                    : std::filesystem::exists(renderer)
                         ? render_chart({renderer.string(), "--render-points", data.string(),
                                         "--size", "1000x560", "-o", image.string()},
                                        image, std::chrono::seconds(120))
                         : "the chart renderer " + renderer.string() + " is not there";
     lead << "## Chart\n\n";
     if (chart_problem->empty())
-      lead << "![" << (spec.report.chart.title.empty()
-                           ? spec.report.chart.y + " against " + spec.report.chart.x
-                           : spec.report.chart.title)
-           << "](study_chart.png)\n\n";
+      lead << "![" << chart.title << "](study_chart.png)\n\n";
     else
       lead << "*(not drawn: " << *chart_problem << ")*\n\n";
-    lead << (seed ? "Filled markers and solid lines are this study's runs (the mean of repeats); "
-                    "hollow markers and dashed lines the seed's published figures. "
-                  : "")
+    lead << (chart.seed_points > 0
+                 ? "Filled markers and solid lines are this study's runs (the mean of repeats); "
+                   "hollow markers and dashed lines the seed's published figures. "
+                 : "")
          << "Its data is in `study_chart.json`.\n\n";
   }
   lead << "## Study table\n\n";

@@ -1,8 +1,8 @@
 #include "flotilla/controller/study_chart.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
-#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -10,6 +10,7 @@
 
 #include "flotilla/controller/compare.h"
 #include "flotilla/protocol/experiment_config.h"
+#include "flotilla/protocol/numbers.h"
 
 namespace flotilla::controller {
 namespace {
@@ -17,20 +18,12 @@ namespace {
 using nlohmann::json;
 
 std::string number_text(double value) {
-  std::ostringstream out;
-  out << std::setprecision(12) << value;
-  return out.str();
+  return format_number(value);
 }
 
+// Numbers the same in every locale (the CLI runs in the user's).
 std::optional<double> number_in(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t used = 0;
-  try {
-    const double value = std::stod(text, &used);
-    if (used == text.size() && std::isfinite(value)) return value;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
+  return parse_number(text);
 }
 
 // A series key's value as the legend shows it: a label as itself, a number
@@ -82,9 +75,9 @@ json line_json(const std::string& name, bool seed, const std::map<Key, Sum>& sum
 
 }  // namespace
 
-std::string study_chart_json(const SweepSpec& spec, const StudyTable& table,
-                             const std::vector<SweepPointRow>& points,
-                             const std::optional<SeedTable>& seed) {
+StudyChart study_chart(const SweepSpec& spec, const StudyTable& table,
+                       const std::vector<SweepPointRow>& points,
+                       const std::optional<SeedTable>& seed) {
   const auto& chart = spec.report.chart;
   const auto* y_column = find_compare_column(chart.y);
   if (!y_column)
@@ -154,15 +147,19 @@ std::string study_chart_json(const SweepSpec& spec, const StudyTable& table,
         if (std::find(seed_lines.begin(), seed_lines.end(), line) == seed_lines.end())
           seed_lines.push_back(line);
         std::string cell = row[*y_at];
-        std::transform(cell.begin(), cell.end(), cell.begin(), ::toupper);
+        for (char& c : cell) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         if (cell == "OOM") at->second.oom = true;
         if (const auto y = number_in(row[*y_at])) at->second.y += *y, ++at->second.count;
       }
     }
   }
 
+  StudyChart result;
+  result.title = chart.title.empty() ? y_column->header + " against " + chart.x : chart.title;
+  for (const auto& [key, sum] : theirs) result.seed_points += sum.count > 0 || sum.oom ? 1 : 0;
+  for (const auto& [key, sum] : ours) result.our_points += sum.count > 0 || sum.oom ? 1 : 0;
   json out;
-  out["title"] = chart.title.empty() ? y_column->header + " against " + chart.x : chart.title;
+  out["title"] = result.title;
   out["x_label"] = chart.x;
   out["y_label"] = y_column->header;
   // Without series keys ours and the seed's are one line each, of one name:
@@ -170,7 +167,8 @@ std::string study_chart_json(const SweepSpec& spec, const StudyTable& table,
   out["series"] = line_json(y_column->header, false, ours, our_lines);
   for (auto& line : line_json(y_column->header, true, theirs, seed_lines))
     out["series"].push_back(line);
-  return out.dump(1);
+  result.json = out.dump(1);
+  return result;
 }
 
 }  // namespace flotilla::controller

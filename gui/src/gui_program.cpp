@@ -36,9 +36,13 @@ int fail(const QString& message) {
   return kBadInput;
 }
 
+// `name` as an argument of its own or as `name=value`.
 bool has_argument(int argc, char** argv, const char* name) {
+  const size_t length = std::strlen(name);
   for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return true;
+    if (std::strncmp(argv[i], name, length) == 0 &&
+        (argv[i][length] == '\0' || argv[i][length] == '='))
+      return true;
   return false;
 }
 

@@ -128,6 +128,12 @@ TEST(PointsChart, AMistakeInTheFileIsNamedByItsPlace) {
             "study_chart.json: series[0].source: expected ours or seed, got theirs");
   EXPECT_EQ(error_of(R"({"series": [{"name": "a", "points": [{"x": 1, "y": "fast"}]}]})"),
             "study_chart.json: series[0].points[0].y: expected a finite number or null");
+  EXPECT_EQ(error_of(R"({"series": [{"name": "a", "points": [{"x": 1, "oom": 1}]}]})"),
+            "study_chart.json: series[0].points[0].oom: expected true or false");
+  EXPECT_EQ(error_of(R"({"series": [{"name": "a", "source": 2, "points": []}]})"),
+            "study_chart.json: series[0].source: expected ours or seed");
+  EXPECT_EQ(error_of(R"({"series": [{"name": "a", "points": []}]})"),
+            "study_chart.json: series: no line has a point to draw");
 }
 
 }  // namespace

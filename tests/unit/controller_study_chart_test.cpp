@@ -64,7 +64,7 @@ report:
 )");
   // Points in grid order, repeats adjacent: (1, 8) x2, (1, 16) x2, (2, 8) x2, (2, 16) x2.
   const auto study = fake_study(spec, [](int64_t i) { return 10.0 * i; }, {7});
-  const auto chart = json::parse(study_chart_json(spec, study.table, study.points, std::nullopt));
+  const auto chart = json::parse(study_chart(spec, study.table, study.points, std::nullopt).json);
   EXPECT_EQ(chart["x_label"], "ranks_per_node");
   ASSERT_EQ(chart["series"].size(), 2u);
   const auto* eight = line_named(chart, "batch_size 8", "ours");
@@ -85,7 +85,9 @@ TEST(StudyChart, TheSeedsPointsJoinAsTheirOwnLinesWithTheirOutOfMemoryRows) {
   const auto seed = carried_seed_table(spec);
   ASSERT_TRUE(seed);
   const auto study = fake_study(spec, [](int64_t) { return 1.0; });
-  const auto chart = json::parse(study_chart_json(spec, study.table, study.points, seed));
+  const auto drawn = study_chart(spec, study.table, study.points, seed);
+  EXPECT_GT(drawn.seed_points, 0);
+  const auto chart = json::parse(drawn.json);
   const auto* ddp = line_named(chart, "ranks_per_node 3, DDP", "seed");
   ASSERT_TRUE(ddp) << chart.dump(1);
   std::map<double, json> by_batch;
@@ -110,7 +112,8 @@ TEST(StudyChart, EveryCarriedStudyDrawsItsChart) {
       ASSERT_FALSE(spec.report.chart.empty());
       const auto seed = carried_seed_table(spec);
       const auto study = fake_study(spec, [](int64_t i) { return 1.0 + i; });
-      const auto chart = json::parse(study_chart_json(spec, study.table, study.points, seed));
+      const auto drawn = study_chart(spec, study.table, study.points, seed);
+      const auto chart = json::parse(drawn.json);
       size_t ours_points = 0, seed_lines = 0;
       for (const auto& line : chart["series"]) {
         if (line["source"] == "seed")
@@ -125,6 +128,8 @@ TEST(StudyChart, EveryCarriedStudyDrawsItsChart) {
           seed && std::count(seed->keys.begin(), seed->keys.end(), spec.report.chart.x) &&
           std::count(seed->keys.begin(), seed->keys.end(), spec.report.chart.y);
       EXPECT_EQ(seed_lines > 0, seed_has_chart);
+      EXPECT_EQ(drawn.seed_points > 0, seed_has_chart);  // what the report's words follow
+      EXPECT_EQ(static_cast<size_t>(drawn.our_points), ours_points);
     }
 }
 

@@ -255,7 +255,7 @@ torch::Tensor to_device(const std::vector<T>& values, torch::ScalarType type,
                         const torch::Device& device) {
   const auto host =
       torch::from_blob(const_cast<T*>(values.data()), {static_cast<int64_t>(values.size())}, type);
-  if (!device.is_cuda()) return host.clone();
+  if (!device.is_cuda()) return host.to(device, /*non_blocking=*/false, /*copy=*/true);
   return host.pin_memory().to(device, /*non_blocking=*/true);
 }
 

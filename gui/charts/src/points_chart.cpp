@@ -86,6 +86,8 @@ ParsedPointsChart parse_points_chart(const std::string& json_text, const QString
       return fail(where + ": expected {name: text, source: ours|seed, points: [...]}");
     ChartLine line;
     line.name = QString::fromStdString(entry["name"].get<std::string>());
+    if (entry.contains("source") && !entry["source"].is_string())
+      return fail(where + ".source: expected ours or seed");
     const auto source_name = entry.value("source", std::string("ours"));
     if (source_name != "ours" && source_name != "seed")
       return fail(where + ".source: expected ours or seed, got " +
@@ -107,11 +109,16 @@ ParsedPointsChart parse_points_chart(const std::string& json_text, const QString
           return fail(at + ".y: expected a finite number or null");
         point.y = p["y"].get<double>();
       }
+      if (p.contains("oom") && !p["oom"].is_boolean())
+        return fail(at + ".oom: expected true or false");
       point.oom = p.value("oom", false);
       line.points.push_back(point);
     }
     data.lines.push_back(std::move(line));
   }
+  const bool any_point = std::any_of(data.lines.begin(), data.lines.end(),
+                                     [](const ChartLine& line) { return !line.points.empty(); });
+  if (!any_point) return fail("series: no line has a point to draw");
   data.numeric_x = !any_text_x;
   return {std::move(data), {}};
 }

@@ -17,11 +17,18 @@
 
 namespace flotilla::controller {
 
-// The chart's data as JSON. A seed row joins when it has x; its y cell "OOM"
-// marks a batch that ran out of memory. Throws ConfigError when the chart's
-// y is not a compare column.
-std::string study_chart_json(const SweepSpec& spec, const StudyTable& table,
-                             const std::vector<SweepPointRow>& points,
-                             const std::optional<SeedTable>& seed);
+struct StudyChart {
+  std::string json;   // what study_chart.json holds
+  std::string title;  // the chart's: report.chart.title, or "<y's heading> against <x>"
+  // Points with a figure or an out-of-memory mark, ours and the seed's.
+  int our_points = 0, seed_points = 0;
+};
+
+// The chart's data. A seed row joins when it has x; its y cell "OOM" marks a
+// batch that ran out of memory. Throws ConfigError when the chart's y is not
+// a compare column.
+StudyChart study_chart(const SweepSpec& spec, const StudyTable& table,
+                       const std::vector<SweepPointRow>& points,
+                       const std::optional<SeedTable>& seed);
 
 }  // namespace flotilla::controller
