@@ -398,38 +398,33 @@ if rates and epochs:
 PY
 fi
 
+# A C++ bench of STAGE: runs BINARY ARGS... under TIMEOUT seconds into
+# $OUT/STAGE.log, its "TABLE<tab>..." lines to the table; a failure or a
+# missing binary is a FAIL row.
+run_table_bench() {
+  local stage=$1 timeout_s=$2 bin=$BUILD/bin/$3 rc
+  shift 3
+  if [[ ! -x $bin ]]; then table_row "$stage" "$(basename "$bin")" "not built" "FAIL"; return; fi
+  say "$stage ($(elapsed) s)"
+  timeout "$timeout_s" "$bin" "$@" 2>&1 | tee "$OUT/$stage.log"
+  rc=${PIPESTATUS[0]}
+  grep '^TABLE' "$OUT/$stage.log" | cut -f2- >>"$TABLE"
+  [[ $rc == 0 ]] || table_row "$stage" "$(basename "$bin") $*" "exit $rc ($stage.log)" "FAIL"
+  say "$stage: exit $rc ($(elapsed) s)"
+}
+
 # codec: 8-bit sort_quant on the device on the seed's MobileNetV2 boundary
 # (the model's own activations at 224x224, micro-batch 32): encode + decode
 # as a share of that micro-batch's forward and backward, goal <= 10 %.
 if want codec && time_for codec 30; then
-  bin=$BUILD/bin/codec_bench
-  if [[ -x $bin ]]; then
-    say "codec ($(elapsed) s)"
-    timeout $(( $(left) > 90 ? 80 : $(left) - 5 )) "$bin" --device "$DEVICE" --seed-shapes --repeats 5 \
-      2>&1 | tee "$OUT/codec.log"
-    rc=${PIPESTATUS[0]}
-    grep '^TABLE' "$OUT/codec.log" | cut -f2- >>"$TABLE"
-    [[ $rc == 0 ]] || table_row "codec" "codec_bench --seed-shapes" "exit $rc (codec.log)" "FAIL"
-    say "codec: exit $rc ($(elapsed) s)"
-  else
-    table_row "codec" "codec_bench" "not built" "FAIL"
-  fi
+  run_table_bench codec $(( $(left) > 90 ? 80 : $(left) - 5 )) codec_bench \
+    --device "$DEVICE" --seed-shapes --repeats 5
 fi
 
 # optimizer: the step's paths on the device, and the one the engine takes there.
 if want optimizer && time_for optimizer 20; then
-  bin=$BUILD/bin/optimizer_bench
-  if [[ -x $bin ]]; then
-    say "optimizer ($(elapsed) s)"
-    timeout $(( $(left) > 60 ? 50 : $(left) - 5 )) "$bin" --device "$DEVICE" --repeats 20 \
-      2>&1 | tee "$OUT/optimizer.log"
-    rc=${PIPESTATUS[0]}
-    grep '^TABLE' "$OUT/optimizer.log" | cut -f2- >>"$TABLE"
-    [[ $rc == 0 ]] || table_row "optimizer" "optimizer_bench" "exit $rc (optimizer.log)" "FAIL"
-    say "optimizer: exit $rc ($(elapsed) s)"
-  else
-    table_row "optimizer" "optimizer_bench" "not built" "FAIL"
-  fi
+  run_table_bench optimizer $(( $(left) > 60 ? 50 : $(left) - 5 )) optimizer_bench \
+    --device "$DEVICE" --repeats 20
 fi
 
 # bench: the engine against PyTorch eager on the GPU, each model in fp32 and
