@@ -54,6 +54,15 @@ ConfigFacts facts_of(const RunRow& run) {
   f.chunks = integer("chunks", 1);
   const auto balance = j.find("balance");  // stored as [] when not given
   f.given_balance = balance != j.end() && balance->is_array() && !balance->empty();
+  // batch_scope global: batch_size is the whole job's, split among the
+  // data-parallel replicas (flotilla/protocol/rank_placement.h); `batch`
+  // here is always one replica's.
+  if (text("batch_scope") == "global") {
+    const int64_t replicas = f.strategy == "ddp"            ? std::max<int64_t>(1, run.world_size)
+                             : f.strategy == "pipeline_ddp" ? std::max<int64_t>(1, f.replicas)
+                                                            : 1;
+    f.batch /= replicas;
+  }
   f.valid = true;
   return f;
 }

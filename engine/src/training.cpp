@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "flotilla/protocol/rank_placement.h"
 #include "precision/mixed_precision.h"
 #include "runtime/thread_pools.h"
 #include "torch_adapter.h"
@@ -86,7 +87,10 @@ std::vector<std::string> unsupported_features(const ExperimentConfig& c) {
   return problems;
 }
 
-TrainResult train(const TrainOptions& options) {
+TrainResult train(const TrainOptions& given) {
+  // A rank trains its replica's share of a global batch.
+  TrainOptions options = given;
+  options.config = with_replica_batch(given.config);
   TrainResult result;
   bool reported = false;
   // The rank's outcome and its end record, stamped with when it decided.
@@ -159,7 +163,10 @@ std::string summary_table(const ExperimentConfig& c, const TrainResult& r) {
   if (!r.blas.empty())
     row("threads", std::to_string(r.threads) + " intra-op, " + std::to_string(r.blas_threads) +
                        " BLAS: " + r.blas);
-  row("batch size", std::to_string(c.batch_size));
+  row("batch size", c.batch_scope == BatchScope::global
+                        ? std::to_string(c.batch_size) + " in all, " +
+                              std::to_string(replica_batch_size(c)) + " a replica"
+                        : std::to_string(c.batch_size));
   if (c.precision != Precision::fp32) row("precision", std::string(name_of(c.precision)));
   row("steps / epochs", std::to_string(r.steps) + " / " + std::to_string(r.epochs));
   // A run that never finished an epoch, or never stepped, has no figures:

@@ -448,6 +448,55 @@ TEST(TrainProcess, Bf16HalvesTheDdpGradientBytesOfEveryStep) {
               of_type(bf16.records, "start").at(0)["gradient_dtype"].get<std::string>().c_str());
 }
 
+// batch_scope global: the batch is the two ranks' together, so each trains
+// half of it a step and an epoch has as many steps as one rank training the
+// whole batch would take (a seed's global batch: 50000 / b steps an epoch).
+TEST(TrainProcess, AGlobalBatchIsSplitAmongTheDdpRanksAndKeepsOneRanksStepsPerEpoch) {
+  const std::string base = R"(
+name: global-batch
+model: small_cnn
+dataset: synthetic
+synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 96, test_samples: 32}
+batch_size: 32
+epochs: 1
+threads: 1
+seed: 3
+)";
+  TempDir one_dir, global_dir, per_replica_dir;
+  const auto one = run_train(one_dir, base);
+  const auto global = run_train_ranks(
+      global_dir, base + "strategy: ddp\nranks_per_node: 2\nbatch_scope: global\n", 2);
+  const auto per_replica =
+      run_train_ranks(per_replica_dir, base + "strategy: ddp\nranks_per_node: 2\n", 2);
+  ASSERT_EQ(one.exit_code, 0) << one.stderr_text;
+  ASSERT_EQ(global.exit_code, 0) << global.stderr_text;
+  ASSERT_EQ(per_replica.exit_code, 0) << per_replica.stderr_text;
+  // A step record's samples are the job's, every replica's together.
+  const auto samples_of = [](const std::vector<nlohmann::json>& records, int64_t rank) {
+    std::vector<int64_t> samples;
+    for (const auto& step : of_type(records, "step"))
+      if (step.value("rank", int64_t{0}) == rank) samples.push_back(step["samples"].get<int64_t>());
+    return samples;
+  };
+  // What each rank trained a step: its end record's batch_size.
+  const auto batch_of = [](const std::vector<nlohmann::json>& records, int64_t rank) {
+    for (const auto& end : of_type(records, "end"))
+      if (end.value("rank", int64_t{0}) == rank) return end["batch_size"].get<int64_t>();
+    return int64_t{-1};
+  };
+  EXPECT_EQ(samples_of(one.records, 0), (std::vector<int64_t>{32, 32, 32}));
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    // Global: 16 a rank, 32 a step, three steps as on one rank.
+    EXPECT_EQ(batch_of(global.records, rank), 16) << rank;
+    EXPECT_EQ(samples_of(global.records, rank), (std::vector<int64_t>{32, 32, 32})) << rank;
+    // Per replica: 32 a rank of its 48 samples, then the 16 left; two steps.
+    EXPECT_EQ(batch_of(per_replica.records, rank), 32) << rank;
+    EXPECT_EQ(samples_of(per_replica.records, rank), (std::vector<int64_t>{64, 32})) << rank;
+  }
+  EXPECT_NE(global.stderr_text.find("32 in all, 16 a replica"), std::string::npos)
+      << global.stderr_text;
+}
+
 TEST(TrainProcess, Bf16PipelineSendsActivationsAndGradientsInHalfTheBytes) {
   TempDir fp32_dir, bf16_dir;
   const auto fp32 = run_train_ranks(fp32_dir, fashion_pipeline("max_steps: 3\n"), 2);

@@ -85,6 +85,14 @@ const BadConfig kBadConfigs[] = {
     {"bucket_mb: 0", "bucket_mb: must be above 0 and at most 4096 (MiB), got 0.0"},
     {"strategy: pipeline\nranks_per_node: 2\nbatch_size: 8\nchunks: 16",
      "chunks: must not exceed batch_size (8), got 16"},
+    {"batch_scope: everyone",
+     "batch_scope: unknown value \"everyone\"; allowed: per_replica, global"},
+    {"strategy: ddp\nranks_per_node: 3\nbatch_scope: global\nbatch_size: 16",
+     "batch_size: with batch_scope global is split evenly among the 3 data-parallel replicas: "
+     "give a multiple of 3, got 16"},
+    {"strategy: pipeline_ddp\nranks_per_node: 4\nreplicas: 2\nbatch_scope: global\nbatch_size: "
+     "8\nchunks: 8",
+     "chunks: must not exceed each replica's batch (4), got 8"},
     {"chunks: 4",
      "chunks: only pipeline strategies split a batch into micro-batches; got 4 with "
      "strategy \"single\""},
@@ -118,7 +126,8 @@ const BadConfig kBadConfigs[] = {
     {"optimizer: {momentum: 1.5}", "optimizer.momentum: must be in [0, 1), got 1.5"},
     {"optimizer: sgd", "optimizer: expected a mapping of keys, got \"sgd\""},
     {"optimiser: {lr: 0.1}",
-     "optimiser: unknown key; allowed: augment, balance, batch_size, bucket_mb, channels_last, "
+     "optimiser: unknown key; allowed: augment, balance, batch_scope, batch_size, bucket_mb, "
+     "channels_last, "
      "checkpoint, chunks, compression, data_dir, dataset, device, dropout, elastic, epochs, "
      "freeze, "
      "limits, lr_schedule, max_steps, model, name, nodes, optimizer, precision, ranks_per_node, "

@@ -153,6 +153,15 @@ TEST_F(TwoDdpRuns, SpeedupAndEfficiencyAreRatiosOfTheSteadyThroughputs) {
   EXPECT_DOUBLE_EQ(*number(t, "two", "ranks"), 2.0);
   EXPECT_DOUBLE_EQ(*number(t, "two", "nodes"), 1.0);
   EXPECT_EQ(text(t, "two", "chunks"), "—");  // not a pipeline
+  // The same job written with batch_scope global: batch_size 64 is the job's.
+  auto global = ddp(2, 64);
+  global.batch_scope = BatchScope::global;
+  db.add_run("global", global);
+  db.add_steps("global", 0, 10, 0);
+  db.store.flush();
+  const auto g = compare_runs(db.store, {"global"});
+  EXPECT_DOUBLE_EQ(*number(g, "global", "batch"), 32.0);
+  EXPECT_DOUBLE_EQ(*number(g, "global", "global_batch"), 64.0);
   // 2, 6, 8, 3, 1 of every 20 ms.
   EXPECT_DOUBLE_EQ(*number(t, "two", "step_ms"), 20.0);
   EXPECT_DOUBLE_EQ(*number(t, "two", "data_pct"), 10.0);

@@ -254,6 +254,28 @@ chunks: 2
   EXPECT_GE(plan.measure_ms, plan.block_ms[0]);
 }
 
+// A global batch is each replica's batch times the replicas: DDP's every
+// rank, a replicated pipeline's replicas (its stages share one batch).
+TEST(RankPlacement, AGlobalBatchIsSharedEvenlyByTheDataParallelReplicas) {
+  const auto ddp = parse_experiment(
+      "strategy: ddp\nnodes: [a, b]\nranks_per_node: 2\nbatch_size: 64\nbatch_scope: global\n");
+  EXPECT_EQ(replica_batch_size(ddp), 16);
+  const auto trained = with_replica_batch(ddp);
+  EXPECT_EQ(trained.batch_size, 16);
+  EXPECT_EQ(trained.batch_scope, BatchScope::per_replica);
+  const auto pipe = parse_experiment(
+      "strategy: pipeline_ddp\nranks_per_node: 4\nreplicas: 2\nbatch_size: 64\n"
+      "batch_scope: global\nchunks: 4\n");
+  EXPECT_EQ(replica_batch_size(pipe), 32);
+  auto per_replica = ddp;
+  per_replica.batch_scope = BatchScope::per_replica;
+  EXPECT_EQ(replica_batch_size(per_replica), 64);
+  // The plan counts what a rank trains: each replica's 16, 64 in all.
+  const auto plan = make_run_plan(ddp, {});
+  EXPECT_EQ(plan.batch_size, 16);
+  EXPECT_EQ(plan.batch_size * plan.layout.replicas, 64);
+}
+
 TEST(RunPlan, SingleRankHasOneStageAndNoTraffic) {
   const auto config = parse_experiment("name: single\n");
   const auto plan = make_run_plan(config, {});

@@ -187,7 +187,13 @@ std::vector<ConfigKey> build_table() {
        "Random crop with padding 4 and horizontal flip of the training images.",
        "dataset cifar10 or cifar100", cifar},
       {"batch_size", G::data, T::integer, "a positive integer",
-       "Samples per step of each data-parallel replica (a pipeline's batch, split into chunks)."},
+       "Samples per step of each data-parallel replica (a pipeline's batch, split into chunks); "
+       "with batch_scope global, of all replicas together."},
+      {"batch_scope", G::data, T::choice, "per_replica or global",
+       "What batch_size counts: each replica's samples a step, or all replicas' together "
+       "(each then trains batch_size / replicas, and an epoch has as many steps as on one "
+       "replica: a seed's global batch).",
+       "strategy ddp or pipeline_ddp", all_reduces, choices_of<BatchScope>()},
       {"synthetic.shape", G::data, T::integer_list,
        "[channels, height, width] or [length], positive sizes",
        "Shape of one synthetic sample: an image, or a token sequence when synthetic.vocab > 0.",

@@ -309,9 +309,25 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
     else if (!seen.insert(n).second)
       check.add("nodes", "lists " + in_quotes(n) + " twice");
   }
-  if (c.chunks > c.batch_size && c.batch_size > 0)
-    check.add("chunks", "must not exceed batch_size (" + std::to_string(c.batch_size) + "), got " +
-                            std::to_string(c.chunks));
+  // A global batch is split evenly among the data-parallel replicas.
+  const int64_t replicas = c.strategy == Strategy::ddp            ? c.world_size()
+                           : c.strategy == Strategy::pipeline_ddp ? c.replicas
+                                                                  : 1;
+  if (c.batch_scope == BatchScope::global && replicas > 1 && c.batch_size > 0 &&
+      c.batch_size % replicas != 0)
+    check.add("batch_size", "with batch_scope global is split evenly among the " +
+                                std::to_string(replicas) +
+                                " data-parallel replicas: give a multiple of " +
+                                std::to_string(replicas) + ", got " + std::to_string(c.batch_size));
+  const int64_t replica_batch =
+      c.batch_scope == BatchScope::global && replicas > 1 ? c.batch_size / replicas : c.batch_size;
+  if (c.chunks > replica_batch && replica_batch > 0)
+    check.add("chunks", "must not exceed " +
+                            std::string(replica_batch == c.batch_size
+                                            ? "batch_size (" + std::to_string(c.batch_size) + ")"
+                                            : "each replica's batch (" +
+                                                  std::to_string(replica_batch) + ")") +
+                            ", got " + std::to_string(c.chunks));
   if (!is_pipeline(c.strategy)) {
     if (c.chunks > 1)
       check.add("chunks", "only pipeline strategies split a batch into micro-batches; got " +

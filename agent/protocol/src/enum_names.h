@@ -32,6 +32,8 @@ FLOTILLA_ENUM_NAMES(Strategy, {Strategy::single, "single"}, {Strategy::dp, "dp"}
                     {Strategy::ddp, "ddp"}, {Strategy::pipeline, "pipeline"},
                     {Strategy::pipeline_ddp, "pipeline_ddp"})
 FLOTILLA_ENUM_NAMES(Schedule, {Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"})
+FLOTILLA_ENUM_NAMES(BatchScope, {BatchScope::per_replica, "per_replica"},
+                    {BatchScope::global, "global"})
 FLOTILLA_ENUM_NAMES(OptimizerKind, {OptimizerKind::sgd, "sgd"}, {OptimizerKind::adamw, "adamw"})
 FLOTILLA_ENUM_NAMES(LrScheduleKind, {LrScheduleKind::constant, "constant"},
                     {LrScheduleKind::step, "step"}, {LrScheduleKind::cosine, "cosine"})

@@ -104,6 +104,7 @@ ExperimentConfig read_config(const json& root, std::string_view source,
   r.read("nodes", c.nodes);
   r.read("replicas", c.replicas);
   r.read("batch_size", c.batch_size);
+  r.read_enum("batch_scope", c.batch_scope);
   r.read("chunks", c.chunks);
   r.read("balance", c.balance);
   r.read("checkpoint", c.checkpoint);
@@ -231,6 +232,7 @@ static json to_json_value(const ExperimentConfig& c) {
       {"nodes", c.nodes},
       {"replicas", c.replicas},
       {"batch_size", c.batch_size},
+      {"batch_scope", name_of(c.batch_scope)},
       {"chunks", c.chunks},
       {"balance", c.balance},
       {"checkpoint", c.checkpoint},
@@ -317,6 +319,9 @@ std::string_view name_of(Strategy v) {
   return detail::enum_name(v);
 }
 std::string_view name_of(Schedule v) {
+  return detail::enum_name(v);
+}
+std::string_view name_of(BatchScope v) {
   return detail::enum_name(v);
 }
 std::string_view name_of(OptimizerKind v) {

@@ -18,6 +18,18 @@ RunLayout run_layout(const ExperimentConfig& config) {
   return layout;
 }
 
+int64_t replica_batch_size(const ExperimentConfig& config) {
+  if (config.batch_scope != BatchScope::global) return config.batch_size;
+  const int64_t replicas = run_layout(config).replicas;
+  return replicas > 0 ? config.batch_size / replicas : config.batch_size;
+}
+
+ExperimentConfig with_replica_batch(ExperimentConfig config) {
+  config.batch_size = replica_batch_size(config);
+  config.batch_scope = BatchScope::per_replica;
+  return config;
+}
+
 RankPlacement place_rank(const ExperimentConfig& config, int64_t rank) {
   const auto layout = run_layout(config);
   const int64_t per_node = std::max<int64_t>(1, config.ranks_per_node);

@@ -117,8 +117,10 @@ AllreducePlan allreduce_of(const torch::nn::Sequential& blocks, int64_t ranks, d
 
 }  // namespace
 
-RunPlan make_run_plan(const ExperimentConfig& config, const PlanOptions& options) {
+RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options) {
   const auto started = Clock::now();
+  // The batch each replica trains, as a rank does (batch_scope global splits it).
+  const auto config = with_replica_batch(given);
   // Measuring (or estimating) block times with the pools a rank would have.
   set_compute_threads(threads_per_rank(config, usable_cores()));
   RunPlan plan;

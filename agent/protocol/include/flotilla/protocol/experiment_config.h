@@ -18,6 +18,9 @@ enum class ModelKind { small_cnn, resnet18, mobilenet_v2, vgg13, vit, transforme
 enum class DatasetKind { fashion_mnist, mnist, cifar10, cifar100, synthetic };
 enum class Strategy { single, dp, ddp, pipeline, pipeline_ddp };
 enum class Schedule { gpipe, one_f_one_b };
+// What batch_size counts: the samples of each data-parallel replica a step,
+// or of all of them together (a seed's "batch" of nn.DataParallel).
+enum class BatchScope { per_replica, global };
 enum class OptimizerKind { sgd, adamw };
 enum class LrScheduleKind { constant, step, cosine };
 enum class FreezeMethod { none, fixed, autofreeze };
@@ -138,6 +141,7 @@ struct ExperimentConfig {
   std::vector<std::string> nodes = {"local"};
   int64_t replicas = 1;  // pipeline_ddp: number of pipeline replicas
   int64_t batch_size = 64;
+  BatchScope batch_scope = BatchScope::per_replica;
   int64_t chunks = 1;
   std::vector<int64_t> balance;  // blocks per pipeline stage; empty: automatic
   // pipeline: recompute each stage's forward during backward instead of
@@ -228,6 +232,7 @@ std::string_view name_of(ModelKind v);
 std::string_view name_of(DatasetKind v);
 std::string_view name_of(Strategy v);
 std::string_view name_of(Schedule v);
+std::string_view name_of(BatchScope v);
 std::string_view name_of(OptimizerKind v);
 std::string_view name_of(LrScheduleKind v);
 std::string_view name_of(FreezeMethod v);

@@ -21,6 +21,14 @@ struct RunLayout {
 };
 RunLayout run_layout(const ExperimentConfig& config);
 
+// The samples each data-parallel replica trains a step: batch_size, or with
+// batch_scope global batch_size / replicas (the validator has checked that
+// it divides).
+int64_t replica_batch_size(const ExperimentConfig& config);
+// The config as a rank trains it: batch_size per replica (batch_scope
+// per_replica), whatever scope it was written in.
+ExperimentConfig with_replica_batch(ExperimentConfig config);
+
 struct RankPlacement {
   int64_t rank = 0;
   int64_t node_index = 0;  // into config.nodes
