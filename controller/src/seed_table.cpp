@@ -39,16 +39,11 @@ std::vector<std::string> cells_of(const std::string& line, const std::string& wh
   return cells;
 }
 
-// Numbers the same in every locale (the CLI runs in the user's).
-std::optional<double> number_of(const std::string& text) {
-  return parse_number(text);
-}
-
 // Whether a point's value (JSON) is the seed's cell: numbers as numbers.
 bool same_value(const std::string& value_json, const std::string& cell) {
   const auto value = json::parse(value_json, nullptr, false);
   if (value.is_number()) {
-    const auto wanted = number_of(cell);
+    const auto wanted = parse_number(cell);
     return wanted && std::abs(value.get<double>() - *wanted) <= 1e-9 * std::abs(*wanted);
   }
   if (value.is_string()) return value.get<std::string>() == cell;
@@ -134,7 +129,7 @@ SeedComparison compare_with_seed(const SeedTable& seed, const SweepSpec& spec,
       if (same) matched.push_back(i);
     }
     for (size_t c = 0; c < column_at.size(); ++c) {
-      SeedFigure figure{out.columns[c], number_of(seed_row[column_at[c]]), {}, {}};
+      SeedFigure figure{out.columns[c], parse_number(seed_row[column_at[c]]), {}, {}};
       double sum = 0;
       int count = 0;
       for (size_t i : matched) {

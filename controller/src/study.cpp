@@ -122,6 +122,12 @@ std::string csv_cell(const std::string& text) {
   return out + "\"";
 }
 
+// `text` into `file`, whole, or an exception naming the file.
+void write_text(const std::filesystem::path& file, const std::string& text) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!(out << text) || !out.flush()) throw std::runtime_error("cannot write " + file.string());
+}
+
 }  // namespace
 
 std::vector<std::string> study_names() {
@@ -360,11 +366,7 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
   if (!spec.report.chart.empty()) {
     const auto chart = study_chart(spec, table, points, carried_seed_table(spec));
     const auto data = options.directory / "study_chart.json";
-    {
-      std::ofstream out(data, std::ios::binary | std::ios::trunc);
-      if (!(out << chart.json) || !out.flush())
-        throw std::runtime_error("cannot write " + data.string());
-    }
+    write_text(data, chart.json);
     const auto image = options.directory / "study_chart.png";
     const auto renderer =
         options.renderer.empty() ? sibling_program("flotilla-gui") : options.renderer;
@@ -419,12 +421,8 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
     result.images.insert(result.images.begin(), options.directory / "study_chart.png");
   else if (chart_problem)
     result.problems.insert(result.problems.begin(), "chart: " + *chart_problem);
-  const auto write = [&](const std::filesystem::path& file, const std::string& text) {
-    std::ofstream out(file, std::ios::binary | std::ios::trunc);
-    if (!(out << text) || !out.flush()) throw std::runtime_error("cannot write " + file.string());
-  };
-  write(options.directory / "study.csv", study_table_csv(table));
-  if (seed) write(options.directory / "seed_vs_ours.csv", seed_comparison_csv(*seed));
+  write_text(options.directory / "study.csv", study_table_csv(table));
+  if (seed) write_text(options.directory / "seed_vs_ours.csv", seed_comparison_csv(*seed));
   return result;
 }
 

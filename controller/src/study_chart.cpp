@@ -17,19 +17,11 @@ namespace {
 
 using nlohmann::json;
 
-std::string number_text(double value) {
-  return format_number(value);
-}
-
-// Numbers the same in every locale (the CLI runs in the user's).
-std::optional<double> number_in(const std::string& text) {
-  return parse_number(text);
-}
-
 // A series key's value as the legend shows it: a label as itself, a number
-// with its key ("batch_size 32").
+// with its key ("batch_size 32"). Numbers the same in every locale (the CLI
+// runs in the user's).
 std::string legend_part(const std::string& key, const std::string& text) {
-  if (const auto number = number_in(text)) return key + " " + number_text(*number);
+  if (const auto number = parse_number(text)) return key + " " + format_number(*number);
   return text;
 }
 
@@ -111,7 +103,7 @@ StudyChart study_chart(const SweepSpec& spec, const StudyTable& table,
     const std::string x = value_of(chart.x);
     auto [at, fresh] = ours.try_emplace(Key{line, x});
     if (fresh)
-      at->second.order = order++, at->second.x_value = numeric_x ? number_in(x) : std::nullopt;
+      at->second.order = order++, at->second.x_value = numeric_x ? parse_number(x) : std::nullopt;
     if (std::find(our_lines.begin(), our_lines.end(), line) == our_lines.end())
       our_lines.push_back(line);
     const auto& row = table.compare.rows[i];
@@ -138,8 +130,8 @@ StudyChart study_chart(const SweepSpec& spec, const StudyTable& table,
         for (const auto& key : chart.series)
           if (const auto at = column(key))
             line += (line.empty() ? "" : ", ") + legend_part(key, row[*at]);
-        const auto x_value = number_in(row[*x_at]);
-        const std::string x = x_value ? number_text(*x_value) : row[*x_at];
+        const auto x_value = parse_number(row[*x_at]);
+        const std::string x = x_value ? format_number(*x_value) : row[*x_at];
         if (numeric_x && !x_value) continue;  // a seed row ours cannot place
         auto [at, fresh] = theirs.try_emplace(Key{line, x});
         if (fresh)
@@ -149,7 +141,7 @@ StudyChart study_chart(const SweepSpec& spec, const StudyTable& table,
         std::string cell = row[*y_at];
         for (char& c : cell) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         if (cell == "OOM") at->second.oom = true;
-        if (const auto y = number_in(row[*y_at])) at->second.y += *y, ++at->second.count;
+        if (const auto y = parse_number(row[*y_at])) at->second.y += *y, ++at->second.count;
       }
     }
   }

@@ -4,6 +4,7 @@
 
 #include "field_reader.h"
 #include "flotilla/protocol/experiment_config.h"
+#include "flotilla/protocol/rank_placement.h"
 
 namespace flotilla {
 namespace {
@@ -310,17 +311,14 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
       check.add("nodes", "lists " + in_quotes(n) + " twice");
   }
   // A global batch is split evenly among the data-parallel replicas.
-  const int64_t replicas = c.strategy == Strategy::ddp            ? c.world_size()
-                           : c.strategy == Strategy::pipeline_ddp ? c.replicas
-                                                                  : 1;
+  const int64_t replicas = run_layout(c).replicas;
   if (c.batch_scope == BatchScope::global && replicas > 1 && c.batch_size > 0 &&
       c.batch_size % replicas != 0)
     check.add("batch_size", "with batch_scope global is split evenly among the " +
                                 std::to_string(replicas) +
                                 " data-parallel replicas: give a multiple of " +
                                 std::to_string(replicas) + ", got " + std::to_string(c.batch_size));
-  const int64_t replica_batch =
-      c.batch_scope == BatchScope::global && replicas > 1 ? c.batch_size / replicas : c.batch_size;
+  const int64_t replica_batch = replica_batch_size(c);
   if (c.chunks > replica_batch && replica_batch > 0)
     check.add("chunks", "must not exceed " +
                             std::string(replica_batch == c.batch_size
