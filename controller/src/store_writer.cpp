@@ -5,6 +5,7 @@
 #include <QSqlError>
 #include <QSqlQuery>
 
+#include <algorithm>
 #include <iostream>
 #include <iterator>
 #include <set>
@@ -21,12 +22,33 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Switching a file to WAL takes its exclusive lock, and SQLite answers BUSY
+// at once, past its busy handler, where waiting could deadlock: two stores
+// opening one new file together (the window and a CLI). WAL is kept in the
+// file, so the first opener switches it and the others find it switched;
+// until then they try again, for as long as the busy timeout allows.
+void use_wal(QSqlDatabase& db, const QString& path, std::chrono::milliseconds busy_timeout) {
+  const auto give_up = Clock::now() + busy_timeout;
+  for (auto pause = std::chrono::milliseconds(1);;
+       pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+    try {
+      SqlQuery mode(db, path);
+      if (mode.run("PRAGMA journal_mode").next() && mode.at(0).toString() == "wal") return;
+      mode.run("PRAGMA journal_mode = WAL");
+      return;
+    } catch (const DatabaseRefused&) {
+      if (Clock::now() >= give_up) throw;
+      std::this_thread::sleep_for(pause);
+    }
+  }
+}
+
 // WAL, so that readers never wait for the writer; NORMAL sync, which WAL
 // keeps safe; foreign keys, which SQLite leaves off unless asked.
 void open_writer(QSqlDatabase& db, const QString& path, std::chrono::milliseconds busy_timeout) {
   open_connection(db, path, false, busy_timeout);
+  use_wal(db, path, busy_timeout);
   SqlQuery pragmas(db, path);
-  pragmas.run("PRAGMA journal_mode = WAL");
   pragmas.run("PRAGMA synchronous = NORMAL");
   pragmas.run("PRAGMA foreign_keys = ON");
 }
