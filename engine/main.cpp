@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
       "Trains one rank of a Flotilla run. Rank and rendezvous come from torchrun's "
       "variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."};
   std::string config_path, records = "-";
-  bool no_measure = false, quiet = false, plan = false, measure = false, bench = false;
+  bool no_measure = false, quiet = false, plan = false, measure = false, bench = false,
+       resume = false;
   std::string min_bytes = "8", max_bytes = "256M";
   flotilla::AllreduceBenchOptions bench_options;
   app.add_option("--config", config_path, "experiment or run file (YAML or JSON); - reads stdin")
@@ -73,6 +74,9 @@ int main(int argc, char** argv) {
   app.add_option("--records", records, "where metric records go: - (stdout), fd:N, or a file path");
   app.add_flag("--no-measure", no_measure, "skip per-step timing and step records (benchmarks)");
   app.add_flag("--quiet", quiet, "no summary (or bench table) on stderr");
+  app.add_flag("--resume", resume,
+               "go on from the newest checkpoint (config save) that every rank holds; "
+               "from step 0 when there is none");
   auto* plan_flag = app.add_flag("--plan", plan,
                                  "print the run's plan as JSON (docs/plan.md) instead of training");
   app.add_flag("--measure", measure,
@@ -139,6 +143,7 @@ int main(int argc, char** argv) {
   options.env = env;
   options.sink = sink.get();
   options.measure = !no_measure;
+  options.resume = resume;
   // The agent writes the run's config into the run folder and starts the rank on it.
   if (config_path != "-") options.scratch_folder = std::filesystem::path(config_path).parent_path();
   const auto result = flotilla::train(options);

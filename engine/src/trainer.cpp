@@ -108,6 +108,19 @@ Trainer::Trainer(const TrainOptions& options)
   if (config_.max_steps > 0) total_steps_ = std::min(total_steps_, config_.max_steps);
   result_.parameters = parameter_count(*full_model);
 
+  if (config_.save.enabled() || options.resume) {
+    std::filesystem::path root = config_.save.dir;
+    if (root.is_relative())
+      root = (options.scratch_folder.empty() ? std::filesystem::current_path()
+                                             : options.scratch_folder) /
+             root;
+    checkpoints_ = std::make_unique<checkpoint::CheckpointFolder>(root, env.rank);
+  }
+  if (options.resume) {
+    if (const int64_t step = newest_common_checkpoint(); step > 0) restore_checkpoint(step);
+  }
+  last_save_ = std::chrono::steady_clock::now();
+
   records::Start start;
   start.rank = env.rank;
   start.world_size = env.world_size;
@@ -128,6 +141,7 @@ Trainer::Trainer(const TrainOptions& options)
   start.precision = name_of(config_.precision);
   if (gradient_comm_) start.gradient_dtype = dtype_name(gradient_dtype_);
   if (pipeline_) start.boundary_dtype = dtype_name(compute_dtype_);
+  start.resumed_from_step = resumed_from_;
   emit(records::to_line(start));
 }
 
@@ -305,9 +319,9 @@ double Trainer::learning_rate(int64_t epoch) const {
 
 TrainResult Trainer::run() {
   const auto started = std::chrono::steady_clock::now();
-  for (int64_t epoch = 0; epoch < config_.epochs && !done(); ++epoch) {
+  for (int64_t epoch = start_epoch_; epoch < config_.epochs && !done(); ++epoch) {
     const auto epoch_started = std::chrono::steady_clock::now();
-    train_epoch(epoch);
+    const bool saves_at_end = train_epoch(epoch, epoch == start_epoch_ ? start_batch_ : 0);
     records::Epoch record;
     record.rank = options_.env.rank;
     record.epoch = epoch;
@@ -326,6 +340,8 @@ TrainResult Trainer::run() {
     result_.epochs = epoch + 1;
     result_.acc_train = record.acc_train;
     result_.acc_test = record.acc_test;
+    // Due at the epoch's last batch: saved past its record, to go on with the next epoch.
+    if (saves_at_end) save_checkpoint(epoch + 1, 0);
   }
   result_.steps = global_step_;
   result_.elapsed_s =
@@ -343,30 +359,44 @@ TrainResult Trainer::run() {
   return result_;
 }
 
-void Trainer::train_epoch(int64_t epoch) {
+bool Trainer::train_epoch(int64_t epoch, int64_t first_batch) {
   set_training_mode();
-  epoch_correct_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
-  epoch_samples_ = 0;
-  epoch_loss_sum_ = 0;
-  epoch_loss_count_ = 0;
-  train_loader_->start_epoch(epoch);
+  // A resumed epoch keeps the sums its checkpoint brought back.
+  if (first_batch == 0) {
+    epoch_correct_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
+    epoch_samples_ = 0;
+    epoch_loss_sum_ = 0;
+    epoch_loss_count_ = 0;
+  }
+  train_loader_->start_epoch(epoch, first_batch);
   const int64_t batches = train_loader_->batches_per_epoch();
-  for (int64_t i = 0; i < batches && !done(); ++i) {
+  bool saves_at_end = false;
+  for (int64_t i = first_batch; i < batches && !done(); ++i) {
     // The step starts before the batch is asked for: waiting for it is data time.
     step_started_ = std::chrono::steady_clock::now();
     if (options_.measure) timer_->begin_step();
     auto batch = train_loader_->next();
     if (!batch) throw std::logic_error("the loader ended its epoch early");
     step(std::move(*batch), epoch);
+    if (checkpoint_due()) {
+      if (i + 1 < batches)
+        save_checkpoint(epoch, i + 1);
+      else
+        saves_at_end = true;
+    }
   }
   // The last step's times are known only now; its wall time ends here, before evaluation.
-  if (pending_) {
-    pending_->wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                  pending_->started)
-                            .count();
-    if (auto times = timer_->take_last()) finish_step(*pending_, *times);
-    pending_.reset();
-  }
+  finish_pending_step();
+  return saves_at_end;
+}
+
+void Trainer::finish_pending_step() {
+  if (!pending_) return;
+  pending_->wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                pending_->started)
+                          .count();
+  if (auto times = timer_->take_last()) finish_step(*pending_, *times);
+  pending_.reset();
 }
 
 void Trainer::step(data::Batch batch, int64_t epoch) {

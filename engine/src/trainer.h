@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "checkpoint/checkpoint_folder.h"
 #include "comm/communicator.h"
 #include "comm/gradient_buckets.h"
 #include "data/batch_loader.h"
@@ -41,7 +42,10 @@ class Trainer {
   void set_up_pipeline(torch::nn::Sequential full_model, int64_t stages);
   // The group's rank 0 parameters and buffers to every member.
   void broadcast_state(Communicator& group);
-  void train_epoch(int64_t epoch);
+  // The epoch's batches from `first_batch` on (above 0 only when resumed).
+  // True when a checkpoint fell due at its last batch: it is saved after the
+  // epoch's record, at the start of the next epoch.
+  bool train_epoch(int64_t epoch, int64_t first_batch);
   void step(data::Batch batch, int64_t epoch);
   // Emits the record of a step whose times have become known.
   void finish_step(PendingStep& pending, const PhaseTimes& times);
@@ -51,6 +55,17 @@ class Trainer {
   double learning_rate(int64_t epoch) const;
   void emit(const std::string& line);
   bool done() const;
+
+  // Checkpoints (config save): whether one is due after this step, the same
+  // answer on every rank; writing this rank's part, to continue at batch
+  // `next_batch` of `epoch`; the newest step every rank holds (0: none);
+  // taking this rank's part of it back.
+  bool checkpoint_due();
+  void save_checkpoint(int64_t epoch, int64_t next_batch);
+  int64_t newest_common_checkpoint();
+  void restore_checkpoint(int64_t step);
+  // The step record still waiting for its times, emitted now with what is known.
+  void finish_pending_step();
 
   // Freezing: the frozen prefix for the coming step, and AutoFreeze's look
   // at the gradients after a step.
@@ -101,6 +116,12 @@ class Trainer {
   std::unique_ptr<PrefixCache> prefix_cache_;
   int64_t cached_samples_ = 0;                        // this step's
   std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
+
+  std::unique_ptr<checkpoint::CheckpointFolder> checkpoints_;
+  std::chrono::steady_clock::time_point last_save_;
+  int64_t start_epoch_ = 0;  // where a resumed run goes on
+  int64_t start_batch_ = 0;
+  int64_t resumed_from_ = 0;  // the checkpoint's step; 0: not resumed
 
   std::chrono::steady_clock::time_point step_started_;
   int64_t global_step_ = 0;

@@ -85,6 +85,12 @@ const BadConfig kBadConfigs[] = {
     {"bucket_mb: 0", "bucket_mb: must be above 0 and at most 4096 (MiB), got 0.0"},
     {"strategy: pipeline\nranks_per_node: 2\nbatch_size: 8\nchunks: 16",
      "chunks: must not exceed batch_size (8), got 16"},
+    {"save: {every_steps: 10, every_minutes: 5}",
+     "save: every_steps and every_minutes are both set; give one of them"},
+    {"save: {every_steps: -1}", "save.every_steps: must be 0 (not by steps) or positive, got -1"},
+    {"save: {every_minutes: 2, keep: 0}", "save.keep: must be a positive integer, got 0"},
+    {"save: {every_steps: 5, dir: \"\"}",
+     "save.dir: must name a folder (relative to the run folder), got \"\""},
     {"batch_scope: everyone",
      "batch_scope: unknown value \"everyone\"; allowed: per_replica, global"},
     {"strategy: ddp\nranks_per_node: 3\nbatch_scope: global\nbatch_size: 16",
@@ -131,7 +137,8 @@ const BadConfig kBadConfigs[] = {
      "checkpoint, chunks, compression, data_dir, dataset, device, dropout, elastic, epochs, "
      "freeze, "
      "limits, lr_schedule, max_steps, model, name, nodes, optimizer, precision, ranks_per_node, "
-     "replicas, schedule, seed, stall_timeout_s, strategy, synthetic, threads, transformer, vit"},
+     "replicas, save, schedule, seed, stall_timeout_s, strategy, synthetic, threads, transformer, "
+     "vit"},
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
     {"limits: {memory_mb: -1}", "limits.memory_mb: must be 0 (no limit) or positive, got -1"},
     {"limits: {memory_mb: 1.5}", "limits.memory_mb: expected an integer, got 1.5"},

@@ -221,6 +221,28 @@ TEST(BatchLoader, InputsMatchTheirLabelsAfterNormalisation) {
   EXPECT_TRUE(torch::allclose(batch->inputs.flatten(), expected));
 }
 
+// A resumed run starts mid-epoch: the batches from batch k on are those a
+// loader started at batch 0 gives after its first k, augmentation included.
+TEST(BatchLoader, StartingAtABatchGivesTheSameBatchesAsReadingUpToIt) {
+  auto images = torch::arange(40 * 3 * 8 * 8).remainder(251).to(torch::kUInt8).view({40, 3, 8, 8});
+  data::Split split{images, torch::arange(40, torch::kInt64)};
+  data::LoaderOptions options{6, 1, 2, /*seed=*/11};
+  options.augment = true;
+  data::BatchLoader whole(split, {}, options), resumed(split, {}, options);
+  whole.start_epoch(2);
+  std::vector<data::Batch> batches;
+  while (auto b = whole.next()) batches.push_back(*b);
+  ASSERT_EQ(batches.size(), 4u);  // 20 samples a rank, batches of 6
+  resumed.start_epoch(2, 2);
+  for (size_t i = 2; i < batches.size(); ++i) {
+    auto b = resumed.next();
+    ASSERT_TRUE(b) << i;
+    EXPECT_TRUE(b->indices.equal(batches[i].indices)) << i;
+    EXPECT_TRUE(b->inputs.equal(batches[i].inputs)) << "batch " << i << "'s crops and flips";
+  }
+  EXPECT_FALSE(resumed.next());
+}
+
 TEST(BatchLoader, AugmentationCropsWithZeroPaddingAndKeepsShape) {
   // A constant image: any crop keeps the value except where padding shows.
   auto images = torch::full({16, 3, 32, 32}, 255, torch::kUInt8);

@@ -103,6 +103,7 @@ std::vector<ConfigKey> build_table() {
     return c.freeze.method != FreezeMethod::none;
   };
   const auto caching = [](const ExperimentConfig& c) { return c.elastic.cache; };
+  const auto saving = [](const ExperimentConfig& c) { return c.save.enabled(); };
   const auto fixed_freeze = [](const ExperimentConfig& c) {
     return c.freeze.method == FreezeMethod::fixed;
   };
@@ -325,6 +326,23 @@ std::vector<ConfigKey> build_table() {
        "Each rank's memory in MiB: on the CPU its resident memory (its process group's), read "
        "by the agent's supervisor every 50 ms, which kills a rank beyond it; on a GPU the CUDA "
        "allocator's share of the GPU. A rank beyond it ends the run oom."},
+      // Checkpoints
+      {"save.every_steps", G::experiment, T::integer, "0 (not by steps) or a positive integer",
+       "Save the whole training state every this many steps (each rank its part, on its "
+       "node); flotilla-train --resume continues from the newest.",
+       "", nullptr},
+      {"save.every_minutes", G::experiment, T::number, "0 (not by time) or positive",
+       "Save the training state after this many minutes since the last save (the ranks "
+       "agree on the step). Give every_steps or every_minutes, not both.",
+       "", nullptr},
+      {"save.keep", G::experiment, T::integer, "a positive integer",
+       "How many of the newest checkpoints each rank keeps.",
+       "save.every_steps or "
+       "save.every_minutes",
+       saving},
+      {"save.dir", G::experiment, T::text, "a folder",
+       "Where checkpoints go; a relative folder is in the run folder on each node.",
+       "save.every_steps or save.every_minutes", saving},
       {"stall_timeout_s", G::device, T::integer, "0 (never) or a positive integer",
        "Seconds a rank may write no record before the run ends failed as stalled, naming the "
        "rank and its last step, and its ranks are stopped."},

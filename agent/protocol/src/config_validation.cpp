@@ -125,6 +125,19 @@ void check_freeze(const ExperimentConfig& c, Checker& check) {
   }
 }
 
+void check_save(const SaveConfig& s, Checker& check) {
+  check.at_least_zero("save.every_steps", s.every_steps, "not by steps");
+  if (!(s.every_minutes >= 0))
+    check.add("save.every_minutes",
+              "must be 0 (not by time) or positive, got " + detail::describe(s.every_minutes));
+  if (s.every_steps > 0 && s.every_minutes > 0)
+    check.add("save", "every_steps and every_minutes are both set; give one of them");
+  if (!s.enabled()) return;
+  check.positive("save.keep", s.keep);
+  if (s.dir.empty())
+    check.add("save.dir", "must name a folder (relative to the run folder), got \"\"");
+}
+
 void check_elastic(const ExperimentConfig& c, Checker& check) {
   const auto& e = c.elastic;
   const char* not_built =
@@ -377,6 +390,7 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   check_freeze(c, check);
   check_elastic(c, check);
   check_compression(c, check);
+  check_save(c.save, check);
   return check.problems;
 }
 

@@ -149,6 +149,13 @@ ExperimentConfig read_config(const json& root, std::string_view source,
     l->read("memory_mb", c.limits.memory_mb);
     l->finish();
   }
+  if (auto v = r.child("save")) {
+    v->read("every_steps", c.save.every_steps);
+    v->read("every_minutes", c.save.every_minutes);
+    v->read("keep", c.save.keep);
+    v->read("dir", c.save.dir);
+    v->finish();
+  }
   r.read("stall_timeout_s", c.stall_timeout_s);
   r.finish();
   if (problems.empty()) problems = validate(c);
@@ -271,6 +278,11 @@ static json to_json_value(const ExperimentConfig& c) {
       {"threads", c.threads},
       {"dropout", c.dropout},
       {"limits", {{"memory_mb", c.limits.memory_mb}}},
+      {"save",
+       {{"every_steps", c.save.every_steps},
+        {"every_minutes", c.save.every_minutes},
+        {"keep", c.save.keep},
+        {"dir", c.save.dir}}},
       {"stall_timeout_s", c.stall_timeout_s},
   };
 }

@@ -44,6 +44,7 @@ std::string to_line(const Start& r) {
          {"precision", r.precision}};
   if (!r.gradient_dtype.empty()) j["gradient_dtype"] = r.gradient_dtype;
   if (!r.boundary_dtype.empty()) j["boundary_dtype"] = r.boundary_dtype;
+  if (r.resumed_from_step > 0) j["resumed_from_step"] = r.resumed_from_step;
   return j.dump();
 }
 

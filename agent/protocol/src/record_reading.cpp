@@ -76,6 +76,7 @@ std::optional<Start> start_from_line(std::string_view line) {
   f.read("precision", r.precision);
   f.read("gradient_dtype", r.gradient_dtype);
   f.read("boundary_dtype", r.boundary_dtype);
+  f.read("resumed_from_step", r.resumed_from_step);
   if (!f.ok()) return std::nullopt;
   return r;
 }

@@ -17,6 +17,20 @@ LoaderOptions evaluation_loader_options(const ExperimentConfig& config, int64_t 
   return {std::max<int64_t>(config.batch_size, 500), replica, replicas, config.seed, false, false};
 }
 
+BatchLoader::Crop BatchLoader::draw_crop(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> offset(0, 8);
+  std::bernoulli_distribution flip(0.5);
+  Crop crop;
+  crop.top = offset(rng);
+  crop.left = offset(rng);
+  crop.flip = flip(rng);
+  return crop;
+}
+
+bool BatchLoader::augments() const {
+  return options_.augment && split_.images.scalar_type() == torch::kUInt8;
+}
+
 BatchLoader::BatchLoader(const Split& split, Normalization normalization, LoaderOptions options)
     : split_(split), normalization_(std::move(normalization)), options_(options) {
   if (!normalization_.mean.empty()) {
@@ -62,16 +76,16 @@ void BatchLoader::stop_worker() {
   error_ = nullptr;
 }
 
-void BatchLoader::start_epoch(int64_t epoch) {
+void BatchLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   stop_worker();  // joins the previous epoch's worker: one worker at a time
   {
     std::lock_guard lock(mutex_);
     producing_done_ = false;
   }
-  worker_ = std::thread([this, epoch] { produce(epoch); });
+  worker_ = std::thread([this, epoch, first_batch] { produce(epoch, first_batch); });
 }
 
-void BatchLoader::produce(int64_t epoch) {
+void BatchLoader::produce(int64_t epoch, int64_t first_batch) {
   // A new thread starts with OpenMP's default team size (every core), not the
   // rank's: take the rank's, so that batching never adds a pool of its own.
   at::init_num_threads();
@@ -79,7 +93,12 @@ void BatchLoader::produce(int64_t epoch) {
     const auto shard = shard_indices(epoch);
     std::mt19937_64 rng(options_.seed ^ (static_cast<uint64_t>(options_.rank) << 32) ^
                         static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ull);
-    for (size_t begin = 0; begin < shard.size(); begin += options_.batch_size) {
+    const size_t skipped = std::min(
+        shard.size(), static_cast<size_t>(std::max<int64_t>(first_batch, 0) * options_.batch_size));
+    // The skipped samples' augmentation draws, so that the rest get theirs.
+    if (augments())
+      for (size_t i = 0; i < skipped; ++i) draw_crop(rng);
+    for (size_t begin = skipped; begin < shard.size(); begin += options_.batch_size) {
       const size_t end = std::min(shard.size(), begin + static_cast<size_t>(options_.batch_size));
       Batch batch = build({shard.begin() + begin, shard.begin() + end}, rng);
       std::unique_lock lock(mutex_);
@@ -125,11 +144,10 @@ Batch BatchLoader::build(const std::vector<int64_t>& indices, std::mt19937_64& r
       // probability 0.5: the seeds' torchvision transforms, per sample.
       const int64_t h = inputs.size(2), w = inputs.size(3);
       auto padded = torch::constant_pad_nd(inputs, {4, 4, 4, 4}, 0);
-      std::uniform_int_distribution<int64_t> offset(0, 8);
-      std::bernoulli_distribution flip(0.5);
       for (int64_t i = 0; i < inputs.size(0); ++i) {
-        auto crop = padded[i].narrow(1, offset(rng), h).narrow(2, offset(rng), w);
-        inputs[i].copy_(flip(rng) ? crop.flip({2}) : crop);
+        const Crop c = draw_crop(rng);
+        auto crop = padded[i].narrow(1, c.top, h).narrow(2, c.left, w);
+        inputs[i].copy_(c.flip ? crop.flip({2}) : crop);
       }
     }
     if (mean_.defined()) inputs.sub_(mean_).div_(stddev_);

@@ -47,8 +47,10 @@ class BatchLoader {
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
 
-  // Starts building the batches of `epoch`; a previous epoch's are dropped.
-  void start_epoch(int64_t epoch);
+  // Starts building the batches of `epoch` from its batch `first_batch` on
+  // (a resumed run's position), exactly as they come after the earlier
+  // ones; a previous epoch's are dropped.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch of the epoch, or nothing when it is over. Blocks only while
   // the background thread is behind; rethrows what it threw.
   std::optional<Batch> next();
@@ -61,7 +63,14 @@ class BatchLoader {
   std::vector<int64_t> shard_indices(int64_t epoch) const;
 
  private:
-  void produce(int64_t epoch);
+  void produce(int64_t epoch, int64_t first_batch);
+  // One sample's augmentation: crop offsets into the padded image and a flip.
+  struct Crop {
+    int64_t top = 0, left = 0;
+    bool flip = false;
+  };
+  static Crop draw_crop(std::mt19937_64& rng);
+  bool augments() const;  // images (not a synthetic pool) with augment on
   Batch build(const std::vector<int64_t>& indices, std::mt19937_64& rng) const;
   void stop_worker();
 

@@ -31,6 +31,17 @@ class Freezer {
   // Returns the new frozen prefix.
   int64_t observe(const std::vector<double>& norms);
 
+  // What a checkpoint keeps: the frozen prefix and AutoFreeze's last norms.
+  struct State {
+    int64_t frozen = 0;
+    std::vector<double> previous;
+  };
+  State state() const { return {frozen_, previous_}; }
+  void restore(State state) {
+    frozen_ = state.frozen;
+    previous_ = std::move(state.previous);
+  }
+
  private:
   FreezeConfig config_;
   int64_t blocks_;

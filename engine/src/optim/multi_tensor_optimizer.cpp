@@ -137,4 +137,53 @@ void MultiTensorOptimizer::adamw_step(const std::vector<size_t>& active) {
   }
 }
 
+namespace {
+
+struct NamedBuffers {
+  const char* name;
+  std::vector<torch::Tensor>* tensors;
+};
+
+}  // namespace
+
+void MultiTensorOptimizer::save(torch::serialize::OutputArchive& archive) const {
+  auto* self = const_cast<MultiTensorOptimizer*>(this);  // the archive only reads them
+  for (const auto& [name, tensors] :
+       {NamedBuffers{"momentum", &self->momentum_}, NamedBuffers{"exp_avg", &self->exp_avg_},
+        NamedBuffers{"exp_avg_sq", &self->exp_avg_sq_}})
+    for (size_t i = 0; i < tensors->size(); ++i)
+      if ((*tensors)[i].defined())
+        archive.write("optimizer." + std::string(name) + "." + std::to_string(i), (*tensors)[i],
+                      /*is_buffer=*/true);
+  archive.write("optimizer.steps", torch::tensor(steps_, torch::kInt64), true);
+}
+
+void MultiTensorOptimizer::load(torch::serialize::InputArchive& archive) {
+  for (const auto& [name, tensors] :
+       {NamedBuffers{"momentum", &momentum_}, NamedBuffers{"exp_avg", &exp_avg_},
+        NamedBuffers{"exp_avg_sq", &exp_avg_sq_}})
+    for (size_t i = 0; i < tensors->size(); ++i) {
+      const std::string key = "optimizer." + std::string(name) + "." + std::to_string(i);
+      torch::Tensor saved;
+      if (!archive.try_read(key, saved, /*is_buffer=*/true)) {
+        (*tensors)[i] = torch::Tensor();
+        continue;
+      }
+      if (saved.sizes() != params_[i].sizes())
+        throw std::runtime_error(key + " has shape " + c10::str(saved.sizes()) +
+                                 ", its parameter " + c10::str(params_[i].sizes()));
+      // The parameter's device and memory format, as the step made them.
+      (*tensors)[i] = torch::empty_like(params_[i], torch::MemoryFormat::Preserve)
+                          .to(saved.scalar_type())
+                          .copy_(saved);
+    }
+  torch::Tensor steps;
+  archive.read("optimizer.steps", steps, true);
+  if (steps.numel() != static_cast<int64_t>(steps_.size()))
+    throw std::runtime_error("optimizer.steps holds " + std::to_string(steps.numel()) +
+                             " counts for " + std::to_string(steps_.size()) + " parameters");
+  for (size_t i = 0; i < steps_.size(); ++i)
+    steps_[i] = steps[static_cast<int64_t>(i)].item<int64_t>();
+}
+
 }  // namespace flotilla::optim

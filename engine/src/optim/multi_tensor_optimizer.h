@@ -40,6 +40,13 @@ class MultiTensorOptimizer {
   double lr() const { return lr_; }
   void step();
 
+  // The state a checkpoint keeps, under "optimizer.": each parameter's
+  // buffers that exist (momentum.3, exp_avg.3, ...) and every step count.
+  void save(torch::serialize::OutputArchive& archive) const;
+  // Takes back what save() wrote for the same parameters; throws
+  // std::runtime_error naming a buffer whose shape differs.
+  void load(torch::serialize::InputArchive& archive);
+
  private:
   void sgd_step(const std::vector<size_t>& active);
   void sgd_step_per_parameter(const std::vector<size_t>& active);

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -53,6 +54,17 @@ class LossScaler {
   void update(bool finite);
 
   int64_t skipped_steps() const { return skipped_; }
+
+  // What a checkpoint keeps: the scale, the finite steps since it last
+  // changed, the steps skipped.
+  std::array<double, 3> state() const {
+    return {scale_, static_cast<double>(good_steps_), static_cast<double>(skipped_)};
+  }
+  void restore(const std::array<double, 3>& state) {
+    scale_ = state[0];
+    good_steps_ = static_cast<int64_t>(state[1]);
+    skipped_ = static_cast<int64_t>(state[2]);
+  }
 
  private:
   bool enabled_;

@@ -57,6 +57,9 @@ struct TrainOptions {
   // Where the rank may write files of its own (elastic.cache's): the run
   // folder where the agent starts it; empty: the system's temporary folder.
   std::filesystem::path scratch_folder;
+  // Continue from the newest checkpoint (config save.dir) that every rank
+  // holds; from step 0 when there is none.
+  bool resume = false;
 };
 
 struct TrainResult {

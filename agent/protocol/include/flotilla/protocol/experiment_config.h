@@ -123,6 +123,20 @@ struct LimitsConfig {
   int64_t memory_mb = 0;
 };
 
+// Checkpoints of the whole training state (model, optimizer, loss scale,
+// step, epoch, the position in the epoch's data, the random streams), each
+// rank its own part, written atomically on its node: every `every_steps`
+// steps, or after `every_minutes` minutes (the ranks agree on the step), the
+// newest `keep` kept. `flotilla-train --resume` continues from the newest
+// step every rank holds. (`checkpoint` is activation recomputation.)
+struct SaveConfig {
+  int64_t every_steps = 0;     // 0: not by steps
+  double every_minutes = 0.0;  // 0: not by time
+  int64_t keep = 2;
+  std::string dir = "checkpoints";  // relative: to the rank's run folder
+  bool enabled() const { return every_steps > 0 || every_minutes > 0; }
+};
+
 // stall_timeout_s when a config does not say.
 inline constexpr int64_t kDefaultStallTimeoutSeconds = 300;
 
@@ -163,6 +177,7 @@ struct ExperimentConfig {
   int64_t threads = 0;  // per rank: LibTorch's and the BLAS pools; 0: the node's share
   double dropout = 0.0;
   LimitsConfig limits;
+  SaveConfig save;
   // A rank that writes no record for this long is stalled (a collective whose
   // peer is gone, a frozen host, an allocator retrying forever): the agent
   // ends the run failed, naming the rank and its last step. 0: never.

@@ -38,6 +38,9 @@ struct Start {
   // before any codec (empty without a pipeline).
   std::string gradient_dtype;
   std::string boundary_dtype;
+  // The checkpoint's step a resumed rank went on from (its step records go on
+  // from the next); 0: a run from its start.
+  int64_t resumed_from_step = 0;
 };
 
 struct Step {
