@@ -25,8 +25,10 @@
 #include "designer_form.h"
 #include "experiment_designer.h"
 #include "flotilla/protocol/config_keys.h"
+#include "form_keys.h"
 #include "main_window.h"
 #include "plan_preview.h"
+#include "screenshot.h"
 #include "temp_dir.h"
 
 // A preset's path as ctest lists it beside the test's name, not QString's
@@ -159,6 +161,23 @@ TEST(Designer, AGroupShowsOnlyWhenTheStrategyMakesItApply) {
   EXPECT_TRUE(designer.form()->rowShown("compression.method"));
 }
 
+// Checkpoints are asked for in the Experiment group: how often, and then how
+// many are kept and where, which apply only once saving is on.
+TEST(Designer, SavingShowsHowManyCheckpointsAreKeptOnceItIsOn) {
+  ExperimentDesigner designer;
+  designer.resize(900, 1000);
+  designer.show();
+  ASSERT_TRUE(designer.setConfigText("name: s\n"));
+  EXPECT_TRUE(designer.form()->rowShown("save.every_steps"));
+  EXPECT_FALSE(designer.form()->rowShown("save.keep"));
+  set_form_keys(designer, {{"save.every_steps", "100"}});
+  EXPECT_TRUE(designer.form()->rowShown("save.keep"));
+  EXPECT_TRUE(designer.form()->rowShown("save.dir"));
+  EXPECT_TRUE(designer.yamlEdit()->toPlainText().contains("every_steps: 100"))
+      << designer.yamlEdit()->toPlainText().toStdString();
+  save_screenshot(designer, "designer-save-keys");
+}
+
 // One bad value typed into one field, and the words the validator says about it.
 struct BadValue {
   const char* label;
@@ -189,6 +208,7 @@ const BadValue kBadValues[] = {
     {"LearningRateWithAComma", kBase, "optimizer.lr", "0,1"},
     {"NegativeThreads", kBase, "threads", "-2"},
     {"ZeroSyntheticClasses", kBase, "synthetic.classes", "0"},
+    {"NegativeSaveEverySteps", kBase, "save.every_steps", "-5"},
     {"BalanceNotSummingToTheBlocks", kPipeline, "balance", "1, 2"},
     {"ZeroChunks", kPipeline, "chunks", "0"},
     {"CodecBitsTooMany", kPipeline, "compression.bits", "40"},

@@ -132,6 +132,27 @@ INSTANTIATE_TEST_SUITE_P(
                    "0:11"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// By time, each rank's clock would pick its own steps: rank 0's decides,
+// and every step folder holds both ranks' files.
+TEST(Resume, SavesByTimeAtTheSameStepsOnEveryRank) {
+  TempDir dir;
+  const auto run = run_train_ranks(
+      dir,
+      "name: by-time\nmodel: small_cnn\ndataset: synthetic\n"
+      "synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 256, test_samples: 16}\n"
+      "batch_size: 8\nepochs: 1\nthreads: 1\nstrategy: ddp\nranks_per_node: 2\n"
+      "save: {every_minutes: 0.0005, keep: 1000}\n",  // 30 ms: most steps, not all
+      2);
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  int folders = 0;
+  for (const auto& step : fs::directory_iterator(dir.path() / "checkpoints")) {
+    ++folders;
+    EXPECT_TRUE(fs::exists(step.path() / "rank-0.pt")) << step.path();
+    EXPECT_TRUE(fs::exists(step.path() / "rank-1.pt")) << step.path();
+  }
+  EXPECT_GE(folders, 2);
+}
+
 TEST(Resume, RefusesACheckpointOfAnotherConfigNamingTheKeys) {
   TempDir dir;
   const std::string common =
