@@ -276,4 +276,25 @@ std::optional<FinalState> RunDirectory::final_state() const {
   return FinalState{j.at("outcome"), j.at("message"), j.at("last_seq")};
 }
 
+int64_t RunDirectory::earlier_attempts_end_seq() const {
+  int64_t last = 0;
+  for (int attempt = 1;; ++attempt) {
+    const auto file = dir_ / ("final-attempt-" + std::to_string(attempt) + ".json");
+    std::error_code ec;
+    if (!fs::exists(file, ec)) return last;
+    last = std::max<int64_t>(last, json::parse(read_file(file)).at("last_seq").get<int64_t>());
+  }
+}
+
+void RunDirectory::set_aside_final() const {
+  int attempt = 1;
+  while (fs::exists(dir_ / ("final-attempt-" + std::to_string(attempt) + ".json"))) ++attempt;
+  fs::rename(dir_ / "final.json", dir_ / ("final-attempt-" + std::to_string(attempt) + ".json"));
+  // The last attempt's processes are gone (the caller checked): what named
+  // them goes too, so that the new supervisor's files are the only ones.
+  std::error_code ignored;  // a stop's files are there only if it was stopped
+  for (const char* file : {"stop_grace_s", "stop_why", "pgids.json", "supervisor.pid"})
+    fs::remove(dir_ / file, ignored);
+}
+
 }  // namespace flotilla::agent

@@ -69,6 +69,12 @@ class RunDirectory {
 
   void write_final(const FinalState& state) const;
   std::optional<FinalState> final_state() const;
+  // Before a new attempt of an ended run: its end is kept as
+  // final-attempt-N.json, and what its stop asked for is forgotten.
+  void set_aside_final() const;
+  // The seq of the last run_end of the attempts set aside (0: none): a
+  // run_end at or below it ended an earlier attempt, not the run.
+  int64_t earlier_attempts_end_seq() const;
 
  private:
   std::filesystem::path dir_;

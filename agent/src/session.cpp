@@ -98,7 +98,7 @@ void Session::handle(const protocol::Message& message) {
     send(protocol::Hello{"agent",
                          options_.software,
                          {"start", "stop", "status", "resume", "system-metrics", "probe",
-                          protocol::kAllreduceBenchCapability}});
+                          protocol::kAllreduceBenchCapability, protocol::kResumeRunCapability}});
     return;
   }
   if (!greeted_) {
@@ -126,8 +126,26 @@ void Session::start(const protocol::StartRun& start) {
     throw std::runtime_error("run name \"" + start.run +
                              "\" may hold only letters, digits, '-', '_' and '.'");
   RunDirectory dir(options_.home, start.run);
-  if (dir.exists())
+  // A new attempt goes on in the ended run's directory, its spool numbered on
+  // from the last line; the follower sends what comes after it.
+  int64_t streamed_before = 0;
+  if (start.resume) {
+    if (!dir.exists())
+      throw std::runtime_error("no run \"" + start.run + "\" on this node to resume");
+    if (dir.supervisor_running() || !dir.final_state())
+      throw std::runtime_error("run \"" + start.run +
+                               "\" has not ended on this node: nothing to resume");
+    if (const auto left = processes_in_groups(dir.process_groups().groups); !left.empty())
+      throw std::runtime_error("run \"" + start.run + "\" cannot be resumed on this node: " +
+                               survivors_words(left) + " of its last attempt still run");
+    SpoolReader spool(dir.spool());
+    spool.poll([&](std::string_view line) {
+      if (auto seq = seq_of(line)) streamed_before = std::max(streamed_before, *seq);
+    });
+    dir.set_aside_final();
+  } else if (dir.exists()) {
     throw std::runtime_error("run \"" + start.run + "\" already exists on this node");
+  }
   if (start.ranks.empty()) throw std::runtime_error("no ranks to start");
   if (start.mode == protocol::RunMode::train) {
     // The data is checked here, where the ranks read it, before any starts:
@@ -155,7 +173,7 @@ void Session::start(const protocol::StartRun& start) {
   protocol::Started started{start.run, {}};
   for (const auto& group : groups) started.pids.push_back(group.leader.pid);
   send(started);
-  follow(start.run, 0);
+  follow(start.run, streamed_before);
 }
 
 void Session::stop(const protocol::StopRun& stop) {
@@ -235,11 +253,17 @@ void Session::follow(const std::string& run, int64_t after_seq) {
     RunDirectory dir(options_.home, run);
     SpoolReader reader(dir.spool());
     bool ended = false;
+    // A resumed run's spool holds the run_end of each earlier attempt: those
+    // neither end the stream nor go out (the controller would end the run).
+    const int64_t superseded_ends = dir.earlier_attempts_end_seq();
     auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (!ended && !closing_ && !*cancelled) {
       reader.poll([&](std::string_view line) {
-        if (line.find("\"type\":\"run_end\"") != std::string_view::npos) ended = true;
         const auto seq = seq_of(line).value_or(0);
+        if (line.find("\"type\":\"run_end\"") != std::string_view::npos) {
+          if (seq <= superseded_ends) return;
+          ended = true;
+        }
         // The run_end goes out even when the controller has it stored: a
         // second controller (a `flotilla kill` beside the `flotilla run`)
         // resumes from what the first one stored and still needs to hear

@@ -62,6 +62,7 @@ double wall_seconds() {
 std::vector<std::string> train_arguments(const protocol::StartRun& start, const std::string& binary,
                                          const std::string& config_file) {
   std::vector<std::string> argv{binary, "--config", config_file, "--records", "-"};
+  if (start.resume) argv.push_back("--resume");
   if (start.mode != protocol::RunMode::allreduce_bench) return argv;
   argv.push_back("--allreduce-bench");
   for (const auto& [flag, value] : {std::pair{"--min-bytes", start.bench.min_bytes},

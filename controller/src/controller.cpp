@@ -230,6 +230,47 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
     std::lock_guard lock(mutex_);
     followed_.insert(row.id);
   }
+  start_on_nodes(row.id, config, row.config_json, mode, bench, /*resume=*/false);
+  return row.id;
+}
+
+void Controller::resume_run(const std::string& run) {
+  const auto row = store_.run(run);
+  if (!row) throw std::runtime_error("no run \"" + run + "\" in " + store_.path().toStdString());
+  if (!is_terminal(row->state))
+    throw std::runtime_error("run " + run + " is " + std::string(name_of(row->state)) +
+                             ": only a run that has ended can be resumed");
+  if (row->state == RunState::finished)
+    throw std::runtime_error("run " + run + " finished: there is nothing to resume");
+  const auto config = parse_experiment(row->config_json, "run " + run + "'s stored config");
+  if (!config.save.enabled())
+    throw ConfigError({"save: run " + run +
+                       " saved no checkpoints (its config sets neither save.every_steps nor "
+                       "save.every_minutes), so a resume would train from step 0; start a new "
+                       "run instead"});
+  if (auto problems = hosting_problems(config); !problems.empty()) throw ConfigError(problems);
+  const std::string reason = "resumed: attempt " + std::to_string(store_.attempts(run) + 1);
+  if (!store_.reopen(run, reason))
+    throw std::runtime_error("run " + run + " changed state meanwhile and was not resumed");
+  if (observer_) observer_->state_changed(run, RunState::starting, reason);
+  {
+    std::lock_guard lock(mutex_);
+    ended_.erase(run);
+    node_ends_.erase(run);
+    killing_.erase(run);
+    failing_.erase(run);
+    followed_.insert(run);
+  }
+  start_on_nodes(run, config, row->config_json, protocol::RunMode::train, {}, /*resume=*/true);
+}
+
+void Controller::start_on_nodes(const std::string& run, const ExperimentConfig& config,
+                                const std::string& config_json, protocol::RunMode mode,
+                                const protocol::BenchOptions& bench, bool resume) {
+  RunRow row;
+  row.id = run;
+  row.config_json = config_json;
+  row.world_size = config.world_size();
   std::vector<std::string> started;  // the nodes a StartRun was sent to
   try {
     // Rank 0's node serves the rendezvous: this machine for local runs, else
@@ -248,6 +289,12 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
           throw std::runtime_error("node " + node +
                                    ": its agent predates the all-reduce sweep (no \"" +
                                    protocol::kAllreduceBenchCapability +
+                                   "\" capability); deploy this Flotilla's agent there");
+    if (resume)
+      for (const auto& node : config.nodes)
+        if (!link_for(node).has_capability(protocol::kResumeRunCapability))
+          throw std::runtime_error("node " + node + ": its agent predates resuming runs (no \"" +
+                                   protocol::kResumeRunCapability +
                                    "\" capability); deploy this Flotilla's agent there");
     const auto& first = config.nodes.front();
     std::string master_addr = "127.0.0.1";
@@ -276,6 +323,7 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
       start.master_port = master_port;
       start.mode = mode;
       start.bench = bench;
+      start.resume = resume;
       auto& link = link_for(node);  // may take seconds: outside the lock
       std::lock_guard order(start_order_mutex_);
       {
@@ -306,7 +354,6 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
     // rest; they are stopped now.
     if (!started.empty()) stop_after_failure(row.id, "the start", started);
   }
-  return row.id;
 }
 
 std::vector<std::string> Controller::hosting_problems(const ExperimentConfig& config) const {

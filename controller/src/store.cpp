@@ -642,6 +642,36 @@ bool Store::transition(const std::string& run, RunState to, const std::string& r
   return moved;
 }
 
+bool Store::reopen(const std::string& run, const std::string& reason) {
+  bool moved = false;
+  write_and_wait([&](QSqlDatabase& db) {
+    moved = false;  // a batch the database refused is tried again from the start
+    Sql q(db, path_);
+    q.run("SELECT state FROM runs WHERE id = ?", {qs(run)});
+    if (!q.next()) throw StoreError("no run \"" + run + "\" in " + path_.toStdString());
+    const auto from = run_state_from_name(ss(q.at(0))).value_or(RunState::finished);
+    if (!is_terminal(from) || from == RunState::finished) return;
+    const auto at = QVariant::fromValue<qlonglong>(now_ms());
+    const QString starting(name_of(RunState::starting).data());
+    q.run(
+        "UPDATE runs SET state = ?, reason = ?, starting_ms = ?, running_ms = NULL, "
+        "ended_ms = NULL WHERE id = ?",
+        {starting, qs(reason), at, qs(run)});
+    q.run("INSERT INTO run_transitions (run_id, state, at_ms, reason) VALUES (?, ?, ?, ?)",
+          {qs(run), starting, at, qs(reason)});
+    moved = true;
+  });
+  return moved;
+}
+
+int64_t Store::attempts(const std::string& run) const {
+  return with_reader([&](Sql& q) -> int64_t {
+    q.run("SELECT COUNT(*) FROM run_transitions WHERE run_id = ? AND state = 'starting'",
+          {qs(run)});
+    return q.next() ? std::max<int64_t>(1, q.at(0).toLongLong()) : 1;
+  });
+}
+
 void Store::check_writable() const {
   if (access_ == StoreAccess::read_only)
     throw StoreError("database " + path_.toStdString() +

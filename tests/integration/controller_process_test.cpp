@@ -1,5 +1,7 @@
 // The `flotilla` CLI as a real process: controller, agent and training ranks
 // on the local node, with the database read back afterwards.
+#include <map>
+
 #include "cli_fixture.h"
 #include "local_sshd.h"
 
@@ -155,6 +157,76 @@ TEST(FlotillaCli, ARankThatThrowsFailsTheRunAndStopsTheOther) {
       << runs[0].reason;
   EXPECT_TRUE(ranks_alive(runs[0].id).empty());
   expect_complete(f, runs[0].id);
+}
+
+// A run cut by a rank's failure after its checkpoints of steps 4 and 8 goes
+// on with `flotilla resume`: a new attempt of the same run from step 9 to its
+// end, the records of both attempts stored once each, in order.
+TEST(FlotillaCli, ResumesAFailedRunFromItsNewestCheckpoint) {
+  Flotilla f;
+  const auto file = f.dir().write(
+      "exp.yaml",
+      two_ranks("resumable", "epochs: 1\nmax_steps: 20\nsave: {every_steps: 4, keep: 2}\n"));
+  auto child = f.start({"run", file.string()}, "run.txt", {"FLOTILLA_FAULT=1:11"});
+  ASSERT_EQ(child->wait(120s), 1) << child->output();
+  const std::string run = f.store().runs().at(0).id;
+  ASSERT_EQ(f.store().run(run)->state, RunState::failed);
+
+  const auto [status, output] = f.run({"resume", run});
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_NE(output.find("run " + run + ": attempt 2"), std::string::npos) << output;
+  auto store = f.store();
+  EXPECT_EQ(store.run(run)->state, RunState::finished);
+  EXPECT_EQ(store.attempts(run), 2);
+  EXPECT_TRUE(ranks_alive(run).empty());
+  expect_complete(f, run);
+  const auto records = store.records(run);
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const auto starts = bodies_of(records, "start", rank);
+    ASSERT_EQ(starts.size(), 2u) << rank;
+    EXPECT_FALSE(starts[0].contains("resumed_from_step"));
+    EXPECT_EQ(starts[1].value("resumed_from_step", int64_t{0}), 8) << rank;
+    // Steps 1..9 or 1..10 of the first attempt (a step's record goes out
+    // once the next step has ended; step 11 failed on rank 1 after its
+    // all-reduce, which rank 0 may have finished), then 9..20 of the second;
+    // a step trained again after the checkpoint loses exactly what it lost.
+    std::vector<int64_t> steps;
+    std::map<int64_t, std::vector<double>> losses;
+    for (const auto& step : bodies_of(records, "step", rank)) {
+      steps.push_back(step["step"].get<int64_t>());
+      losses[step["step"].get<int64_t>()].push_back(step["loss"].get<double>());
+    }
+    const int64_t first_attempt = steps.size() == 22 ? 10 : 9;
+    std::vector<int64_t> expected;
+    for (int64_t s = 1; s <= first_attempt; ++s) expected.push_back(s);
+    for (int64_t s = 9; s <= 20; ++s) expected.push_back(s);
+    EXPECT_EQ(steps, expected) << rank;
+    for (int64_t again = 9; again <= first_attempt; ++again) {
+      ASSERT_EQ(losses[again].size(), 2u);
+      EXPECT_EQ(losses[again][0], losses[again][1]) << "step " << again << " of rank " << rank;
+    }
+  }
+
+  // Finished: nothing left to resume, and nothing is started.
+  const auto [again_status, again] = f.run({"resume", run});
+  EXPECT_EQ(again_status, 2);
+  EXPECT_NE(again.find("finished: there is nothing to resume"), std::string::npos) << again;
+  EXPECT_EQ(f.store().attempts(run), 2);
+}
+
+// A run that saved nothing cannot go on from anywhere: the resume is refused
+// naming `save`, and the run stays as it ended.
+TEST(FlotillaCli, RefusesToResumeARunThatSavedNoCheckpoints) {
+  Flotilla f;
+  const auto file = f.dir().write("exp.yaml", two_ranks("unsaved", "epochs: 1\nmax_steps: 6\n"));
+  auto child = f.start({"run", file.string()}, "run.txt", {"FLOTILLA_FAULT=1:3"});
+  ASSERT_EQ(child->wait(120s), 1) << child->output();
+  const std::string run = f.store().runs().at(0).id;
+  const auto [status, output] = f.run({"resume", run});
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(output.find("save: run " + run + " saved no checkpoints"), std::string::npos) << output;
+  EXPECT_EQ(f.store().run(run)->state, RunState::failed);
+  EXPECT_EQ(f.store().attempts(run), 1);
 }
 
 TEST(FlotillaCli, RefusesABadExperimentNamingTheFieldAndStoresNoRun) {

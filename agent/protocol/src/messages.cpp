@@ -25,6 +25,8 @@ std::optional<T> value_as(const json& value) {
     if (value.is_string()) return value.get<std::string>();
   } else if constexpr (std::is_same_v<T, double>) {
     if (value.is_number()) return value.get<double>();
+  } else if constexpr (std::is_same_v<T, bool>) {  // before is_integral, which bool also is
+    if (value.is_boolean()) return value.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
     if (value.is_number_unsigned()) {
       const auto u = value.get<uint64_t>();
@@ -35,7 +37,8 @@ std::optional<T> value_as(const json& value) {
         return static_cast<T>(i);
     }
   } else {
-    static_assert(IsVector<T>::value, "a field is text, a number, an integer or a list of those");
+    static_assert(IsVector<T>::value,
+                  "a field is text, a number, an integer, a boolean or a list of those");
     if (!value.is_array()) return std::nullopt;
     T out;
     for (const auto& element : value) {
@@ -103,6 +106,7 @@ struct Encoder {
         if (value > 0) bench[name] = value;
       j["bench"] = bench;
     }
+    if (m.resume) j["resume"] = true;
     return j;
   }
   json operator()(const StopRun& m) const {
@@ -219,7 +223,8 @@ Message decode(std::string_view line) {
                    optional_field<std::string>(j, "master_addr", "127.0.0.1"),
                    optional_field<int>(j, "master_port", 29500),
                    RunMode::train,
-                   {}};
+                   {},
+                   optional_field<bool>(j, "resume", false)};
     const auto mode = optional_field<std::string>(j, "mode", "train");
     if (mode == name_of(RunMode::allreduce_bench))
       start.mode = RunMode::allreduce_bench;

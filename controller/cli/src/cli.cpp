@@ -84,6 +84,22 @@ int command_attach(Store& store, const ControllerOptions& options, std::vector<s
   return status;
 }
 
+int command_resume(Store& store, const ControllerOptions& options, const std::string& run) {
+  ConsoleController console(store, options);
+  Controller& controller = console.controller;
+  try {
+    controller.resume_run(run);
+  } catch (const ConfigError& e) {
+    print_config_error("run " + run, e);
+    return kExitBadInput;
+  }
+  std::cout << "run " << run << ": attempt " << store.attempts(run)
+            << ", going on from its newest checkpoint\n(Ctrl-C leaves it running: `flotilla "
+               "attach "
+            << run << "` follows it again)" << std::endl;
+  return follow_to_end(store, controller, {run});
+}
+
 int command_kill(Store& store, const ControllerOptions& options, const std::string& run,
                  double grace_s) {
   ConsoleController console(store, options);
@@ -228,6 +244,12 @@ int run_cli(int argc, char** argv) {
   std::vector<std::string> attach_runs;
   attach->add_option("runs", attach_runs, "run ids");
 
+  auto* resume = app.add_subcommand(
+      "resume",
+      "a new attempt of a failed or killed run, from its newest checkpoint (config save)");
+  std::string resume_run;
+  resume->add_option("run", resume_run, "run id")->required();
+
   auto* runs = app.add_subcommand("runs", "list runs");
 
   auto* show = app.add_subcommand("show", "a run's summary, summary as JSON, or steps as CSV");
@@ -285,6 +307,7 @@ int run_cli(int argc, char** argv) {
     Store store(QString::fromStdString(db), store_options);
     if (*run) return command_run(store, options, file, nodes);
     if (*attach) return command_attach(store, options, attach_runs);
+    if (*resume) return command_resume(store, options, resume_run);
     if (*runs) return command_runs(store);
     if (*show) return command_show(store, show_run, format);
     if (*kill) return command_kill(store, options, kill_run, grace_s);

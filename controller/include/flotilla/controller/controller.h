@@ -91,6 +91,14 @@ class Controller {
   // the end, `killed` once no process is left, comes through the stream.
   // Returns false when the run had already ended. Throws for an unknown run.
   bool kill_run(const std::string& run, double grace_s = 5.0);
+  // Starts a new attempt of a run that ended failed, killed or oom and saved
+  // checkpoints (config save): its ranks go on from the newest checkpoint
+  // every rank holds (flotilla-train --resume), in the same run directories,
+  // their records stored on after the last attempt's. Throws ConfigError for
+  // a run that cannot be resumed (no checkpoints, nodes gone), and
+  // std::runtime_error for an unknown, live or finished run; a node that
+  // cannot be reached makes the attempt `failed`, as a start does.
+  void resume_run(const std::string& run);
   // Follows a live run again from the last record stored for each node.
   void attach(const std::string& run);
   std::vector<std::string> attach_live_runs();
@@ -121,6 +129,11 @@ class Controller {
   std::string start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
                     protocol::RunMode mode, const protocol::BenchOptions& bench,
                     const std::string& run_id = {});
+  // Sends the run's StartRun (a resume's, or a first start's) to every node
+  // of `config`; a failure ends the run failed and stops nodes already started.
+  void start_on_nodes(const std::string& run, const ExperimentConfig& config,
+                      const std::string& config_json, protocol::RunMode mode,
+                      const protocol::BenchOptions& bench, bool resume);
   AgentLink& link_for(const std::string& node);
   std::unique_ptr<Transport> open_transport(const std::string& node);
   // The node's answer to a probe over its link (a free port for a rendezvous).

@@ -260,6 +260,12 @@ class Store {
   // Moves a run to `to` if the state machine allows it from the stored state,
   // atomically; returns whether it moved (a second end of one run does not).
   bool transition(const std::string& run, RunState to, const std::string& reason = {});
+  // A new attempt of a run that ended failed, killed or oom: back to
+  // `starting` (its end time cleared, the transition kept in its history);
+  // returns false, moving nothing, from any other state.
+  bool reopen(const std::string& run, const std::string& reason);
+  // How many times the run was started: 1, and one more for each reopen.
+  int64_t attempts(const std::string& run) const;
   // Queues the record; waits only for room in the queue while the database
   // takes writes. False: dropped from memory past the queue's limit while the
   // database refuses writes (or a resend is under way); a refetch listener is

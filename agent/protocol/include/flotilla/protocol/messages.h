@@ -50,7 +50,14 @@ struct StartRun {
   // Sent only when not `train`, so that a training start reads as it always did.
   RunMode mode = RunMode::train;
   BenchOptions bench;
+  // A new attempt of an ended run in its run directory: the ranks go on from
+  // their newest checkpoint (flotilla-train --resume), the spool goes on with
+  // its numbering. Sent only when true.
+  bool resume = false;
 };
+
+// The capability of an agent that takes StartRun's `resume`.
+inline constexpr const char* kResumeRunCapability = "resume-run";
 
 // The words of a node's `killed` end when a person asked for the stop.
 inline constexpr const char* kStoppedOnRequest = "stopped on request";
