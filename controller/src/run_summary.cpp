@@ -1,6 +1,7 @@
 #include "flotilla/controller/run_summary.h"
 
 #include <iomanip>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -42,9 +43,11 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
     s.first_seq = records.front().seq;
     s.last_seq = records.back().seq;
   }
-  std::vector<metrics::StepWork> lead_work;
-  double step_ms = 0, data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0, bytes = 0;
-  int64_t steps = 0;
+  // By step and by epoch: a resumed run trains again the steps after its
+  // checkpoint, and the later attempt's record of a step or epoch is the one
+  // that stands.
+  std::map<int64_t, json> lead_steps;
+  std::map<int64_t, EpochSummary> epochs;
   for (const auto& record : records) {
     if (record.type != "step" && record.type != "epoch" && record.type != "end" &&
         record.type != "system")
@@ -62,18 +65,7 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
       continue;
     }
     if (record.type == "step") {
-      if (!is_lead_step(j)) continue;
-      ++steps;
-      s.steps = j.value("step", s.steps);
-      s.final_loss = j.value("loss", 0.0);
-      lead_work.push_back({j.value("samples", 0.0), j.value("samples_per_s", 0.0)});
-      step_ms += j.value("step_ms", 0.0);
-      data += j.value("data_ms", 0.0);
-      forward += j.value("forward_ms", 0.0);
-      backward += j.value("backward_ms", 0.0);
-      comm += j.value("comm_ms", 0.0);
-      optimizer += j.value("optimizer_ms", 0.0);
-      bytes += j.value("bytes_sent", 0.0);
+      if (is_lead_step(j)) lead_steps[j.value("step", int64_t{0})] = j;
     } else {
       if (j.value("rank", int64_t{-1}) != 0) continue;  // every rank reports the same epoch
       EpochSummary e;
@@ -84,11 +76,29 @@ RunSummary summarize(const RunRow& run, const std::vector<RecordRow>& records) {
       e.acc_test = j.value("acc_test", 0.0);
       e.epoch_s = j.value("epoch_s", 0.0);
       e.samples_per_s = j.value("samples_per_s", 0.0);
-      s.epoch_rows.push_back(e);
-      s.epochs = e.epoch + 1;
-      s.acc_train = e.acc_train;
-      s.acc_test = e.acc_test;
+      epochs[e.epoch] = e;
     }
+  }
+  for (const auto& [epoch, e] : epochs) {
+    s.epoch_rows.push_back(e);
+    s.epochs = e.epoch + 1;
+    s.acc_train = e.acc_train;
+    s.acc_test = e.acc_test;
+  }
+  std::vector<metrics::StepWork> lead_work;
+  double step_ms = 0, data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0, bytes = 0;
+  const int64_t steps = static_cast<int64_t>(lead_steps.size());
+  for (const auto& [step, j] : lead_steps) {
+    s.steps = step;
+    s.final_loss = j.value("loss", 0.0);
+    lead_work.push_back({j.value("samples", 0.0), j.value("samples_per_s", 0.0)});
+    step_ms += j.value("step_ms", 0.0);
+    data += j.value("data_ms", 0.0);
+    forward += j.value("forward_ms", 0.0);
+    backward += j.value("backward_ms", 0.0);
+    comm += j.value("comm_ms", 0.0);
+    optimizer += j.value("optimizer_ms", 0.0);
+    bytes += j.value("bytes_sent", 0.0);
   }
   if (steps > 0) {
     const double n = static_cast<double>(steps);

@@ -156,6 +156,19 @@ void ControllerWorker::trustHostKeyAndRun(const QString& node, const QString& fi
   startRun(config_json);
 }
 
+void ControllerWorker::resumeRun(const QString& run) {
+  if (!controller_) return emit failed("Cannot resume run " + run + ": the window only views");
+  try {
+    controller_->resume_run(run.toStdString());
+  } catch (const ConfigError& e) {
+    QStringList problems;
+    for (const auto& p : e.problems()) problems << QString::fromStdString(p);
+    emit failed("Run " + run + " cannot be resumed: " + problems.join("; "));
+  } catch (const std::exception& e) {
+    emit failed("Run " + run + " cannot be resumed: " + QString::fromStdString(e.what()));
+  }
+}
+
 void ControllerWorker::killRun(const QString& run) {
   if (!controller_) return;
   try {

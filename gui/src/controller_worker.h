@@ -118,6 +118,8 @@ class ControllerWorker : public QObject,
   void trustHostKeyAndRun(const QString& node, const QString& fingerprint,
                           const QString& config_json);
   void killRun(const QString& run);
+  // A new attempt of an ended run from its newest checkpoint (Controller::resume_run).
+  void resumeRun(const QString& run);
   // Marks the sweep killed (its queued points skipped) and kills its live run;
   // the controller running the sweep stores the point's end.
   void killSweep(const QString& sweep);

@@ -232,6 +232,13 @@ void Dashboard::showRuns(const QStringList& runs) {
   updateStatus();
 }
 
+void Dashboard::reload() {
+  if (runs_.isEmpty()) return;
+  const QStringList runs = runs_;
+  frame_.reset();
+  showRuns(runs);
+}
+
 void Dashboard::optionsChanged() {
   if (runs_.isEmpty()) return;
   loader_->supersede(++generation_, false);

@@ -43,6 +43,9 @@ class Dashboard : public QWidget {
   // Shows `runs` (one: per-rank detail; several: overlaid, one colour each).
   void showRuns(const QStringList& runs);
   void showRun(const QString& run) { showRuns({run}); }
+  // Reads the shown runs again from the start: one came back to life (a
+  // resumed run's new attempt), which an ended run's loader stopped following.
+  void reload();
   const QStringList& runs() const { return runs_; }
 
   charts::PanelWidget* panel(charts::PanelKind kind) const { return panels_.at(kind); }

@@ -43,6 +43,21 @@ bool live(const QString& state) {
   return state == "created" || state == "starting" || state == "running";
 }
 
+// Why the run cannot be resumed, or empty when it can: it ended without
+// finishing, and its config saved checkpoints.
+QString resume_refusal(const RunItem* item) {
+  if (!item) return "Select one run";
+  if (item->state != "failed" && item->state != "killed" && item->state != "oom")
+    return "Only a failed, killed or oom run can be resumed; this one is " + item->state;
+  const auto config = nlohmann::json::parse(item->config_json.toStdString(), nullptr, false);
+  const auto save = config.is_object() ? config.value("save", nlohmann::json::object())
+                                       : nlohmann::json::object();
+  if (save.value("every_steps", 0) <= 0 && save.value("every_minutes", 0.0) <= 0)
+    return "This run saved no checkpoints (its config has no save.every_steps or "
+           "save.every_minutes)";
+  return {};
+}
+
 // Kept between launches; one file per user (QSettings' INI under ~/.config).
 const char* const kSettingsOrganisation = "flotilla";
 const char* const kSettingsApplication = "flotilla-gui";
@@ -128,6 +143,8 @@ void MainWindow::buildWidgets() {
   run_button_->setObjectName("runButton");
   kill_button_ = new QPushButton("Kill");
   kill_button_->setObjectName("killButton");
+  resume_button_ = new QPushButton("Resume");
+  resume_button_->setObjectName("resumeButton");
 
   auto* left = new QWidget;
   auto* left_layout = new QVBoxLayout(left);
@@ -148,7 +165,8 @@ void MainWindow::buildWidgets() {
   auto* experiment_layout = new QHBoxLayout(experiment);
   experiment_layout->addWidget(form_, 1);
   auto* run_buttons = new QVBoxLayout;
-  for (auto* b : {save_button_, run_button_, kill_button_}) run_buttons->addWidget(b);
+  for (auto* b : {save_button_, run_button_, kill_button_, resume_button_})
+    run_buttons->addWidget(b);
   run_buttons->addStretch();
   experiment_layout->addLayout(run_buttons);
   tabs_ = new QTabWidget;
@@ -207,6 +225,7 @@ void MainWindow::buildActions() {
   diff_action_ = action("&Compare configs…", "actionDiff", {});
   run_action_ = action("&Run", "actionRun", QKeySequence(Qt::CTRL | Qt::Key_R));
   kill_action_ = action("&Kill run…", "actionKill", QKeySequence(Qt::CTRL | Qt::Key_K));
+  resume_action_ = action("Re&sume run from its checkpoint", "actionResume", {});
   clone_action_ =
       action("&Duplicate run into the designer", "actionClone", QKeySequence(Qt::CTRL | Qt::Key_D));
   refresh_action_ = action("Re&fresh", "actionRefresh", QKeySequence(Qt::Key_F5));
@@ -235,7 +254,7 @@ void MainWindow::buildActions() {
   experiment_menu->addSeparator();
   experiment_menu->addAction(diff_action_);
   auto* run_menu = menuBar()->addMenu("&Run");
-  for (auto* a : {run_action_, kill_action_, clone_action_, compare_action_})
+  for (auto* a : {run_action_, kill_action_, resume_action_, clone_action_, compare_action_})
     run_menu->addAction(a);
   run_menu->addSeparator();
   run_menu->addAction(refresh_action_);
@@ -244,6 +263,7 @@ void MainWindow::buildActions() {
   run_list_->table()->setContextMenuPolicy(Qt::ActionsContextMenu);
   run_list_->table()->addAction(clone_action_);
   run_list_->table()->addAction(kill_action_);
+  run_list_->table()->addAction(resume_action_);
   run_list_->table()->addAction(compare_action_);
 
   connect(new_action_, &QAction::triggered, this,
@@ -262,6 +282,7 @@ void MainWindow::buildActions() {
     emit requestStart(form_->configJson());
   });
   connect(kill_action_, &QAction::triggered, this, &MainWindow::killSelected);
+  connect(resume_action_, &QAction::triggered, this, &MainWindow::resumeSelected);
   connect(new_sweep_action_, &QAction::triggered, this, &MainWindow::openSweepDesigner);
   connect(sweep_view_, &SweepView::newSweepRequested, this, &MainWindow::openSweepDesigner);
   connect(sweep_view_, &SweepView::compareRequested, this, &MainWindow::compareRuns);
@@ -273,10 +294,10 @@ void MainWindow::buildActions() {
 
   // Each button is its action: the same command, the same shortcut in its tool tip.
   const std::pair<QPushButton*, QAction*> pairs[] = {
-      {new_button_, new_action_},        {import_button_, import_action_},
-      {export_button_, export_action_},  {save_button_, save_action_},
-      {run_button_, run_action_},        {kill_button_, kill_action_},
-      {compare_button_, compare_action_}};
+      {new_button_, new_action_},       {import_button_, import_action_},
+      {export_button_, export_action_}, {save_button_, save_action_},
+      {run_button_, run_action_},       {kill_button_, kill_action_},
+      {resume_button_, resume_action_}, {compare_button_, compare_action_}};
   for (const auto& [button, a] : pairs) {
     connect(button, &QPushButton::clicked, a, &QAction::trigger);
     button->setToolTip(with_shortcut(a, QString(a->text()).remove('&').remove(QChar(0x2026))));
@@ -302,6 +323,15 @@ void MainWindow::killSelected() {
   statusBar()->showMessage("Killing " + run + "…");
   updateButtons();
   emit requestKill(run);
+}
+
+void MainWindow::resumeSelected() {
+  const QString run = run_list_->selected();
+  if (run.isEmpty() || !resume_refusal(run_list_->run(run)).isEmpty()) return;
+  resume_action_->setEnabled(false);  // until its state comes back
+  resume_button_->setEnabled(false);
+  statusBar()->showMessage("Resuming " + run + " from its newest checkpoint…");
+  emit requestResume(run);
 }
 
 bool MainWindow::cloneRun(const QString& run) {
@@ -400,6 +430,7 @@ void MainWindow::connectWorker() {
   connect(this, &MainWindow::requestSave, worker_, &ControllerWorker::saveExperiment);
   connect(this, &MainWindow::requestStart, worker_, &ControllerWorker::startRun);
   connect(this, &MainWindow::requestKill, worker_, &ControllerWorker::killRun);
+  connect(this, &MainWindow::requestResume, worker_, &ControllerWorker::resumeRun);
   connect(sweep_view_, &SweepView::killRequested, worker_, &ControllerWorker::killSweep);
   connect(this, &MainWindow::requestAddNode, worker_, &ControllerWorker::addNode);
   connect(this, &MainWindow::requestUpdateNode, worker_, &ControllerWorker::updateNode);
@@ -495,6 +526,7 @@ void MainWindow::updateRunState(const QString& run, const QString& state, const 
   const bool listed = run_list_->showState(run, state, reason, killing_.contains(run));
   if (!listed) emit requestRefresh();
   if (!live(state)) statusBar()->showMessage("Run " + run + " " + state, 10000);
+  if (state == "starting" && dashboard_->runs().contains(run)) dashboard_->reload();
   updateButtons();
 }
 
@@ -553,6 +585,13 @@ void MainWindow::updateButtons() {
       !run.isEmpty() && live(run_list_->listedState(run)) && !killing_.contains(run);
   kill_action_->setEnabled(killable);
   kill_button_->setEnabled(killable);
+  const QString refusal = resume_refusal(run.isEmpty() ? nullptr : run_list_->run(run));
+  resume_action_->setEnabled(refusal.isEmpty());
+  resume_button_->setEnabled(refusal.isEmpty());
+  resume_button_->setToolTip(
+      refusal.isEmpty()
+          ? "A new attempt of the run, from its newest checkpoint"
+          : "A new attempt of the run, from its newest checkpoint; not now:\n" + refusal);
   clone_action_->setEnabled(!run.isEmpty());
   const bool comparable = selected.size() >= 2;
   compare_action_->setEnabled(comparable);

@@ -89,6 +89,7 @@ class MainWindow : public QMainWindow {
   void requestSave(const QString& name, const QString& config_json);
   void requestStart(const QString& config_json);
   void requestKill(const QString& run);
+  void requestResume(const QString& run);
   void requestAddNode(const flotilla::gui::NodeItem& node);
   void requestUpdateNode(const flotilla::gui::NodeItem& node);
   void requestRemoveNode(const QString& name);
@@ -108,6 +109,8 @@ class MainWindow : public QMainWindow {
   void updateButtons();
   // Asks, then kills the selected run; "killing…" until every node confirmed.
   void killSelected();
+  // A new attempt of the selected run from its newest checkpoint.
+  void resumeSelected();
   void importExperiment();
   void exportExperiment();
 
@@ -128,9 +131,10 @@ class MainWindow : public QMainWindow {
   SweepView* sweep_view_;
   CompareView* compare_view_;
   QPushButton *new_button_, *import_button_, *export_button_;
-  QPushButton *run_button_, *kill_button_, *save_button_, *compare_button_;
+  QPushButton *run_button_, *kill_button_, *resume_button_, *save_button_, *compare_button_;
   QAction *new_action_, *save_action_, *import_action_, *export_action_, *diff_action_;
-  QAction *run_action_, *kill_action_, *clone_action_, *refresh_action_, *compare_action_;
+  QAction *run_action_, *kill_action_, *resume_action_, *clone_action_, *refresh_action_,
+      *compare_action_;
   QAction* new_sweep_action_;
   QMenu* presets_menu_;
   // In the status bar while the database refuses writes: a status message

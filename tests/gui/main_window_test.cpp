@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #include "form_keys.h"
 #include "main_window.h"
 #include "processes.h"
+#include "run_list.h"
 #include "screenshot.h"
 #include "temp_dir.h"
 #include "test_cluster.h"
@@ -180,6 +182,72 @@ TEST(MainWindow, StaysResponsiveWhileAFastRunStreamsIntoTheDashboard) {
   EXPECT_LT(longest_gap, 2000) << "the window's thread did not answer for " << longest_gap << " ms";
   std::printf("window thread: longest heartbeat gap %lld ms over %d frames\n",
               static_cast<long long>(longest_gap), dashboard->framesDrawn() - frames_before);
+}
+
+// A run killed after its first checkpoints goes on from the window: Resume is
+// offered only for an ended run that saved checkpoints, and its new attempt
+// trains to the end from the newest one.
+TEST(MainWindow, ResumesAKilledRunFromItsNewestCheckpoint) {
+  testing::TempDir dir;
+  qputenv("FLOTILLA_HOME", QByteArray::fromStdString((dir.path() / "agent-home").string()));
+  const QString db = QString::fromStdString((dir.path() / "gui.db").string());
+  MainWindow window(db, FLOTILLA_AGENT_BINARY);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  set_form_keys(window, {{"name", "gui-resume"},
+                         {"strategy", "ddp"},
+                         {"ranks_per_node", "2"},
+                         {"batch_size", "16"},
+                         {"max_steps", "150"},
+                         {"threads", "1"},
+                         {"save.every_steps", "5"}});
+  auto* resume = child<QPushButton>(window, "resumeButton");
+  const QString run = press_run(window);
+  ASSERT_FALSE(run.isEmpty());
+  window.runList()->select(run);
+  EXPECT_FALSE(resume->isEnabled()) << "a live run is not resumed";
+  Dashboard* dashboard = window.dashboard();
+  ASSERT_TRUE(wait_until(
+      [&] { return dashboard->frame() && dashboard->frame()->step_records >= 2 * 12; }, 120s));
+  QTimer answer;  // the kill's question, answered as a person would
+  QObject::connect(&answer, &QTimer::timeout, [&] {
+    if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget()))
+      box->button(QMessageBox::Yes)->click();
+  });
+  answer.start(50);
+  QTest::mouseClick(child<QPushButton>(window, "killButton"), Qt::LeftButton);
+  ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "killed"; }, 60s))
+      << window.listedState(run).toStdString();
+  answer.stop();
+  window.runList()->select(run);
+  ASSERT_TRUE(wait_until([&] { return resume->isEnabled(); }, 10s))
+      << resume->toolTip().toStdString();
+  window.tabs()->setCurrentIndex(0);  // where the button is
+  save_screenshot(window, "resume-offered");
+  window.tabs()->setCurrentWidget(dashboard);
+
+  QTest::mouseClick(resume, Qt::LeftButton);
+  ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "finished"; }, 180s))
+      << "run " << run.toStdString() << " is " << window.listedState(run).toStdString();
+  EXPECT_FALSE(resume->isEnabled()) << "a finished run has nothing to resume";
+  // The dashboard followed the new attempt to its last step (the steps it
+  // trained again are drawn once).
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto* frame = dashboard->frame();
+        return frame && !frame->live && frame->step_records == 2 * 150;
+      },
+      30s))
+      << (dashboard->frame() ? dashboard->frame()->step_records : -1) << " step records";
+  save_screenshot(window, "resumed-run");
+  controller::Store store(db);
+  EXPECT_EQ(store.attempts(run.toStdString()), 2);
+  int64_t resumed_from = 0;
+  for (const auto& r : store.records(run.toStdString()))
+    if (r.type == "start" && r.rank == 0)
+      resumed_from = nlohmann::json::parse(r.body).value("resumed_from_step", int64_t{0});
+  EXPECT_GE(resumed_from, 10);
+  EXPECT_EQ(resumed_from % 5, 0);
 }
 
 // A 2-stage GPipe run with a codec between its stages, started from the

@@ -227,6 +227,37 @@ TEST(RunSummary, IsComputedFromRankZerosRecordsAndTheAgentsSystemRecords) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 8);  // header and 4 steps × 2 ranks
 }
 
+// A resumed run trains its steps after the checkpoint again: the later
+// attempt's record of a step or an epoch is the one counted.
+TEST(RunSummary, CountsAStepOrEpochTrainedAgainByAResumedAttemptOnce) {
+  RunRow run;
+  run.id = "r";
+  run.state = RunState::finished;
+  std::vector<RecordRow> records;
+  int64_t seq = 0;
+  auto step = [&](int step, double loss) {
+    records.push_back(record_of(
+        ++seq, 0,
+        {{"type", "step"}, {"rank", 0}, {"step", step}, {"loss", loss}, {"step_ms", 10.0 * step}}));
+  };
+  auto epoch = [&](double acc) {
+    records.push_back(record_of(
+        ++seq, 0, {{"type", "epoch"}, {"rank", 0}, {"epoch", 0}, {"steps", 3}, {"acc_test", acc}}));
+  };
+  records.push_back(record_of(++seq, 0, {{"type", "start"}}));
+  for (int s = 1; s <= 3; ++s) step(s, 9.0);  // the first attempt, its epoch, then a failure
+  epoch(0.1);
+  records.push_back(record_of(++seq, 0, {{"type", "start"}, {"resumed_from_step", 1}}));
+  for (int s = 2; s <= 3; ++s) step(s, 1.0);
+  epoch(0.5);
+  const auto s = summarize(run, records);
+  EXPECT_EQ(s.steps, 3);
+  ASSERT_EQ(s.epoch_rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.epoch_rows[0].acc_test, 0.5);
+  EXPECT_DOUBLE_EQ(s.final_loss, 1.0);
+  EXPECT_DOUBLE_EQ(s.step_ms, 20.0);  // steps 1, 2 and 3 once each
+}
+
 TEST(RunSummary, ShowsADashForFiguresARunWithoutStepsDoesNotHave) {
   RunRow run;
   run.id = "r";
