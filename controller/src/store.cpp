@@ -620,48 +620,42 @@ void Store::create_run(const RunRow& r) {
   });
 }
 
-bool Store::transition(const std::string& run, RunState to, const std::string& reason) {
+bool Store::move_stored_run(const std::string& run, RunState to, const std::string& reason,
+                            const std::function<bool(RunState)>& allowed_from,
+                            const QString& times) {
   bool moved = false;
   write_and_wait([&](QSqlDatabase& db) {
     moved = false;  // a batch the database refused is tried again from the start
     Sql q(db, path_);
     q.run("SELECT state FROM runs WHERE id = ?", {qs(run)});
     if (!q.next()) throw StoreError("no run \"" + run + "\" in " + path_.toStdString());
-    const auto from = run_state_from_name(ss(q.at(0))).value_or(RunState::failed);
-    if (!can_transition(from, to)) return;
+    // A state this Flotilla does not know is left alone.
+    const auto from = run_state_from_name(ss(q.at(0)));
+    if (!from || !allowed_from(*from)) return;
     const auto at = QVariant::fromValue<qlonglong>(now_ms());
-    const QString column = to == RunState::starting  ? "starting_ms"
-                           : to == RunState::running ? "running_ms"
-                                                     : "ended_ms";
-    q.run(QString("UPDATE runs SET state = ?, reason = ?, %1 = ? WHERE id = ?").arg(column),
-          {qs(std::string(name_of(to))), qs(reason), at, qs(run)});
+    const QString state = qs(std::string(name_of(to)));
+    q.run("UPDATE runs SET state = ?, reason = ?, " + times + " WHERE id = ?",
+          {state, qs(reason), at, qs(run)});
     q.run("INSERT INTO run_transitions (run_id, state, at_ms, reason) VALUES (?, ?, ?, ?)",
-          {qs(run), qs(std::string(name_of(to))), at, qs(reason)});
+          {qs(run), state, at, qs(reason)});
     moved = true;
   });
   return moved;
 }
 
+bool Store::transition(const std::string& run, RunState to, const std::string& reason) {
+  const QString column = to == RunState::starting  ? "starting_ms"
+                         : to == RunState::running ? "running_ms"
+                                                   : "ended_ms";
+  return move_stored_run(
+      run, to, reason, [to](RunState from) { return can_transition(from, to); }, column + " = ?");
+}
+
 bool Store::reopen(const std::string& run, const std::string& reason) {
-  bool moved = false;
-  write_and_wait([&](QSqlDatabase& db) {
-    moved = false;  // a batch the database refused is tried again from the start
-    Sql q(db, path_);
-    q.run("SELECT state FROM runs WHERE id = ?", {qs(run)});
-    if (!q.next()) throw StoreError("no run \"" + run + "\" in " + path_.toStdString());
-    const auto from = run_state_from_name(ss(q.at(0))).value_or(RunState::finished);
-    if (!is_terminal(from) || from == RunState::finished) return;
-    const auto at = QVariant::fromValue<qlonglong>(now_ms());
-    const QString starting(name_of(RunState::starting).data());
-    q.run(
-        "UPDATE runs SET state = ?, reason = ?, starting_ms = ?, running_ms = NULL, "
-        "ended_ms = NULL WHERE id = ?",
-        {starting, qs(reason), at, qs(run)});
-    q.run("INSERT INTO run_transitions (run_id, state, at_ms, reason) VALUES (?, ?, ?, ?)",
-          {qs(run), starting, at, qs(reason)});
-    moved = true;
-  });
-  return moved;
+  return move_stored_run(
+      run, RunState::starting, reason,
+      [](RunState from) { return is_terminal(from) && from != RunState::finished; },
+      "starting_ms = ?, running_ms = NULL, ended_ms = NULL");
 }
 
 int64_t Store::attempts(const std::string& run) const {

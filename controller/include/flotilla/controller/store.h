@@ -299,6 +299,10 @@ class Store {
   void remove_refetch_listener(int id);
 
  private:
+  // Moves a run to `to` when `allowed_from` its stored state, atomically with
+  // its transition row; `times` sets the runs row's times (one ? for now).
+  bool move_stored_run(const std::string& run, RunState to, const std::string& reason,
+                       const std::function<bool(RunState)>& allowed_from, const QString& times);
   using Write = std::function<void(QSqlDatabase&)>;
   struct QueuedRecord {
     std::string run;
