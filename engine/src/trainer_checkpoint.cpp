@@ -47,10 +47,6 @@ std::vector<std::string> changed_keys(const std::string& saved_json, const Exper
   return changed;
 }
 
-std::string shape_text(const torch::Tensor& t) {
-  return c10::str(t.sizes());
-}
-
 }  // namespace
 
 bool Trainer::checkpoint_due() {
@@ -200,8 +196,8 @@ void Trainer::restore_checkpoint(int64_t step) {
     for (const auto& t : tensors) {
       const auto saved = read(prefix + t.key());
       if (saved.sizes() != t.value().sizes())
-        throw fail(prefix + t.key() + " has shape " + shape_text(saved) + ", the model's " +
-                   shape_text(t.value()));
+        throw fail(prefix + t.key() + " has shape " + c10::str(saved.sizes()) + ", the model's " +
+                   c10::str(t.value().sizes()));
       t.value().copy_(saved);
     }
   };

@@ -137,20 +137,8 @@ void MultiTensorOptimizer::adamw_step(const std::vector<size_t>& active) {
   }
 }
 
-namespace {
-
-struct NamedBuffers {
-  const char* name;
-  std::vector<torch::Tensor>* tensors;
-};
-
-}  // namespace
-
 void MultiTensorOptimizer::save(torch::serialize::OutputArchive& archive) const {
-  auto* self = const_cast<MultiTensorOptimizer*>(this);  // the archive only reads them
-  for (const auto& [name, tensors] :
-       {NamedBuffers{"momentum", &self->momentum_}, NamedBuffers{"exp_avg", &self->exp_avg_},
-        NamedBuffers{"exp_avg_sq", &self->exp_avg_sq_}})
+  for (const auto& [name, tensors] : named_buffers(*this))
     for (size_t i = 0; i < tensors->size(); ++i)
       if ((*tensors)[i].defined())
         archive.write("optimizer." + std::string(name) + "." + std::to_string(i), (*tensors)[i],
@@ -159,9 +147,7 @@ void MultiTensorOptimizer::save(torch::serialize::OutputArchive& archive) const 
 }
 
 void MultiTensorOptimizer::load(torch::serialize::InputArchive& archive) {
-  for (const auto& [name, tensors] :
-       {NamedBuffers{"momentum", &momentum_}, NamedBuffers{"exp_avg", &exp_avg_},
-        NamedBuffers{"exp_avg_sq", &exp_avg_sq_}})
+  for (const auto& [name, tensors] : named_buffers(*this))
     for (size_t i = 0; i < tensors->size(); ++i) {
       const std::string key = "optimizer." + std::string(name) + "." + std::to_string(i);
       torch::Tensor saved;

@@ -11,7 +11,9 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "flotilla/protocol/experiment_config.h"
@@ -48,6 +50,12 @@ class MultiTensorOptimizer {
   void load(torch::serialize::InputArchive& archive);
 
  private:
+  // The per-parameter buffers by the names checkpoints give them; const for a const optimizer.
+  template <typename Self>
+  static auto named_buffers(Self& self) {
+    return std::array{std::pair{"momentum", &self.momentum_}, std::pair{"exp_avg", &self.exp_avg_},
+                      std::pair{"exp_avg_sq", &self.exp_avg_sq_}};
+  }
   void sgd_step(const std::vector<size_t>& active);
   void sgd_step_per_parameter(const std::vector<size_t>& active);
   void adamw_step(const std::vector<size_t>& active);
