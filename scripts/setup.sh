@@ -18,6 +18,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   openssh-server openssh-client iproute2 nftables procps locales
+  # The SLURM test cluster (tests/cluster/cluster.sh --slurm): a controller,
+  # a node daemon per host and munge for their credentials.
+  slurmctld slurmd slurm-client munge
   xvfb x11-apps imagemagick
 )
 

@@ -6,8 +6,9 @@
 # the skip code. Everything `up` makes, `down` removes, and `up` first removes
 # what an earlier cluster left, crashed or not.
 #
-#   cluster.sh up N [--dir DIR] [--owner PID] [--wait SECONDS]
+#   cluster.sh up N [--dir DIR] [--owner PID] [--wait SECONDS] [--slurm]
 #                                     make the hosts; writes DIR/cluster.json
+#                                     (--slurm: and a SLURM cluster on them)
 #   cluster.sh down [--dir DIR] [--owner PID] [--force]
 #                                     remove every host, the bridge and DIR
 #   cluster.sh down-all [--force]     the same for whatever cluster is there
@@ -19,6 +20,8 @@
 #                                     (only those to and from address PEER, if
 #                                     given) dropped, the link left up (nftables)
 #   cluster.sh rekey HOST [--dir DIR] new host key for HOST, its sshd restarted
+#   cluster.sh slurmd HOST stop|start [--dir DIR]
+#                                     HOST's slurmd killed (a node lost) or started
 #
 # DIR may also come as the argument after N (up) or first (down, rekey).
 #
@@ -37,6 +40,13 @@
 # that crashed or was killed) the next `up` or `down` tears it down. A cluster
 # made without --owner (by hand) belongs to nobody. The lock and the owner's
 # record live in /run/flotilla-cluster.
+#
+# With --slurm the hosts are also a SLURM cluster (Debian's slurm-wlm): one
+# munged on the machine (the hosts share its file system, so its socket
+# reaches them all), slurmctld on flh1, which is also the login node, and a
+# slurmd on every host, each in its host's namespaces; partition `debug`
+# holds them all. Every login has SLURM_CONF set to DIR/slurm/slurm.conf,
+# as a site's /etc/slurm/slurm.conf would be. DIR is the shared file system.
 set -euo pipefail
 
 readonly BRIDGE=flbr0
@@ -51,6 +61,8 @@ readonly MAX_HOSTS=200
 # (one machine), HOME is each host's own (sshd's SetEnv).
 readonly TEST_USER=flotilla-test
 readonly TEST_USER_HOME=/var/lib/flotilla-test
+readonly SLURM_PARTITION=debug
+SLURM=''  # --slurm
 
 PATH=$PATH:/usr/sbin:/sbin
 
@@ -198,6 +210,7 @@ teardown() {
   ip link del "$BRIDGE" 2>/dev/null || true
   for dir in "$@"; do
     if [[ -n $dir && -e $dir ]]; then
+      stop_munged "$dir"
       if removable "$dir"; then rm -rf "$dir"; else echo "cluster.sh: left $dir (not a cluster folder)" >&2; fi
     fi
   done
@@ -265,13 +278,129 @@ Subsystem sftp internal-sftp
 # Each host has a home of its own, as separate machines do; the machine's
 # /root/.bashrc (which bash reads for every command sshd runs) stays out of
 # the nodes' logins: one such rc ran pyenv for seconds per remote command.
-SetEnv HOME=$dir/$host/home
+SetEnv HOME=$dir/$host/home${SLURM:+ SLURM_CONF=$dir/slurm/slurm.conf}
 CONFIG
 }
 
 # Last in the file: a Match block runs to its end.
 write_sshd_match() {  # HOST DIR
-  printf 'Match User %s\n  SetEnv HOME=%s\n' "$TEST_USER" "$2/$1/user-home" >>"$2/$1/sshd_config"
+  printf 'Match User %s\n  SetEnv HOME=%s%s\n' "$TEST_USER" "$2/$1/user-home" \
+    "${SLURM:+ SLURM_CONF=$2/slurm/slurm.conf}" >>"$2/$1/sshd_config"
+}
+
+# --- SLURM --------------------------------------------------------------------
+
+slurm_tools() {
+  local tool
+  for tool in munged munge slurmctld slurmd sinfo; do
+    command -v "$tool" >/dev/null || {
+      echo "cluster.sh: $tool is missing (slurmctld, slurmd, slurm-client, munge)" >&2
+      exit 77
+    }
+  done
+}
+
+# munged runs in the root namespaces: its pid file names it; the pid is
+# checked to still be a munged before it is killed.
+stop_munged() {  # DIR
+  local pid
+  pid=$(cat "$1/munge/munged.pid" 2>/dev/null) || return 0
+  if [[ $pid =~ ^[0-9]+$ && $(cat "/proc/$pid/comm" 2>/dev/null) == munged ]]; then
+    kill "$pid" 2>/dev/null || true
+  fi
+}
+
+write_slurm_conf() {  # DIR COUNT
+  local dir=$1 count=$2 i cpus
+  cpus=$(nproc)
+  {
+    cat <<CONF
+# The test cluster's slurm.conf (tests/cluster/cluster.sh --slurm).
+ClusterName=flotilla-test
+SlurmctldHost=flh1($NET.11)
+SlurmUser=root
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation=$dir/slurm/state
+SlurmdSpoolDir=$dir/slurm/spool-%n
+SlurmctldPidFile=$dir/slurm/slurmctld.pid
+SlurmdPidFile=$dir/slurm/slurmd-%n.pid
+SlurmctldLogFile=$dir/slurm/slurmctld.log
+SlurmdLogFile=$dir/slurm/slurmd-%n.log
+# No cgroup hierarchy of its own per job: processes are tracked by their
+# parentage, as on a site without cgroup support.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+SlurmdTimeout=10
+KillWait=5
+CONF
+    for ((i = 1; i <= count; i++)); do
+      echo "NodeName=flh$i NodeAddr=$NET.$((10 + i)) CPUs=$cpus State=UNKNOWN"
+    done
+    echo "PartitionName=$SLURM_PARTITION Nodes=flh[1-$count] Default=YES MaxTime=INFINITE State=UP"
+  } >"$dir/slurm/slurm.conf"
+}
+
+start_slurmd() {  # HOST DIR
+  local host=$1 dir=$2
+  mkdir -p "$dir/slurm/spool-$host"
+  # `ip netns exec` mounts a fresh /sys, without the machine's cgroup
+  # hierarchies, and slurmd will not start without them: mount them again
+  # (v1, as the machine has them) in that mount namespace.
+  # shellcheck disable=SC2016 # expanded by that sh, from its arguments
+  ip netns exec "$host" unshare --uts sh -c '
+    mount -t tmpfs -o mode=755 cgroup_root /sys/fs/cgroup || exit 1
+    for c in freezer cpuset memory devices systemd; do
+      o=$c; [ $c = systemd ] && o=none,name=systemd
+      mkdir -p /sys/fs/cgroup/$c && mount -t cgroup -o $o cgroup /sys/fs/cgroup/$c 2>/dev/null
+    done
+    hostname "$1" && exec slurmd -D -N "$1" -f "$2"' \
+    sh "$host" "$dir/slurm/slurm.conf" </dev/null >>"$dir/slurm/slurmd-$host.out" 2>&1 9>&- &
+}
+
+stop_slurmd() {  # HOST DIR
+  local pid
+  pid=$(cat "$2/slurm/slurmd-$1.pid" 2>/dev/null) || die "slurmd: $1 has no slurmd pid file"
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == slurmd ]] || die "slurmd: $1's slurmd (pid $pid) is not running"
+  kill -9 "$pid"
+}
+
+# Nodes idle in sinfo: the count.
+idle_nodes() {  # DIR
+  SLURM_CONF=$1/slurm/slurm.conf ip netns exec flh1 sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | grep -c . || true
+}
+
+start_slurm() {  # DIR COUNT
+  local dir=$1 count=$2 i
+  slurm_tools
+  mkdir -p "$dir/munge" "$dir/munge-key" "$dir/slurm/state"
+  chmod 0755 "$dir/munge" "$dir/slurm"
+  chmod 0700 "$dir/munge-key"
+  dd if=/dev/urandom of="$dir/munge-key/munge.key" bs=1024 count=1 status=none
+  chmod 0400 "$dir/munge-key/munge.key"
+  munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge-key/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
+    --seed-file="$dir/munge-key/seed" </dev/null >>"$dir/munge/munged.out" 2>&1 9>&- || die "up: munged does not start; see $dir/munge/munged.log"
+  write_slurm_conf "$dir" "$count"
+  # shellcheck disable=SC2016 # expanded by that sh, from its arguments
+  ip netns exec flh1 unshare --uts sh -c 'hostname flh1 && exec slurmctld -D -f "$1"' \
+    sh "$dir/slurm/slurm.conf" </dev/null >>"$dir/slurm/slurmctld.out" 2>&1 9>&- &
+  for ((i = 1; i <= count; i++)); do start_slurmd "flh$i" "$dir"; done
+  for i in $(seq 300); do
+    (($(idle_nodes "$dir") == count)) && return 0
+    sleep 0.1
+  done
+  echo "cluster.sh: SLURM has $(idle_nodes "$dir") of $count nodes idle after 30 s; its logs:" >&2
+  tail -n 20 "$dir/slurm/slurmctld.log" "$dir/slurm/slurmd-flh1.log" >&2 2>/dev/null || true
+  return 1
 }
 
 up() {
@@ -285,6 +414,7 @@ up() {
   [[ $user == root || $user == "$TEST_USER" ]] ||
     die "up: FLOTILLA_CLUSTER_USER must be root or $TEST_USER, not '$user'"
 
+  [[ -z $SLURM ]] || slurm_tools
   acquire "$owner" "$wait"
   teardown "$(recorded_dir)" "$dir"
   [[ ! -e $dir ]] || die "up: $dir exists and is not a test cluster folder; not touching it"
@@ -340,8 +470,13 @@ up() {
     ip netns exec flh1 timeout 3 bash -c "exec 3<>/dev/tcp/$NET.$((10 + count))/22" 2>/dev/null ||
       die "up: flh1 cannot reach flh$count over $BRIDGE (is net.bridge.bridge-nf-call-iptables=1 with a FORWARD chain that drops?)"
   fi
-  printf '{"hosts":[%s],"key_file":"%s","bridge":"%s"}\n' "$hosts_json" "$dir/client_key" "$BRIDGE" \
-    >"$dir/cluster.json.tmp"
+  local slurm_json=''
+  if [[ -n $SLURM ]]; then
+    start_slurm "$dir" "$count"
+    slurm_json=",\"slurm\":{\"conf\":\"$dir/slurm/slurm.conf\",\"login\":\"flh1\",\"partition\":\"$SLURM_PARTITION\"}"
+  fi
+  printf '{"hosts":[%s],"key_file":"%s","bridge":"%s"%s}\n' "$hosts_json" "$dir/client_key" "$BRIDGE" \
+    "$slurm_json" >"$dir/cluster.json.tmp"
   mv "$dir/cluster.json.tmp" "$dir/cluster.json"
   trap - EXIT
 }
@@ -436,6 +571,7 @@ main() {
       --owner) owner=${2:?--owner needs a pid}; shift 2 ;;
       --wait) wait=${2:?--wait needs seconds}; shift 2 ;;
       --force) force=1; shift ;;
+      --slurm) SLURM=1; shift ;;
       -h | --help) usage ;;
       --*) die "unknown option $1" ;;
       *) args+=("$1"); shift ;;
@@ -481,6 +617,16 @@ main() {
       ((${#args[@]} >= 1 && ${#args[@]} <= 2)) || usage
       dir=${dir:-${args[1]:-$(recorded_dir)}}
       rekey "${args[0]}" "$(realpath -m "${dir:-$DEFAULT_DIR}")"
+      ;;
+    slurmd)
+      ((${#args[@]} == 2)) || usage
+      host_index "${args[0]}" >/dev/null
+      dir=$(realpath -m "${dir:-$(recorded_dir)}")
+      case ${args[1]} in
+        stop) stop_slurmd "${args[0]}" "$dir" ;;
+        start) start_slurmd "${args[0]}" "$dir" ;;
+        *) die "slurmd: stop or start, not '${args[1]}'" ;;
+      esac
       ;;
     *) usage ;;
   esac

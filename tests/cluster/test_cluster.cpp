@@ -101,7 +101,7 @@ std::pair<int, std::string> shell(const std::string& command) {
   return {result.status, result.output};
 }
 
-bool TestCluster::available(std::string* why) {
+bool TestCluster::available(std::string* why, ClusterKind kind) {
   if (::geteuid() != 0) {
     *why =
         "the test cluster needs root (network namespaces, a bridge, sshd); CI runs these as root";
@@ -120,6 +120,19 @@ bool TestCluster::available(std::string* why) {
     *why = "/usr/sbin/sshd is missing (openssh-server)";
     return false;
   }
+  if (kind == ClusterKind::slurm) {
+    const std::pair<const char*, const char*> slurm_tools[] = {{"munged", "munge"},
+                                                               {"slurmctld", "slurmctld"},
+                                                               {"slurmd", "slurmd"},
+                                                               {"sinfo", "slurm-client"}};
+    for (const auto& [tool, package] : slurm_tools) {
+      if (resolve(tool).empty() &&
+          ::access((std::string("/usr/sbin/") + tool).c_str(), X_OK) != 0) {
+        *why = std::string(tool) + " is missing (" + package + ")";
+        return false;
+      }
+    }
+  }
   // Root in a container may still lack CAP_SYS_ADMIN / CAP_NET_ADMIN.
   const auto probe = run_command({"unshare", "--net", "true"});
   if (probe.status != 0) {
@@ -129,10 +142,12 @@ bool TestCluster::available(std::string* why) {
   return true;
 }
 
-TestCluster::TestCluster(int hosts)
+TestCluster::TestCluster(int hosts, ClusterKind kind)
     : dir_("/tmp/flotilla-cluster-" + std::to_string(::getpid())),
       known_hosts_(dir_ / "known_hosts") {
-  const auto up = script({"up", std::to_string(hosts), "--dir", dir_.string()});
+  std::vector<std::string> args{"up", std::to_string(hosts), "--dir", dir_.string()};
+  if (kind == ClusterKind::slurm) args.push_back("--slurm");
+  const auto up = script(args);
   if (up.status != 0) {
     // cluster.sh removes a half-made cluster itself; this is for a killed script.
     script({"down", "--dir", dir_.string()});
@@ -144,7 +159,14 @@ TestCluster::TestCluster(int hosts)
   for (const auto& h : j.at("hosts"))
     hosts_.push_back({h.at("name"), h.at("address"), h.at("user"), h.at("remote_dir"),
                       h.at("netns"), h.at("host_key_pub"), h.at("port")});
+  if (j.contains("slurm")) slurm_conf_ = j.at("slurm").at("conf").get<std::string>();
   write_known_hosts();
+}
+
+void TestCluster::slurmd(const std::string& host, bool running) const {
+  const auto result = script({"slurmd", host, running ? "start" : "stop", "--dir", dir_.string()});
+  if (result.status != 0)
+    throw std::runtime_error("cluster.sh slurmd " + host + " failed:\n" + result.output);
 }
 
 TestCluster::~TestCluster() {

@@ -23,13 +23,20 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
+// What runs on the hosts besides sshd.
+enum class ClusterKind {
+  ssh,    // hosts reached over SSH, nothing else
+  slurm,  // and a SLURM cluster: slurmctld on flh1 (the login node), slurmd on every host
+};
+
 class TestCluster {
  public:
   // Root and the tools are there and network namespaces can be made;
   // otherwise `why` says what is missing.
-  static bool available(std::string* why);
+  // With kind slurm, SLURM's daemons and munge are there too.
+  static bool available(std::string* why, ClusterKind kind = ClusterKind::ssh);
   // Hosts flh1..flhN; throws with the script's output when that fails.
-  explicit TestCluster(int hosts);
+  explicit TestCluster(int hosts, ClusterKind kind = ClusterKind::ssh);
   ~TestCluster();
   TestCluster(const TestCluster&) = delete;
   TestCluster& operator=(const TestCluster&) = delete;
@@ -56,6 +63,13 @@ class TestCluster {
   static constexpr const char* kControllerAddress = "10.77.0.1";
   // A new host key and its sshd restarted; known_hosts() follows.
   void rekey(const std::string& host) const;
+
+  // SLURM clusters only: the slurm.conf every login has as SLURM_CONF, the
+  // partition that holds every host, and the host's slurmd killed (a node
+  // lost) or started again.
+  const std::filesystem::path& slurm_conf() const { return slurm_conf_; }
+  static constexpr const char* kSlurmPartition = "debug";
+  void slurmd(const std::string& host, bool running) const;
 
   // `command` run by the host's shell over OpenSSH (BatchMode, the cluster's
   // key, host keys checked strictly against `known_hosts`, default
@@ -84,6 +98,7 @@ class TestCluster {
   std::vector<ClusterHost> hosts_;
   std::filesystem::path key_file_;
   std::filesystem::path known_hosts_;
+  std::filesystem::path slurm_conf_;
 };
 
 // Runs argv (no shell; argv[0] looked up in PATH) and waits for it.
