@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "slurm_probe.h"
 #include "system_metrics.h"
 
 namespace flotilla::agent {
@@ -43,7 +44,7 @@ int free_tcp_port() {
   return port;
 }
 
-protocol::ProbeReply probe_node(const std::filesystem::path& home) {
+protocol::ProbeReply probe_node(const std::filesystem::path& home, bool slurm) {
   protocol::ProbeReply reply;
   reply.os = os_name();
   utsname names{};
@@ -66,6 +67,7 @@ protocol::ProbeReply probe_node(const std::filesystem::path& home) {
   if (auto nvml = Nvml::load())
     for (const auto& gpu : nvml->sample())
       reply.gpus.push_back({gpu.index, gpu.name, static_cast<int64_t>(gpu.mem_total)});
+  if (slurm) reply.slurm = probe_slurm();
   return reply;
 }
 

@@ -9,7 +9,8 @@
 
 namespace flotilla::agent {
 
-protocol::ProbeReply probe_node(const std::filesystem::path& home);
+// With `slurm`, also the SLURM cluster whose client commands are installed here.
+protocol::ProbeReply probe_node(const std::filesystem::path& home, bool slurm = false);
 
 // A TCP port that the kernel handed out on every address a moment ago.
 int free_tcp_port();

@@ -110,7 +110,8 @@ void Session::handle(const protocol::Message& message) {
   if (const auto* m = std::get_if<protocol::StartRun>(&message)) return start(*m);
   if (const auto* m = std::get_if<protocol::StopRun>(&message)) return stop(*m);
   if (const auto* m = std::get_if<protocol::StatusRequest>(&message)) return status(*m);
-  if (std::holds_alternative<protocol::Probe>(message)) return send(probe_node(options_.home));
+  if (const auto* probe = std::get_if<protocol::Probe>(&message))
+    return send(probe_node(options_.home, probe->slurm));
   if (const auto* m = std::get_if<protocol::Resume>(&message)) {
     RunDirectory dir(options_.home, m->run);
     if (!RunDirectory::valid_run_name(m->run) || !dir.exists())

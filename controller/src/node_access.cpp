@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <filesystem>
 #include <future>
 #include <regex>
@@ -57,6 +58,16 @@ std::vector<std::string> validate_node(const NodeRow& n) {
     if (field->find_first_of(std::string("\n\r\0", 3)) != std::string::npos)
       add(field == &n.remote_dir ? "remote_dir" : "agent_path",
           "must not contain line breaks or NUL");
+  const std::pair<const char*, const std::string*> slurm_fields[] = {
+      {"partition", &n.slurm_partition}, {"account", &n.slurm_account}};
+  for (const auto& [field, value] : slurm_fields) {
+    if (value->empty()) continue;
+    if (n.kind != NodeKind::slurm)
+      add(field, "only a SLURM node (--slurm) has one, got \"" + *value + "\"");
+    else if (!matches(*value, "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"))
+      add(field, "expected a SLURM " + std::string(field) +
+                     " name (letters, digits, '.', '_', '-'), got \"" + *value + "\"");
+  }
   if (!n.tags.empty() && !matches(n.tags, "[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*"))
     add("tags", "expected comma-separated words of letters, digits, '.', '_' or '-', got \"" +
                     n.tags + "\"");
@@ -64,7 +75,7 @@ std::vector<std::string> validate_node(const NodeRow& n) {
 }
 
 protocol::ProbeReply probe_agent(const std::string& node, std::unique_ptr<Transport> transport,
-                                 std::chrono::milliseconds timeout) {
+                                 std::chrono::milliseconds timeout, bool slurm) {
   auto reply = std::make_shared<std::promise<protocol::ProbeReply>>();
   auto answered = std::make_shared<std::atomic<bool>>(false);
   LinkEvents events;
@@ -78,7 +89,7 @@ protocol::ProbeReply probe_agent(const std::string& node, std::unique_ptr<Transp
   };
   AgentLink link(node, std::move(transport), events, timeout);
   auto answer = reply->get_future();
-  if (!link.send(protocol::Probe{}))
+  if (!link.send(protocol::Probe{slurm}))
     throw std::runtime_error("node " + node + ": the agent went away before the probe");
   if (answer.wait_for(timeout) != std::future_status::ready)
     throw std::runtime_error("node " + node + ": no answer to the probe within " +
@@ -143,6 +154,35 @@ std::string probe_summary(const std::string& probe_json) {
         << gib(gpus[0].value("memory_bytes", int64_t{0})) << ")";
   }
   out << "; " << j.value("os", std::string("?"));
+  if (const auto probe = parse_probe(probe_json); probe && probe->slurm)
+    out << "; " << slurm_summary(*probe->slurm);
+  return out.str();
+}
+
+std::string slurm_summary(const protocol::SlurmInfo& slurm) {
+  std::ostringstream out;
+  out << "SLURM " << (slurm.version.empty() ? "?" : slurm.version);
+  if (!slurm.error.empty()) {
+    out << ": " << slurm.error;
+    return out.str();
+  }
+  if (slurm.partitions.empty()) out << ": no partition";
+  for (size_t i = 0; i < slurm.partitions.size(); ++i) {
+    const auto& p = slurm.partitions[i];
+    out << (i == 0 ? ": " : ", ") << p.name << (p.is_default ? "*" : "") << (p.up ? "" : " (down)")
+        << " " << p.nodes.size() << " node" << (p.nodes.size() == 1 ? "" : "s");
+    // How many of them are idle, and the most GPUs one of them has.
+    size_t idle = 0;
+    int64_t gpus = 0;
+    for (const auto& name : p.nodes)
+      for (const auto& n : slurm.nodes)
+        if (n.name == name) {
+          idle += n.state == "idle" ? 1 : 0;
+          gpus = std::max(gpus, n.gpus);
+        }
+    out << " (" << idle << " idle, "
+        << (gpus == 0 ? std::string("no GPU") : std::to_string(gpus) + " GPUs a node") << ")";
+  }
   return out.str();
 }
 

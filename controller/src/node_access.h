@@ -18,9 +18,11 @@ namespace flotilla::controller {
 // validate_node and probe_summary are public: flotilla/controller/nodes.h.
 
 // Greets the agent behind `transport`, asks what its node is, and returns the
-// answer; throws std::runtime_error naming the node when none comes in time.
+// answer (with `slurm`, its SLURM cluster too); throws std::runtime_error
+// naming the node when none comes in time.
 protocol::ProbeReply probe_agent(const std::string& node, std::unique_ptr<Transport> transport,
-                                 std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                                 bool slurm = false);
 
 // Appends `entry` (one known_hosts line, as libssh exports it) to Flotilla's
 // `known_hosts`. The file is created 0600 and its folder 0700 whatever the

@@ -19,8 +19,16 @@ ProbeOutcome probe_one(const NodeRow& node, const ConnectOptions& options) {
   try {
     auto connection = NodeConnection::open(node, options);
     // start_agent deploys first; what it did is its last_deploy.
-    const auto probe = probe_agent(node.name, connection->start_agent(), options.timeout);
+    const auto probe = probe_agent(node.name, connection->start_agent(), options.timeout,
+                                   node.kind == NodeKind::slurm);
     const auto& deployed = connection->last_deploy();
+    if (node.kind == NodeKind::slurm && (!probe.slurm || !probe.slurm->error.empty())) {
+      out.error = !probe.slurm
+                      ? "a SLURM node, but sinfo is not on the PATH of " + node.host +
+                            "'s logins (is it the cluster's login node, with slurm-client?)"
+                      : "a SLURM node, but " + probe.slurm->error;
+      return out;
+    }
     out.probe_json = probe_to_json(probe);
     out.reached = true;
     if (!node.is_local())

@@ -495,7 +495,8 @@ std::vector<std::string> Store::node_names() const {
 
 namespace {
 constexpr const char* kNodeColumns =
-    "name, host, port, user, key_file, remote_dir, tags, agent_path, probe_json, probed_ms";
+    "name, host, port, user, key_file, remote_dir, tags, agent_path, probe_json, probed_ms, kind, "
+    "slurm_partition, slurm_account";
 NodeRow node_at(Sql& q) {
   NodeRow n;
   n.name = ss(q.at(0));
@@ -508,6 +509,9 @@ NodeRow node_at(Sql& q) {
   n.agent_path = ss(q.at(7));
   n.probe_json = ss(q.at(8));
   if (!q.at(9).isNull()) n.probed_ms = q.at(9).toLongLong();
+  n.kind = ss(q.at(10)) == "slurm" ? NodeKind::slurm : NodeKind::ssh;
+  n.slurm_partition = ss(q.at(11));
+  n.slurm_account = ss(q.at(12));
   return n;
 }
 }  // namespace
@@ -535,10 +539,10 @@ void Store::add_node(const NodeRow& n) {
     q.run("SELECT 1 FROM nodes WHERE name = ?", {qs(n.name)});
     if (q.next()) throw StoreError("node \"" + n.name + "\" exists already");
     q.run(
-        "INSERT INTO nodes (name, host, port, user, key_file, remote_dir, tags, agent_path) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO nodes (name, host, port, user, key_file, remote_dir, tags, agent_path, kind, "
+        "slurm_partition, slurm_account) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {qs(n.name), qs(n.host), n.port, qs(n.user), qs(n.key_file), qs(n.remote_dir), qs(n.tags),
-         qs(n.agent_path)});
+         qs(n.agent_path), qs(node_kind_name(n.kind)), qs(n.slurm_partition), qs(n.slurm_account)});
   });
 }
 
@@ -573,9 +577,10 @@ void Store::update_node(const NodeRow& n) {
                        "; kill it or let it end before changing how it is reached");
     q.run(
         "UPDATE nodes SET host = ?, port = ?, user = ?, key_file = ?, remote_dir = ?, tags = ?, "
-        "agent_path = ? WHERE name = ?",
+        "agent_path = ?, kind = ?, slurm_partition = ?, slurm_account = ? WHERE name = ?",
         {qs(n.host), n.port, qs(n.user), qs(n.key_file), qs(n.remote_dir), qs(n.tags),
-         qs(n.agent_path), qs(n.name)});
+         qs(n.agent_path), qs(node_kind_name(n.kind)), qs(n.slurm_partition), qs(n.slurm_account),
+         qs(n.name)});
   });
 }
 

@@ -321,6 +321,9 @@ void ControllerWorker::emitNodes(bool only_changes) {
     item.tags = QString::fromStdString(n.tags);
     item.agent_path = QString::fromStdString(n.agent_path);
     item.port = n.port;
+    item.slurm = n.kind == controller::NodeKind::slurm;
+    item.slurm_partition = QString::fromStdString(n.slurm_partition);
+    item.slurm_account = QString::fromStdString(n.slurm_account);
     item.probe_json = QString::fromStdString(n.probe_json);
     item.probed_ms = n.probed_ms.value_or(0);
     for (const auto& run : store_->live_runs_on(n.name))
@@ -341,6 +344,9 @@ controller::NodeRow node_row_of(const NodeItem& n) {
   row.remote_dir = n.remote_dir.toStdString();
   row.tags = n.tags.toStdString();
   row.agent_path = n.agent_path.toStdString();
+  row.kind = n.slurm ? controller::NodeKind::slurm : controller::NodeKind::ssh;
+  row.slurm_partition = n.slurm_partition.toStdString();
+  row.slurm_account = n.slurm_account.toStdString();
   return row;
 }
 

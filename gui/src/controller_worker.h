@@ -48,14 +48,17 @@ struct RunItem {
 struct NodeItem {
   QString name, host, user, key_file, remote_dir, tags, agent_path;
   int port = 22;
+  bool slurm = false;  // a SLURM cluster's login node
+  QString slurm_partition, slurm_account;
   QString probe_json;  // empty: never probed
   qint64 probed_ms = 0;
   QStringList live_runs;
   bool operator==(const NodeItem& o) const {
-    return std::tie(name, host, user, key_file, remote_dir, tags, agent_path, port, probe_json,
-                    probed_ms, live_runs) == std::tie(o.name, o.host, o.user, o.key_file,
-                                                      o.remote_dir, o.tags, o.agent_path, o.port,
-                                                      o.probe_json, o.probed_ms, o.live_runs);
+    return std::tie(name, host, user, key_file, remote_dir, tags, agent_path, port, slurm,
+                    slurm_partition, slurm_account, probe_json, probed_ms,
+                    live_runs) == std::tie(o.name, o.host, o.user, o.key_file, o.remote_dir, o.tags,
+                                           o.agent_path, o.port, o.slurm, o.slurm_partition,
+                                           o.slurm_account, o.probe_json, o.probed_ms, o.live_runs);
   }
 };
 

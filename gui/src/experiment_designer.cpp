@@ -170,8 +170,11 @@ void ExperimentDesigner::setNodes(const QVector<NodeItem>& nodes) {
   QVector<NodeChoice> choices;
   // The window's own machine is a node without a row in the store.
   QVector<NodeItem> all = nodes;
-  if (std::none_of(all.begin(), all.end(), [](const NodeItem& n) { return n.name == "local"; }))
-    all.prepend(NodeItem{"local", {}, {}, {}, {}, {}, {}, 22, {}, 0, {}});
+  if (std::none_of(all.begin(), all.end(), [](const NodeItem& n) { return n.name == "local"; })) {
+    NodeItem local;
+    local.name = "local";
+    all.prepend(local);
+  }
   for (const auto& n : all) {
     controller::NodeRow row;
     row.name = n.name.toStdString();

@@ -1,5 +1,6 @@
 #include "node_dialog.h"
 
+#include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -36,7 +37,13 @@ NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent)
       {"remote_dir", "Remote folder", "empty: ~/.flotilla"},
       {"tags", "Tags", "comma-separated, e.g. gpu,a100"},
       {"agent_path", "Installed agent", "empty: deploy the bundle"},
+      {"partition", "SLURM partition", "empty: the cluster's default"},
+      {"account", "SLURM account", "empty: the login's default"},
   };
+  // A SLURM login node: its runs are jobs; partition and account are its alone.
+  slurm_ = new QCheckBox("The host is a SLURM cluster's login node (runs are submitted as jobs)");
+  slurm_->setObjectName("node:slurm");
+  connect(slurm_, &QCheckBox::toggled, this, &NodeDialog::revalidate);
   for (const auto& row : rows) {
     auto* edit = new QLineEdit;
     edit->setObjectName(QString("node:") + row.field);
@@ -65,6 +72,7 @@ NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent)
       cell_layout->addWidget(edit);
     }
     cell_layout->addWidget(message);
+    if (QString(row.field) == "partition") form->addRow("", slurm_);
     form->addRow(row.label, cell);
     fields_[row.field] = edit;
     messages_[row.field] = message;
@@ -82,6 +90,9 @@ NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent)
     fields_["remote_dir"]->setText(existing->remote_dir);
     fields_["tags"]->setText(existing->tags);
     fields_["agent_path"]->setText(existing->agent_path);
+    slurm_->setChecked(existing->slurm);
+    fields_["partition"]->setText(existing->slurm_partition);
+    fields_["account"]->setText(existing->slurm_account);
   }
   connect(buttons_, &QDialogButtonBox::accepted, this, &QDialog::accept);
   connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
@@ -105,6 +116,9 @@ NodeItem NodeDialog::node() const {
   n.remote_dir = fields_["remote_dir"]->text();
   n.tags = fields_["tags"]->text().trimmed();
   n.agent_path = fields_["agent_path"]->text();
+  n.slurm = slurm_->isChecked();
+  n.slurm_partition = fields_["partition"]->text().trimmed();
+  n.slurm_account = fields_["account"]->text().trimmed();
   return n;
 }
 
@@ -114,6 +128,10 @@ QString NodeDialog::messageAt(const QString& name) const {
 }
 
 void NodeDialog::revalidate() {
+  // Partition and account only mean something for a SLURM node; what was
+  // typed stays, and validate_node says why it is refused.
+  for (const char* field : {"partition", "account"})
+    fields_[field]->setEnabled(slurm_->isChecked() || !fields_[field]->text().isEmpty());
   const controller::NodeRow row = node_row_of(node());
   problems_.clear();
   QMap<QString, QStringList> at;

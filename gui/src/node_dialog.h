@@ -3,6 +3,7 @@
 // refuses (the controller's validate_node), with its words under the field,
 // and OK stays disabled until nothing is wrong. Editing keeps the name.
 
+#include <QCheckBox>
 #include <QDialog>
 #include <QMap>
 
@@ -29,6 +30,7 @@ class NodeDialog : public QDialog {
   void revalidate();
 
   QMap<QString, QLineEdit*> fields_;  // by validate_node's field names
+  QCheckBox* slurm_;
   QMap<QString, QLabel*> messages_;
   QDialogButtonBox* buttons_;
   QStringList problems_;

@@ -35,7 +35,7 @@ NodesView::NodesView(QWidget* parent) : QWidget(parent) {
   table_ = new QTableWidget(0, kColumns);
   table_->setObjectName("nodeTable");
   table_->setHorizontalHeaderLabels({"Name", "Host", "User", "State", "OS", "CPUs", "Memory",
-                                     "GPUs", "Free disk", "Last probe", "Live runs"});
+                                     "GPUs", "Free disk", "Last probe", "Cluster", "Live runs"});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -117,7 +117,11 @@ void NodesView::showNodes(const QVector<NodeItem>& nodes) {
       cells[kMemory] = gib(probe->memory_bytes);
       cells[kGpus] = gpus_text(*probe);
       cells[kDisk] = gib(probe->disk_free_bytes);
+      if (probe->slurm)
+        cells[kCluster] = QString::fromStdString(controller::slurm_summary(*probe->slurm));
     }
+    if (n.slurm && cells[kCluster].isEmpty()) cells[kCluster] = "SLURM (not probed yet)";
+    if (!n.slurm) cells[kCluster] = n.name == "local" ? "" : "SSH";
     if (n.probed_ms > 0)
       cells[kProbed] = QDateTime::fromMSecsSinceEpoch(n.probed_ms).toString("yyyy-MM-dd HH:mm:ss");
     cells[kLiveRuns] = n.live_runs.isEmpty() ? QString("none") : n.live_runs.join(", ");

@@ -37,6 +37,7 @@ class NodesView : public QWidget {
     kGpus,
     kDisk,
     kProbed,
+    kCluster,  // a SLURM login node's cluster: partitions, nodes, GPUs
     kLiveRuns,
     kColumns
   };

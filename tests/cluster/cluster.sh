@@ -305,9 +305,14 @@ slurm_tools() {
 stop_munged() {  # DIR
   local pid
   pid=$(cat "$1/munge/munged.pid" 2>/dev/null) || return 0
-  if [[ $pid =~ ^[0-9]+$ && $(cat "/proc/$pid/comm" 2>/dev/null) == munged ]]; then
-    kill "$pid" 2>/dev/null || true
-  fi
+  [[ $pid =~ ^[0-9]+$ && $(cat "/proc/$pid/comm" 2>/dev/null) == munged ]] || return 0
+  # It writes its seed file as it exits: wait, so that the folder can go.
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    alive "$pid" || return 0
+    sleep 0.05
+  done
+  kill -9 "$pid" 2>/dev/null || true
 }
 
 write_slurm_conf() {  # DIR COUNT

@@ -32,7 +32,9 @@ namespace flotilla::testing {
 // A controller database with the cluster's hosts as nodes, driven through the CLI.
 class ClusterControl {
  public:
-  explicit ClusterControl(const TestCluster& cluster) : cluster_(cluster) {
+  // With `add_hosts` false, the database starts without nodes.
+  explicit ClusterControl(const TestCluster& cluster, bool add_hosts = true) : cluster_(cluster) {
+    if (!add_hosts) return;
     for (const auto& h : cluster.hosts()) {
       const auto [status, out] =
           flotilla({"nodes", "add", h.name, "--host", h.address, "--user", h.user, "--key",

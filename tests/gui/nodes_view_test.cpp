@@ -6,6 +6,7 @@
 
 #include <QAbstractButton>
 #include <QApplication>
+#include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QFile>
 #include <QGuiApplication>
@@ -42,11 +43,14 @@ using namespace std::chrono_literals;
 // Fills the node dialog the Add button opens, as a person types, and presses OK.
 class NodeDialogFiller : public QObject {
  public:
-  explicit NodeDialogFiller(QMap<QString, QString> fields) : fields_(std::move(fields)) {
-    connect(&timer_, &QTimer::timeout, this, [this] {
+  // `slurm`: the SLURM login node box ticked first, as a person would.
+  explicit NodeDialogFiller(QMap<QString, QString> fields, bool slurm = false)
+      : fields_(std::move(fields)) {
+    connect(&timer_, &QTimer::timeout, this, [this, slurm] {
       auto* dialog = qobject_cast<NodeDialog*>(QApplication::activeModalWidget());
       if (!dialog) return;
       timer_.stop();
+      if (slurm) dialog->findChild<QCheckBox*>("node:slurm")->click();
       for (auto it = fields_.begin(); it != fields_.end(); ++it)
         dialog->field(it.key())->setText(it.value());
       problems_ = dialog->problems();
@@ -104,6 +108,72 @@ TEST(NodeDialog, RefusesAHostileNameWithTheValidatorsWordsAtTheField) {
   EXPECT_TRUE(dialog.problems().isEmpty()) << dialog.problems().join("; ").toStdString();
   EXPECT_TRUE(dialog.findChild<QPushButton*>("nodeOk")->isEnabled());
   EXPECT_EQ(dialog.node().port, 2222);
+}
+
+TEST(NodeDialog, PartitionAndAccountBelongToASlurmLoginNodeAlone) {
+  NodeDialog dialog(std::nullopt);
+  dialog.field("name")->setText("hpc");
+  dialog.field("host")->setText("login.hpc.example.org");
+  auto* slurm = dialog.findChild<QCheckBox*>("node:slurm");
+  ASSERT_NE(slurm, nullptr);
+  EXPECT_FALSE(dialog.field("partition")->isEnabled());
+  slurm->click();
+  ASSERT_TRUE(dialog.field("partition")->isEnabled());
+  dialog.field("partition")->setText("gpu");
+  dialog.field("account")->setText("proj 42");
+  EXPECT_TRUE(dialog.messageAt("account").startsWith("account: expected a SLURM account name"))
+      << dialog.messageAt("account").toStdString();
+  dialog.field("account")->setText("proj42");
+  EXPECT_TRUE(dialog.problems().isEmpty()) << dialog.problems().join("; ").toStdString();
+  const auto node = dialog.node();
+  EXPECT_TRUE(node.slurm);
+  EXPECT_EQ(node.slurm_partition, "gpu");
+  EXPECT_EQ(node.slurm_account, "proj42");
+  // Unticked, the partition typed stays and is refused at its field.
+  slurm->click();
+  EXPECT_TRUE(dialog.messageAt("partition").startsWith("partition: only a SLURM node"))
+      << dialog.messageAt("partition").toStdString();
+  EXPECT_FALSE(dialog.findChild<QPushButton*>("nodeOk")->isEnabled());
+}
+
+TEST(NodesView, ASlurmLoginNodeIsAddedAndProbedShowingItsCluster) {
+  std::string why;
+  if (!testing::TestCluster::available(&why, testing::ClusterKind::slurm)) GTEST_SKIP() << why;
+  testing::TestCluster cluster(3, testing::ClusterKind::slurm);
+  testing::TempDir dir;
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(dir.path().string()));
+  MainWindow window(QString::fromStdString((dir.path() / "slurm.db").string()),
+                    FLOTILLA_AGENT_BINARY);
+  window.resize(1500, 700);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  NodesView* view = window.nodesView();
+  window.tabs()->setCurrentWidget(view);
+  const auto& login = cluster.host("flh1");
+  NodeDialogFiller filler({{"name", "hpc"},
+                           {"host", QString::fromStdString(login.address)},
+                           {"user", QString::fromStdString(login.user)},
+                           {"key_file", QString::fromStdString(cluster.key_file().string())},
+                           {"remote_dir", QString::fromStdString(login.remote_dir)},
+                           {"partition", "debug"}},
+                          /*slurm=*/true);
+  QTest::mouseClick(window.findChild<QPushButton*>("addNodeButton"), Qt::LeftButton);
+  ASSERT_TRUE(wait_until([&] { return filler.done(); }, 10s));
+  ASSERT_TRUE(filler.problems().isEmpty()) << filler.problems().join("; ").toStdString();
+  ASSERT_TRUE(wait_until([&] { return !view->cell("hpc", NodesView::kName).isEmpty(); }, 10s));
+  EXPECT_EQ(view->cell("hpc", NodesView::kCluster), "SLURM (not probed yet)");
+  {
+    QuestionAnswerer answerer;
+    QTest::mouseClick(window.findChild<QPushButton*>("probeAllButton"), Qt::LeftButton);
+    ASSERT_TRUE(wait_until([&] { return view->cell("hpc", NodesView::kState) == "reachable"; },
+                           120s))
+        << view->cell("hpc", NodesView::kState).toStdString();
+  }
+  EXPECT_TRUE(view->cell("hpc", NodesView::kCluster).startsWith("SLURM 22.05"))
+      << view->cell("hpc", NodesView::kCluster).toStdString();
+  EXPECT_TRUE(view->cell("hpc", NodesView::kCluster).endsWith("debug* 3 nodes (3 idle, no GPU)"))
+      << view->cell("hpc", NodesView::kCluster).toStdString();
+  save_screenshot(window, "nodes-view-slurm");
 }
 
 TEST(NodesView, ANodeThatDoesNotAnswerIsMarkedUnreachableWithTheReason) {

@@ -29,6 +29,7 @@ TEST(Messages, EveryTypeRoundTrips) {
       Error{"something", ""},
       Error{"start: run \"r1\" already exists on this node", "r1"},
       Probe{},
+      Probe{true},
       ProbeReply{"Debian GNU/Linux 12",
                  "Linux 6.1",
                  "n1",
@@ -36,7 +37,8 @@ TEST(Messages, EveryTypeRoundTrips) {
                  1 << 30,
                  5 << 20,
                  29555,
-                 {{0, "NVIDIA H100", 80LL << 30}}}};
+                 {{0, "NVIDIA H100", 80LL << 30}},
+                 std::nullopt}};
   for (const auto& m : messages) {
     const auto line = encode(m);
     EXPECT_EQ(line.find('\n'), std::string::npos);
@@ -47,12 +49,39 @@ TEST(Messages, EveryTypeRoundTrips) {
   // A record's own type is read out while decoding; an error keeps its run.
   EXPECT_EQ(std::get<Record>(decode(encode(messages[7]))).record_type, "step");
   EXPECT_EQ(std::get<Error>(decode(encode(messages[11]))).run, "r1");
-  const auto probe = std::get<ProbeReply>(decode(encode(messages[13])));
+  EXPECT_TRUE(std::get<Probe>(decode(encode(messages[13]))).slurm);
+  const auto probe = std::get<ProbeReply>(decode(encode(messages[14])));
   EXPECT_EQ(std::get<StopRun>(decode(encode(messages[3]))).why, "stopped because node b failed");
   ASSERT_EQ(probe.gpus.size(), 1u);
   EXPECT_EQ(probe.gpus[0].name, "NVIDIA H100");
   EXPECT_EQ(probe.gpus[0].memory_bytes, 80LL << 30);
   EXPECT_EQ(probe.free_port, 29555);
+}
+
+TEST(Messages, ProbeReplyCarriesTheSlurmClusterOfALoginNodeAndNoneElsewhere) {
+  ProbeReply login{"Debian GNU/Linux 12", "Linux 6.1", "login1", 8, 1 << 30, 5 << 20, 29555, {},
+                   std::nullopt};
+  login.slurm = SlurmInfo{"22.05.8",
+                          "",
+                          {{"gpu", true, true, "1-00:00:00", {"g1", "g2"}}},
+                          {{"g1", "idle", 64, 4, "gpu:a100:4", {"gpu"}},
+                           {"g2", "down*", 64, 4, "gpu:a100:4", {"gpu"}}}};
+  const auto line = encode(login);
+  const auto back = std::get<ProbeReply>(decode(line));
+  EXPECT_EQ(encode(back), line);
+  ASSERT_TRUE(back.slurm.has_value());
+  EXPECT_EQ(back.slurm->version, "22.05.8");
+  ASSERT_EQ(back.slurm->partitions.size(), 1u);
+  EXPECT_TRUE(back.slurm->partitions[0].is_default);
+  EXPECT_EQ(back.slurm->partitions[0].nodes, (std::vector<std::string>{"g1", "g2"}));
+  ASSERT_EQ(back.slurm->nodes.size(), 2u);
+  EXPECT_EQ(back.slurm->nodes[1].state, "down*");
+  EXPECT_EQ(back.slurm->nodes[1].gpus, 4);
+
+  // A node without SLURM says nothing of it, and an older agent's reply reads.
+  login.slurm.reset();
+  EXPECT_EQ(encode(login).find("slurm"), std::string::npos);
+  EXPECT_FALSE(std::get<ProbeReply>(decode(encode(login))).slurm.has_value());
 }
 
 TEST(Messages, StartRunCarriesTheBenchModeAndReadsOldStartsAsTraining) {

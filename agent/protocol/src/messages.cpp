@@ -77,6 +77,27 @@ json envelope(std::string_view type) {
   return json{{"v", kVersion}, {"type", type}};
 }
 
+SlurmInfo slurm_from_json(const json& j) {
+  SlurmInfo s{optional_field<std::string>(j, "version", ""),
+              optional_field<std::string>(j, "error", ""),
+              {},
+              {}};
+  if (const auto partitions = j.find("partitions"); partitions != j.end() && partitions->is_array())
+    for (const auto& p : *partitions)
+      s.partitions.push_back(
+          {field<std::string>(p, "name"), optional_field<bool>(p, "default", false),
+           optional_field<bool>(p, "up", true), optional_field<std::string>(p, "time_limit", ""),
+           optional_field<std::vector<std::string>>(p, "nodes", {})});
+  if (const auto nodes = j.find("nodes"); nodes != j.end() && nodes->is_array())
+    for (const auto& n : *nodes)
+      s.nodes.push_back({field<std::string>(n, "name"), optional_field<std::string>(n, "state", ""),
+                         optional_field<int64_t>(n, "cpus", 0),
+                         optional_field<int64_t>(n, "gpus", 0),
+                         optional_field<std::string>(n, "gres", ""),
+                         optional_field<std::vector<std::string>>(n, "partitions", {})});
+  return s;
+}
+
 // Every message but Record, which encode() writes itself.
 struct Encoder {
   json operator()(const Hello& m) const {
@@ -142,7 +163,11 @@ struct Encoder {
         {{"run", m.run}, {"state", m.state}, {"last_seq", m.last_seq}, {"live_pids", m.live_pids}});
     return j;
   }
-  json operator()(const Probe&) const { return envelope("probe"); }
+  json operator()(const Probe& m) const {
+    auto j = envelope("probe");
+    if (m.slurm) j["slurm"] = true;
+    return j;
+  }
   json operator()(const ProbeReply& m) const {
     auto j = envelope("probe_reply");
     json gpus = json::array();
@@ -156,7 +181,28 @@ struct Encoder {
               {"disk_free_bytes", m.disk_free_bytes},
               {"free_port", m.free_port},
               {"gpus", gpus}});
+    if (m.slurm) j["slurm"] = slurm_json(*m.slurm);
     return j;
+  }
+
+  static json slurm_json(const SlurmInfo& s) {
+    json partitions = json::array();
+    for (const auto& p : s.partitions)
+      partitions.push_back({{"name", p.name},
+                            {"default", p.is_default},
+                            {"up", p.up},
+                            {"time_limit", p.time_limit},
+                            {"nodes", p.nodes}});
+    json nodes = json::array();
+    for (const auto& n : s.nodes)
+      nodes.push_back({{"name", n.name},
+                       {"state", n.state},
+                       {"cpus", n.cpus},
+                       {"gpus", n.gpus},
+                       {"gres", n.gres},
+                       {"partitions", n.partitions}});
+    return {
+        {"version", s.version}, {"error", s.error}, {"partitions", partitions}, {"nodes", nodes}};
   }
   json operator()(const Error& m) const {
     auto j = envelope("error");
@@ -277,7 +323,7 @@ Message decode(std::string_view line) {
                        optional_field<std::vector<int64_t>>(j, "live_pids", {})};
   if (type == "error")
     return Error{field<std::string>(j, "message"), optional_field<std::string>(j, "run", "")};
-  if (type == "probe") return Probe{};
+  if (type == "probe") return Probe{optional_field<bool>(j, "slurm", false)};
   if (type == "probe_reply") {
     ProbeReply r{field<std::string>(j, "os"),
                  field<std::string>(j, "kernel"),
@@ -286,12 +332,15 @@ Message decode(std::string_view line) {
                  field<int64_t>(j, "memory_bytes"),
                  field<int64_t>(j, "disk_free_bytes"),
                  field<int>(j, "free_port"),
-                 {}};
+                 {},
+                 std::nullopt};
     const auto gpus = j.find("gpus");
     if (gpus != j.end() && gpus->is_array())
       for (const auto& g : *gpus)
         r.gpus.push_back({field<int64_t>(g, "index"), field<std::string>(g, "name"),
                           field<int64_t>(g, "memory_bytes")});
+    if (const auto slurm = j.find("slurm"); slurm != j.end() && slurm->is_object())
+      r.slurm = slurm_from_json(*slurm);
     return r;
   }
   throw DecodeError("unknown message type \"" + type + "\"");

@@ -1,7 +1,10 @@
 #include "cli_nodes.h"
 
+#include <algorithm>
+#include <array>
 #include <iomanip>
 #include <iostream>
+#include <vector>
 
 #include "exit_status.h"
 #include "flotilla/controller/nodes.h"
@@ -9,30 +12,47 @@
 namespace flotilla::controller {
 namespace {
 
-int command_add(Store& store, const NodeRow& node) {
+int command_add(Store& store, NodeRow node, bool slurm) {
+  if (slurm) node.kind = NodeKind::slurm;
   if (const auto problems = validate_node(node); !problems.empty()) {
     std::cerr << "flotilla: node \"" << node.name << "\" not added:\n";
     for (const auto& p : problems) std::cerr << "  " << p << "\n";
     return kExitBadInput;
   }
   store.add_node(node);
-  std::cout << "added node " << node.name << " (" << (node.user.empty() ? "" : node.user + "@")
-            << node.host << ":" << node.port << ")\n";
+  std::cout << "added " << (slurm ? "SLURM login node " : "node ") << node.name << " ("
+            << (node.user.empty() ? "" : node.user + "@") << node.host << ":" << node.port;
+  if (!node.slurm_partition.empty()) std::cout << ", partition " << node.slurm_partition;
+  if (!node.slurm_account.empty()) std::cout << ", account " << node.slurm_account;
+  std::cout << ")\n";
   return kExitDone;
 }
 
 int command_list(Store& store) {
-  std::cout << std::left << std::setw(14) << "NAME" << std::setw(26) << "ADDRESS" << std::setw(22)
-            << "REMOTE DIR" << std::setw(14) << "TAGS"
-            << "PROBE\n";
-  for (const auto& n : store.nodes()) {
-    const std::string address =
-        n.is_local() ? "(this machine)"
-                     : (n.user.empty() ? "" : n.user + "@") + n.host + ":" + std::to_string(n.port);
-    std::cout << std::left << std::setw(14) << n.name << std::setw(26) << address << std::setw(22)
-              << (n.remote_dir.empty() ? "~/.flotilla" : n.remote_dir) << std::setw(14)
-              << (n.tags.empty() ? "-" : n.tags) << probe_summary(n.probe_json) << "\n";
+  struct Line {
+    std::string name, kind, address, remote_dir, tags, probe;
+  };
+  std::vector<Line> lines{{"NAME", "KIND", "ADDRESS", "REMOTE DIR", "TAGS", "PROBE"}};
+  for (const auto& n : store.nodes())
+    lines.push_back(
+        {n.name, n.is_local() ? "local" : node_kind_name(n.kind),
+         n.is_local() ? "(this machine)"
+                      : (n.user.empty() ? "" : n.user + "@") + n.host + ":" + std::to_string(n.port),
+         n.remote_dir.empty() ? "~/.flotilla" : n.remote_dir, n.tags.empty() ? "-" : n.tags,
+         probe_summary(n.probe_json)});
+  // Each column as wide as its longest entry and two spaces.
+  std::array<size_t, 5> width{};
+  for (const auto& l : lines) {
+    const std::array<const std::string*, 5> cells{&l.name, &l.kind, &l.address, &l.remote_dir,
+                                                  &l.tags};
+    for (size_t i = 0; i < cells.size(); ++i) width[i] = std::max(width[i], cells[i]->size() + 2);
   }
+  for (const auto& l : lines)
+    std::cout << std::left << std::setw(static_cast<int>(width[0])) << l.name
+              << std::setw(static_cast<int>(width[1])) << l.kind
+              << std::setw(static_cast<int>(width[2])) << l.address
+              << std::setw(static_cast<int>(width[3])) << l.remote_dir
+              << std::setw(static_cast<int>(width[4])) << l.tags << l.probe << "\n";
   return kExitDone;
 }
 
@@ -63,7 +83,8 @@ int command_probe(Store& store, const NodeCommands& c, const ConnectOptions& opt
 void add_node_commands(CLI::App& app, NodeCommands& c) {
   auto* nodes = app.add_subcommand("nodes", "the machines runs can use");
   nodes->require_subcommand(1);
-  c.add = nodes->add_subcommand("add", "store a node reached over SSH");
+  c.add = nodes->add_subcommand(
+      "add", "store a node reached over SSH, or (--slurm) a SLURM cluster's login node");
   c.add->add_option("name", c.new_node.name, "node name")->required();
   c.add->add_option("--host", c.new_node.host, "host name or address")->required();
   c.add->add_option("--port", c.new_node.port, "SSH port")->capture_default_str();
@@ -74,6 +95,12 @@ void add_node_commands(CLI::App& app, NodeCommands& c) {
   c.add->add_option("--tags", c.new_node.tags, "comma-separated tags");
   c.add->add_option("--agent-path", c.new_node.agent_path,
                     "use the flotilla-agent installed there instead of deploying the bundle");
+  c.add->add_flag("--slurm", c.add_slurm,
+                  "the host is a SLURM cluster's login node: runs there are jobs (sbatch)");
+  c.add->add_option("--partition", c.new_node.slurm_partition,
+                    "SLURM partition for its jobs (default: the cluster's default)");
+  c.add->add_option("--account", c.new_node.slurm_account,
+                    "SLURM account for its jobs (default: the login's default)");
   c.list = nodes->add_subcommand("list", "list nodes and what their last probe found");
   c.remove = nodes->add_subcommand("remove", "forget a node no live run uses");
   c.remove->add_option("name", c.remove_name, "node name")->required();
@@ -84,7 +111,7 @@ void add_node_commands(CLI::App& app, NodeCommands& c) {
 
 std::optional<int> run_node_commands(Store& store, const NodeCommands& c,
                                      const ConnectOptions& connect) {
-  if (c.add && *c.add) return command_add(store, c.new_node);
+  if (c.add && *c.add) return command_add(store, c.new_node, c.add_slurm);
   if (c.list && *c.list) return command_list(store);
   if (c.remove && *c.remove) {
     store.remove_node(c.remove_name);

@@ -19,6 +19,7 @@ struct NodeCommands {
   CLI::App* remove = nullptr;
   CLI::App* probe = nullptr;
   NodeRow new_node;
+  bool add_slurm = false;  // --slurm
   std::string remove_name;
   std::vector<std::string> probe_names;
   BenchCommand bench;

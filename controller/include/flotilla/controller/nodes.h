@@ -24,7 +24,10 @@ std::vector<std::string> validate_node(const NodeRow& node);
 // none or it cannot be read.
 std::optional<protocol::ProbeReply> parse_probe(const std::string& probe_json);
 // The probe as one line of `nodes list`: "8 CPUs, 31.2 GiB memory, ...".
+// A SLURM login node's probe adds its cluster: slurm_summary.
 std::string probe_summary(const std::string& probe_json);
+// "SLURM 22.05.8: debug* 3 nodes (3 idle, no GPU)", default partition starred.
+std::string slurm_summary(const protocol::SlurmInfo& slurm);
 
 struct ProbeOutcome {
   std::string node;

@@ -99,8 +99,17 @@ struct RecordRow {
   std::string body;  // the JSON object as the agent sent it
 };
 
+// How a node's runs start: a login over SSH whose agent starts the ranks
+// itself, or a SLURM cluster's login node whose agent submits jobs.
+enum class NodeKind { ssh, slurm };
+
+inline const char* node_kind_name(NodeKind kind) {
+  return kind == NodeKind::slurm ? "slurm" : "ssh";
+}
+
 struct NodeRow {
   std::string name;
+  NodeKind kind = NodeKind::ssh;
   std::string host;
   int port = 22;
   std::string user;        // empty: the controller's user
@@ -110,6 +119,9 @@ struct NodeRow {
   std::string agent_path;  // flotilla-agent already installed there; empty: deploy the bundle
   std::string probe_json;  // the last probe's answer, empty before one
   std::optional<int64_t> probed_ms;
+  // kind slurm: what jobs ask for unless a run says otherwise; "" lets SLURM choose.
+  std::string slurm_partition;
+  std::string slurm_account;
   bool is_local() const { return name == "local"; }
 };
 

@@ -3,6 +3,7 @@
 // with `v` (protocol version) and `type`. Plain structs; encode/decode here.
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -120,12 +121,41 @@ struct Error {
 };
 
 // Asks the agent what its node is: the controller stores the answer.
-struct Probe {};
+struct Probe {
+  // Also ask the login node's SLURM for its cluster (sinfo): only for SLURM
+  // nodes, since elsewhere an installed but unconfigured sinfo only errs.
+  bool slurm = false;
+};
 
 struct GpuInfo {
   int64_t index = 0;
   std::string name;
   int64_t memory_bytes = 0;
+};
+
+// A SLURM cluster as its login node's `sinfo` sees it.
+struct SlurmNodeInfo {
+  std::string name;
+  std::string state;  // sinfo's %T: idle, allocated, mixed, down*, drained, ...
+  int64_t cpus = 0;
+  int64_t gpus = 0;  // from its gres (gpu:4, gpu:a100:4(S:0-1)); 0 without
+  std::string gres;  // as sinfo says it, "" for none
+  std::vector<std::string> partitions;
+};
+
+struct SlurmPartitionInfo {
+  std::string name;
+  bool is_default = false;
+  bool up = true;
+  std::string time_limit;          // sinfo's %l: infinite, 1-00:00:00, ...
+  std::vector<std::string> nodes;  // node names, expanded
+};
+
+struct SlurmInfo {
+  std::string version;  // "22.05.8"
+  std::string error;    // sinfo could not reach slurmctld, or another failure
+  std::vector<SlurmPartitionInfo> partitions;
+  std::vector<SlurmNodeInfo> nodes;
 };
 
 struct ProbeReply {
@@ -137,6 +167,8 @@ struct ProbeReply {
   int64_t disk_free_bytes = 0;  // where the agent keeps its runs
   int free_port = 0;            // a TCP port free on this node a moment ago, for a rendezvous
   std::vector<GpuInfo> gpus;    // through NVML, empty without a driver
+  // Where SLURM's client commands are installed (a login node): its cluster.
+  std::optional<SlurmInfo> slurm;
 };
 
 using Message = std::variant<Hello, StartRun, StopRun, StatusRequest, Resume, Started, Record,
