@@ -94,9 +94,69 @@ std::vector<ProbeOutcome> probe_nodes(Store& store, const std::vector<std::strin
   return outcomes;
 }
 
+namespace {
+
+// A run on a SLURM login node: one such node alone, and a slurm section.
+void slurm_placement_problems(const ExperimentConfig& config, const std::vector<NodeRow>& nodes,
+                              std::vector<std::string>& problems) {
+  std::vector<const NodeRow*> slurm_nodes;
+  for (const auto& name : config.nodes)
+    for (const auto& n : nodes)
+      if (n.name == name && n.kind == NodeKind::slurm) slurm_nodes.push_back(&n);
+  if (slurm_nodes.empty()) {
+    if (config.slurm.enabled())
+      problems.push_back(
+          "slurm.nodes: a SLURM run names one SLURM login node in nodes "
+          "(flotilla nodes add NAME --slurm ...), got " +
+          join_list(config.nodes));
+    return;
+  }
+  const NodeRow& login = *slurm_nodes.front();
+  if (config.nodes.size() > 1) {
+    problems.push_back("nodes: \"" + login.name +
+                       "\" is a SLURM login node; a run on it names it alone (its job takes "
+                       "slurm.nodes of the cluster's nodes), got " +
+                       join_list(config.nodes));
+    return;
+  }
+  if (!config.slurm.enabled()) {
+    problems.push_back("nodes: \"" + login.name +
+                       "\" is a SLURM login node: say how many of its cluster's nodes the run "
+                       "takes with slurm: {nodes: N}");
+    return;
+  }
+  // What the last probe knows of the partition the job would be queued in.
+  if (const auto probe = parse_probe(login.probe_json); probe && probe->slurm) {
+    const std::string wanted =
+        !config.slurm.partition.empty() ? config.slurm.partition : login.slurm_partition;
+    const protocol::SlurmPartitionInfo* partition = nullptr;
+    for (const auto& p : probe->slurm->partitions)
+      if (wanted.empty() ? p.is_default : p.name == wanted) partition = &p;
+    if (!partition && !wanted.empty()) {
+      std::vector<std::string> names;
+      for (const auto& p : probe->slurm->partitions) names.push_back(p.name);
+      problems.push_back("slurm.partition: \"" + wanted + "\" is not a partition of " + login.name +
+                         "'s cluster (its partitions: " + join_list(names) + ")");
+    } else if (partition && config.slurm.nodes > static_cast<int64_t>(partition->nodes.size())) {
+      problems.push_back("slurm.nodes: " + std::to_string(config.slurm.nodes) + ", but partition " +
+                         partition->name + " of " + login.name + " has " +
+                         std::to_string(partition->nodes.size()) + " nodes");
+    }
+  }
+  // Said rather than tried: the SSH path would start the ranks on the login
+  // node itself, which clusters forbid (and kill).
+  problems.push_back("nodes: \"" + login.name +
+                     "\" is a SLURM login node, and submitting runs there as SLURM jobs is not "
+                     "built yet (docs/slurm.md); add the cluster's nodes over SSH to run there "
+                     "today");
+}
+
+}  // namespace
+
 std::vector<std::string> placement_problems(const ExperimentConfig& config,
                                             const std::vector<NodeRow>& nodes) {
   std::vector<std::string> problems;
+  slurm_placement_problems(config, nodes, problems);
   std::vector<std::string> known;
   for (const auto& n : nodes) known.push_back(n.name);
   for (const auto& name : config.nodes) {
@@ -107,7 +167,8 @@ std::vector<std::string> placement_problems(const ExperimentConfig& config,
                          ")");
       continue;
     }
-    if (config.device != DeviceKind::cuda) continue;
+    // A SLURM login node's own GPUs are not the job's (slurm.gpus_per_node).
+    if (config.device != DeviceKind::cuda || node->kind == NodeKind::slurm) continue;
     // dp is one process that drives every GPU of its node; otherwise one GPU a rank.
     const int64_t needed = config.strategy == Strategy::dp ? 1 : config.ranks_per_node;
     const auto probe = parse_probe(node->probe_json);

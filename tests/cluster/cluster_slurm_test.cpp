@@ -73,6 +73,35 @@ TEST(SlurmNodes, ALoginNodeWhoseControllerIsGoneIsNotProbedAsReachable) {
   EXPECT_TRUE(control.store().node("hpc")->probe_json.empty());
 }
 
+TEST(SlurmNodes, ARunOnALoginNodeIsRefusedSayingWhyAndNothingStartsThere) {
+  SKIP_WITHOUT_SLURM_CLUSTER();
+  TestCluster cluster(3, ClusterKind::slurm);
+  ClusterControl control(cluster, /*add_hosts=*/false);
+  ASSERT_EQ(control.flotilla(add_login_node(cluster, "hpc")).first, 0);
+  ASSERT_EQ(control.flotilla({"--trust-new-host-key", "nodes", "probe", "hpc"}).first, 0);
+  const auto too_many =
+      control.write("four.yaml",
+                    "name: four\nstrategy: ddp\ndataset: synthetic\nnodes: [hpc]\n"
+                    "slurm: {nodes: 4}\nmax_steps: 5\n");
+  const auto [refused, said] = control.flotilla({"run", too_many.string()});
+  EXPECT_NE(refused, 0) << said;
+  EXPECT_NE(said.find("slurm.nodes: 4, but partition debug of hpc has 3 nodes"), std::string::npos)
+      << said;
+  const auto fits = control.write("three.yaml",
+                                  "name: three\nstrategy: ddp\ndataset: synthetic\nnodes: [hpc]\n"
+                                  "slurm: {nodes: 3}\nmax_steps: 5\n");
+  const auto [not_yet, not_yet_said] = control.flotilla({"run", fits.string()});
+  EXPECT_NE(not_yet, 0) << not_yet_said;
+  EXPECT_NE(not_yet_said.find("submitting runs there as SLURM jobs is not built yet"),
+            std::string::npos)
+      << not_yet_said;
+  // Never the login node's own processes, never a job.
+  for (const auto& [pid, cmdline] : cluster.processes_on("flh1"))
+    EXPECT_EQ(cmdline.find("flotilla-train"), std::string::npos) << pid << " " << cmdline;
+  EXPECT_EQ(cluster.ssh("flh1", "squeue -h | wc -l"), "0\n");
+  EXPECT_TRUE(control.store().runs().empty());
+}
+
 TEST(SlurmNodes, PartitionAndAccountAreRefusedOnAnSshNodeAndCheckedOnASlurmOne) {
   SKIP_WITHOUT_SLURM_CLUSTER();
   TestCluster cluster(1, ClusterKind::slurm);

@@ -88,6 +88,18 @@ const BadConfig kBadConfigs[] = {
     {"save: {every_steps: 10, every_minutes: 5}",
      "save: every_steps and every_minutes are both set; give one of them"},
     {"save: {every_steps: -1}", "save.every_steps: must be 0 (not by steps) or positive, got -1"},
+    {"slurm: {time: \"01:00:00\"}",
+     "slurm.nodes: must be a positive number of nodes for the other slurm keys to apply, got 0"},
+    {"slurm: {nodes: 2, time: \"1h\"}",
+     "slurm.time: expected a SLURM time limit (minutes, HH:MM:SS or D-HH:MM:SS), got \"1h\""},
+    {"slurm: {nodes: 2, partition: \"gpu;rm\"}",
+     "slurm.partition: expected a partition name, got \"gpu;rm\""},
+    {"slurm: {nodes: 2, extra: [\"--qos high\"]}",
+     "slurm.extra[0]: expected one sbatch option as --name or --name=value, got \"--qos high\""},
+    {"slurm: {nodes: 2, extra: [\"--time=10\"]}",
+     "slurm.extra[0]: --time is set by Flotilla from the config (slurm.nodes, gpus_per_node, time, "
+     "partition, account); give it there"},
+    {"slurm: {nodes: -1}", "slurm.nodes: must be 0 (not a SLURM run) or positive, got -1"},
     {"save: {every_minutes: 2, keep: 0}", "save.keep: must be a positive integer, got 0"},
     {"save: {every_steps: 5, dir: \"\"}",
      "save.dir: must name a folder (relative to the run folder), got \"\""},
@@ -137,7 +149,8 @@ const BadConfig kBadConfigs[] = {
      "checkpoint, chunks, compression, data_dir, dataset, device, dropout, elastic, epochs, "
      "freeze, "
      "limits, lr_schedule, max_steps, model, name, nodes, optimizer, precision, ranks_per_node, "
-     "replicas, save, schedule, seed, stall_timeout_s, strategy, synthetic, threads, transformer, "
+     "replicas, save, schedule, seed, slurm, stall_timeout_s, strategy, synthetic, threads, "
+     "transformer, "
      "vit"},
     {"dropout: 1.0", "dropout: must be in [0, 1), got 1"},
     {"limits: {memory_mb: -1}", "limits.memory_mb: must be 0 (no limit) or positive, got -1"},

@@ -266,6 +266,54 @@ TEST(NodePlacement, MoreRanksThanANodesGpusIsRefusedNamingTheNode) {
   EXPECT_NE(placement_problems(c, nodes)[0].find("\"local\" cannot share"), std::string::npos);
 }
 
+TEST(NodePlacement, ASlurmLoginNodeIsNamedAloneWithASlurmSectionThatFitsItsPartition) {
+  std::vector<NodeRow> nodes(2);
+  nodes[0].name = "hpc";
+  nodes[0].kind = NodeKind::slurm;
+  nodes[0].slurm_partition = "gpu";
+  nodes[0].probe_json =
+      R"({"os":"Debian","kernel":"Linux","cpus":8,"memory_bytes":1,"disk_free_bytes":1,)"
+      R"("free_port":1,"gpus":[],"slurm":{"version":"22.05.8","partitions":[)"
+      R"({"name":"gpu","default":false,"nodes":["g1","g2"]},)"
+      R"({"name":"cpu","default":true,"nodes":["c1","c2","c3"]}]}})";
+  nodes[1].name = "box";
+  ExperimentConfig c;
+  c.dataset = DatasetKind::synthetic;
+  c.strategy = Strategy::ddp;
+  c.nodes = {"hpc"};
+  auto problems = placement_problems(c, nodes);
+  ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
+  EXPECT_EQ(problems[0],
+            "nodes: \"hpc\" is a SLURM login node: say how many of its cluster's nodes the run "
+            "takes with slurm: {nodes: N}");
+
+  c.slurm.nodes = 3;  // the node's partition, gpu, has two
+  problems = placement_problems(c, nodes);
+  ASSERT_EQ(problems.size(), 2u) << ::testing::PrintToString(problems);
+  EXPECT_EQ(problems[0], "slurm.nodes: 3, but partition gpu of hpc has 2 nodes");
+  c.slurm.partition = "cpu";  // the run's own partition wins
+  problems = placement_problems(c, nodes);
+  ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
+  c.slurm.partition = "big";
+  EXPECT_EQ(placement_problems(c, nodes)[0],
+            "slurm.partition: \"big\" is not a partition of hpc's cluster (its partitions: "
+            "gpu,cpu)");
+  // Until jobs are submitted, a run that fits is refused saying so, never started on the login.
+  c.slurm.partition.clear();
+  c.slurm.nodes = 2;
+  problems = placement_problems(c, nodes);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("submitting runs there as SLURM jobs is not built yet"),
+            std::string::npos);
+
+  c.nodes = {"hpc", "box"};
+  EXPECT_NE(placement_problems(c, nodes)[0].find("a run on it names it alone"), std::string::npos);
+  c.nodes = {"box"};
+  EXPECT_EQ(placement_problems(c, nodes)[0],
+            "slurm.nodes: a SLURM run names one SLURM login node in nodes (flotilla nodes add "
+            "NAME --slurm ...), got box");
+}
+
 // A TCP port that accepts connections (the kernel completes them) and never
 // says anything: an SSH server that hangs before its banner.
 class SilentPort {

@@ -104,6 +104,7 @@ std::vector<ConfigKey> build_table() {
   };
   const auto caching = [](const ExperimentConfig& c) { return c.elastic.cache; };
   const auto saving = [](const ExperimentConfig& c) { return c.save.enabled(); };
+  const auto slurm_run = [](const ExperimentConfig& c) { return c.slurm.enabled(); };
   const auto fixed_freeze = [](const ExperimentConfig& c) {
     return c.freeze.method == FreezeMethod::fixed;
   };
@@ -343,6 +344,25 @@ std::vector<ConfigKey> build_table() {
       {"save.dir", G::experiment, T::text, "a folder",
        "Where checkpoints go; a relative folder is in the run folder on each node.",
        "save.every_steps or save.every_minutes", saving},
+      // SLURM
+      {"slurm.nodes", G::strategy, T::integer, "0 (not SLURM) or a positive integer",
+       "On a SLURM login node (nodes: [LOGIN]): how many of the cluster's nodes the run's job "
+       "takes; ranks_per_node ranks run on each."},
+      {"slurm.gpus_per_node", G::strategy, T::integer, "0 or a positive integer",
+       "GPUs the job asks for on each node (--gres=gpu:N).", "slurm.nodes", slurm_run},
+      {"slurm.time", G::strategy, T::text, "minutes, HH:MM:SS or D-HH:MM:SS",
+       "The job's time limit (sbatch --time); empty: the partition's default.", "slurm.nodes",
+       slurm_run},
+      {"slurm.partition", G::strategy, T::text, "a partition name",
+       "The partition the job is queued in; empty: the node's, else the cluster's default.",
+       "slurm.nodes", slurm_run},
+      {"slurm.account", G::strategy, T::text, "an account name",
+       "The account the job is charged to; empty: the node's, else the login's default.",
+       "slurm.nodes", slurm_run},
+      {"slurm.extra", G::strategy, T::name_list, "sbatch options, each --name or --name=value",
+       "Further sbatch options (--constraint=a100, --qos=high, --exclusive); those the other "
+       "slurm keys set are refused.",
+       "slurm.nodes", slurm_run},
       {"stall_timeout_s", G::device, T::integer, "0 (never) or a positive integer",
        "Seconds a rank may write no record before the run ends failed as stalled, naming the "
        "rank and its last step, and its ranks are stopped."},

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -122,6 +124,51 @@ void check_freeze(const ExperimentConfig& c, Checker& check) {
                                      std::to_string(s.blocks));
     last_step = s.at_step;
     last_blocks = s.blocks;
+  }
+}
+
+void check_slurm(const SlurmConfig& s, Checker& check) {
+  check.at_least_zero("slurm.nodes", s.nodes, "not a SLURM run");
+  check.at_least_zero("slurm.gpus_per_node", s.gpus_per_node, "no GPU asked for");
+  if (!s.enabled()) {
+    if (s.gpus_per_node > 0 || !s.time.empty() || !s.partition.empty() || !s.account.empty() ||
+        !s.extra.empty())
+      check.add("slurm.nodes",
+                "must be a positive number of nodes for the other slurm keys to apply, got " +
+                    std::to_string(s.nodes));
+    return;
+  }
+  // sbatch --time's forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+  static const std::regex time_form(
+      R"(([0-9]+(:[0-9]{1,2}){0,2})|([0-9]+-[0-9]{1,2}(:[0-9]{1,2}){0,2}))");
+  if (!s.time.empty() && !std::regex_match(s.time, time_form))
+    check.add(
+        "slurm.time",
+        "expected a SLURM time limit (minutes, HH:MM:SS or D-HH:MM:SS), got \"" + s.time + "\"");
+  static const std::regex name_form("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  if (!s.partition.empty() && !std::regex_match(s.partition, name_form))
+    check.add("slurm.partition", "expected a partition name, got \"" + s.partition + "\"");
+  if (!s.account.empty() && !std::regex_match(s.account, name_form))
+    check.add("slurm.account", "expected an account name, got \"" + s.account + "\"");
+  // Options Flotilla sets itself from the config; a second value would fight it.
+  static const std::vector<std::string> own = {
+      "--nodes",     "--ntasks-per-node", "--gres",     "--gpus-per-node", "--time",
+      "--partition", "--account",         "--job-name", "--output",        "--error",
+      "--wrap",      "--chdir",           "--parsable"};
+  static const std::regex option_form("--[A-Za-z][A-Za-z0-9-]*(=[^\\s]+)?");
+  for (size_t i = 0; i < s.extra.size(); ++i) {
+    const auto& option = s.extra[i];
+    const std::string key = "slurm.extra[" + std::to_string(i) + "]";
+    if (!std::regex_match(option, option_form)) {
+      check.add(key,
+                "expected one sbatch option as --name or --name=value, got \"" + option + "\"");
+      continue;
+    }
+    const auto name = option.substr(0, option.find('='));
+    if (std::find(own.begin(), own.end(), name) != own.end())
+      check.add(key, name +
+                         " is set by Flotilla from the config (slurm.nodes, gpus_per_node, "
+                         "time, partition, account); give it there");
   }
 }
 
@@ -391,6 +438,7 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
   check_elastic(c, check);
   check_compression(c, check);
   check_save(c.save, check);
+  check_slurm(c.slurm, check);
   return check.problems;
 }
 

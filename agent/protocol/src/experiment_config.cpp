@@ -156,6 +156,15 @@ ExperimentConfig read_config(const json& root, std::string_view source,
     v->read("dir", c.save.dir);
     v->finish();
   }
+  if (auto s = r.child("slurm")) {
+    s->read("nodes", c.slurm.nodes);
+    s->read("gpus_per_node", c.slurm.gpus_per_node);
+    s->read("time", c.slurm.time);
+    s->read("partition", c.slurm.partition);
+    s->read("account", c.slurm.account);
+    s->read("extra", c.slurm.extra);
+    s->finish();
+  }
   r.read("stall_timeout_s", c.stall_timeout_s);
   r.finish();
   if (problems.empty()) problems = validate(c);
@@ -283,6 +292,13 @@ static json to_json_value(const ExperimentConfig& c) {
         {"every_minutes", c.save.every_minutes},
         {"keep", c.save.keep},
         {"dir", c.save.dir}}},
+      {"slurm",
+       {{"nodes", c.slurm.nodes},
+        {"gpus_per_node", c.slurm.gpus_per_node},
+        {"time", c.slurm.time},
+        {"partition", c.slurm.partition},
+        {"account", c.slurm.account},
+        {"extra", c.slurm.extra}}},
       {"stall_timeout_s", c.stall_timeout_s},
   };
 }

@@ -137,6 +137,19 @@ struct SaveConfig {
   bool enabled() const { return every_steps > 0 || every_minutes > 0; }
 };
 
+// A run on a SLURM cluster (nodes: [LOGIN], a node added with --slurm) is
+// one job of `nodes` nodes, ranks_per_node ranks on each. Empty fields leave
+// the choice to the login node's defaults, then to SLURM's.
+struct SlurmConfig {
+  int64_t nodes = 0;  // 0: not a SLURM run
+  int64_t gpus_per_node = 0;
+  std::string time;                // sbatch --time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+  std::string partition;           // "": the node's, else the cluster's default
+  std::string account;             // "": the node's, else the login's default
+  std::vector<std::string> extra;  // further sbatch options, each "--name" or "--name=value"
+  bool enabled() const { return nodes > 0; }
+};
+
 // stall_timeout_s when a config does not say.
 inline constexpr int64_t kDefaultStallTimeoutSeconds = 300;
 
@@ -178,6 +191,7 @@ struct ExperimentConfig {
   double dropout = 0.0;
   LimitsConfig limits;
   SaveConfig save;
+  SlurmConfig slurm;
   // A rank that writes no record for this long is stalled (a collective whose
   // peer is gone, a frozen host, an allocator retrying forever): the agent
   // ends the run failed, naming the rank and its last step. 0: never.
