@@ -154,6 +154,10 @@ void NodesView::nodeProbed(const NodeProbeResult& result) {
     unreachable_.remove(result.node);
   } else if (result.host_key == NodeProbeResult::HostKey::unknown) {
     unreachable_[result.node] = "host key not trusted yet";
+    // Still in the round while the person decides: another node's answer
+    // arriving under the question must not close the round and say this
+    // one is unreachable, when its probe is about to go on.
+    in_flight_.insert(result.node);
     const auto answer = QMessageBox::question(
         this, "Unknown host key",
         "Node " + result.node + " presents a host key this controller has not seen:\n\n" +
@@ -162,9 +166,10 @@ void NodesView::nodeProbed(const NodeProbeResult& result) {
             "probe the node?",
         QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
     if (answer == QMessageBox::Yes) {
-      in_flight_.insert(result.node);
       ++batch_size_;
       emit requestTrustAndProbe(result.node, result.fingerprint);
+    } else {
+      in_flight_.remove(result.node);
     }
   } else if (result.host_key == NodeProbeResult::HostKey::changed) {
     unreachable_[result.node] = "refused: its host key changed (" + result.fingerprint + ")";

@@ -10,6 +10,7 @@
 #include <QDialogButtonBox>
 #include <QFile>
 #include <QGuiApplication>
+#include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPlainTextEdit>
@@ -165,8 +166,8 @@ TEST(NodesView, ASlurmLoginNodeIsAddedAndProbedShowingItsCluster) {
   {
     QuestionAnswerer answerer;
     QTest::mouseClick(window.findChild<QPushButton*>("probeAllButton"), Qt::LeftButton);
-    ASSERT_TRUE(wait_until([&] { return view->cell("hpc", NodesView::kState) == "reachable"; },
-                           120s))
+    ASSERT_TRUE(
+        wait_until([&] { return view->cell("hpc", NodesView::kState) == "reachable"; }, 120s))
         << view->cell("hpc", NodesView::kState).toStdString();
   }
   EXPECT_TRUE(view->cell("hpc", NodesView::kCluster).startsWith("SLURM 22.05"))
@@ -174,6 +175,49 @@ TEST(NodesView, ASlurmLoginNodeIsAddedAndProbedShowingItsCluster) {
   EXPECT_TRUE(view->cell("hpc", NodesView::kCluster).endsWith("debug* 3 nodes (3 idle, no GPU)"))
       << view->cell("hpc", NodesView::kCluster).toStdString();
   save_screenshot(window, "nodes-view-slurm");
+}
+
+// The round of a probe stays open while a person decides on a node's host
+// key: another node answering under the question must not end it saying
+// the first is unreachable, when its probe goes on once trusted.
+TEST(NodesView, AnAnswerArrivingWhileAHostKeyIsAskedAboutDoesNotEndTheRound) {
+  NodesView view;
+  QVector<NodeItem> nodes(2);
+  nodes[0].name = "hpc";
+  nodes[1].name = "local";
+  view.showNodes(nodes);
+  view.probe({"hpc", "local"});
+  auto* message = view.findChild<QLabel*>("nodesMessage");
+  ASSERT_NE(message, nullptr);
+  // Answers the question only after `local`'s answer came in under it.
+  QTimer answer;
+  bool asked = false;
+  QObject::connect(&answer, &QTimer::timeout, [&] {
+    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+    if (!box) return;
+    answer.stop();
+    asked = true;
+    NodeProbeResult local;
+    local.node = "local";
+    local.reached = true;
+    view.nodeProbed(local);
+    EXPECT_TRUE(view.probing()) << "the round ended under the question";
+    box->button(QMessageBox::Yes)->click();
+  });
+  answer.start(20);
+  NodeProbeResult unknown;
+  unknown.node = "hpc";
+  unknown.host_key = NodeProbeResult::HostKey::unknown;
+  unknown.fingerprint = "SHA256:abc";
+  view.nodeProbed(unknown);  // asks, modal, until the timer answers
+  ASSERT_TRUE(asked);
+  EXPECT_TRUE(view.probing());
+  NodeProbeResult trusted;
+  trusted.node = "hpc";
+  trusted.reached = true;
+  view.nodeProbed(trusted);
+  EXPECT_FALSE(view.probing());
+  EXPECT_EQ(message->text(), "Every node answered.");
 }
 
 TEST(NodesView, ANodeThatDoesNotAnswerIsMarkedUnreachableWithTheReason) {
