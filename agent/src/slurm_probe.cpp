@@ -5,28 +5,18 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <sstream>
 
 namespace flotilla::agent {
 namespace {
 
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::stringstream folders(path ? path : "/usr/bin:/bin");
-  for (std::string folder; std::getline(folders, folder, ':');) {
-    std::error_code ec;
-    if (!folder.empty() && std::filesystem::exists(std::filesystem::path(folder) / program, ec))
-      return true;
-  }
-  return false;
-}
-
 struct CommandOutput {
   int status = -1;
   std::string text;  // stdout and stderr together
 };
+
+// The shell's status for a command it could not find.
+constexpr int kCommandNotFound = 127;
 
 // `command` is one of this file's fixed strings, never user input.
 CommandOutput run_fixed(const char* command) {
@@ -99,9 +89,9 @@ void parse_sinfo_nodes(const std::string& output, protocol::SlurmInfo& info) {
     p.is_default = p.is_default || is_default;
     if (std::find(p.nodes.begin(), p.nodes.end(), fields[0]) == p.nodes.end())
       p.nodes.push_back(fields[0]);
-    auto node = std::find_if(info.nodes.begin(), info.nodes.end(),
-                             [&](const auto& n) { return n.name == fields[0]; });
-    if (node == info.nodes.end()) {
+    // A node in several partitions has a line in each: it is listed once.
+    if (std::none_of(info.nodes.begin(), info.nodes.end(),
+                     [&](const auto& n) { return n.name == fields[0]; })) {
       protocol::SlurmNodeInfo n;
       n.name = fields[0];
       n.state = fields[2];
@@ -111,9 +101,7 @@ void parse_sinfo_nodes(const std::string& output, protocol::SlurmInfo& info) {
       n.gres = fields[4] == "(null)" ? "" : fields[4];
       n.gpus = gpus_in_gres(n.gres);
       info.nodes.push_back(n);
-      node = std::prev(info.nodes.end());
     }
-    node->partitions.push_back(partition);
   }
 }
 
@@ -129,9 +117,9 @@ void parse_sinfo_partitions(const std::string& output, protocol::SlurmInfo& info
 }
 
 std::optional<protocol::SlurmInfo> probe_slurm() {
-  if (!on_path("sinfo")) return std::nullopt;
-  protocol::SlurmInfo info;
   const auto version = run_fixed("sinfo --version 2>&1");
+  if (version.status == kCommandNotFound) return std::nullopt;
+  protocol::SlurmInfo info;
   if (version.status == 0) info.version = parse_sinfo_version(version.text);
   const auto nodes = run_fixed("sinfo -h -N -o '%N|%P|%T|%c|%G' 2>&1");
   if (nodes.status != 0) {

@@ -12,7 +12,7 @@
 
 namespace flotilla::agent {
 
-// Nothing where `sinfo` is not on PATH; otherwise the cluster, or what kept
+// Nothing where the shell finds no `sinfo`; otherwise the cluster, or what kept
 // sinfo from answering in `error`.
 std::optional<protocol::SlurmInfo> probe_slurm();
 

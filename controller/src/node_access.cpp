@@ -64,7 +64,7 @@ std::vector<std::string> validate_node(const NodeRow& n) {
     if (value->empty()) continue;
     if (n.kind != NodeKind::slurm)
       add(field, "only a SLURM node (--slurm) has one, got \"" + *value + "\"");
-    else if (!matches(*value, "[A-Za-z0-9][A-Za-z0-9._-]{0,63}"))
+    else if (!valid_slurm_name(*value))
       add(field, "expected a SLURM " + std::string(field) +
                      " name (letters, digits, '.', '_', '-'), got \"" + *value + "\"");
   }
@@ -154,8 +154,10 @@ std::string probe_summary(const std::string& probe_json) {
         << gib(gpus[0].value("memory_bytes", int64_t{0})) << ")";
   }
   out << "; " << j.value("os", std::string("?"));
-  if (const auto probe = parse_probe(probe_json); probe && probe->slurm)
-    out << "; " << slurm_summary(*probe->slurm);
+  // The cluster through the protocol's decoder, which only a SLURM node's probe needs.
+  if (j.contains("slurm"))
+    if (const auto probe = parse_probe(probe_json); probe && probe->slurm)
+      out << "; " << slurm_summary(*probe->slurm);
   return out.str();
 }
 

@@ -30,7 +30,7 @@ class NodeDialog : public QDialog {
   void revalidate();
 
   QMap<QString, QLineEdit*> fields_;  // by validate_node's field names
-  QCheckBox* slurm_;
+  QCheckBox* slurm_ = nullptr;
   QMap<QString, QLabel*> messages_;
   QDialogButtonBox* buttons_;
   QStringList problems_;

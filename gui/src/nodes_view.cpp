@@ -117,11 +117,12 @@ void NodesView::showNodes(const QVector<NodeItem>& nodes) {
       cells[kMemory] = gib(probe->memory_bytes);
       cells[kGpus] = gpus_text(*probe);
       cells[kDisk] = gib(probe->disk_free_bytes);
-      if (probe->slurm)
-        cells[kCluster] = QString::fromStdString(controller::slurm_summary(*probe->slurm));
     }
-    if (n.slurm && cells[kCluster].isEmpty()) cells[kCluster] = "SLURM (not probed yet)";
-    if (!n.slurm) cells[kCluster] = n.name == "local" ? "" : "SSH";
+    cells[kCluster] = n.name == "local" ? QString()
+                      : !n.slurm        ? QString("SSH")
+                      : probe && probe->slurm
+                          ? QString::fromStdString(controller::slurm_summary(*probe->slurm))
+                          : QString("SLURM (not probed yet)");
     if (n.probed_ms > 0)
       cells[kProbed] = QDateTime::fromMSecsSinceEpoch(n.probed_ms).toString("yyyy-MM-dd HH:mm:ss");
     cells[kLiveRuns] = n.live_runs.isEmpty() ? QString("none") : n.live_runs.join(", ");

@@ -2,7 +2,7 @@
 # The window thread's round trip, measured from outside (window_latency.cpp),
 # on a quiet machine at QT_SCALE_FACTOR=1 (Xvfb 1600x1000) and 2 (3200x2000):
 #   tests/bench/window_latency.sh [SECONDS] [TABS] [SHOTS_DIR]
-# TABS defaults to dashboard,compare,sweeps; SHOTS_DIR (default
+# TABS defaults to dashboard,compare,sweeps (nodes may be named too); SHOTS_DIR (default
 # build/screenshots/latency) receives each tab's picture at each scale.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

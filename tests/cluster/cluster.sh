@@ -385,7 +385,6 @@ idle_nodes() {  # DIR
 
 start_slurm() {  # DIR COUNT
   local dir=$1 count=$2 i
-  slurm_tools
   mkdir -p "$dir/munge" "$dir/munge-key" "$dir/slurm/state"
   chmod 0755 "$dir/munge" "$dir/slurm"
   chmod 0700 "$dir/munge-key"
@@ -419,7 +418,7 @@ up() {
   [[ $user == root || $user == "$TEST_USER" ]] ||
     die "up: FLOTILLA_CLUSTER_USER must be root or $TEST_USER, not '$user'"
 
-  [[ -z $SLURM ]] || slurm_tools
+  [[ -z $SLURM ]] || slurm_tools  # before anything is made
   acquire "$owner" "$wait"
   teardown "$(recorded_dir)" "$dir"
   [[ ! -e $dir ]] || die "up: $dir exists and is not a test cluster folder; not touching it"

@@ -117,6 +117,8 @@ TEST(SlurmNodes, PartitionAndAccountAreRefusedOnAnSshNodeAndCheckedOnASlurmOne) 
   EXPECT_NE(bad, 0);
   EXPECT_NE(bad_said.find("account: expected a SLURM account name"), std::string::npos) << bad_said;
   EXPECT_TRUE(control.store().nodes().size() <= 1u);  // only `local`, if stored at all
+  EXPECT_FALSE(control.store().node("n1").has_value());
+  EXPECT_FALSE(control.store().node("n2").has_value());
 }
 
 }  // namespace

@@ -31,8 +31,8 @@ std::set<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// `sinfo` on the login node: "node state" per line, the state without
-// SLURM's flag characters (* not responding, ~ powered down, ...).
+// `node`'s state as `sinfo` on the login node says it, with SLURM's flag
+// characters (down*: not responding) and a line break.
 std::string node_state(const TestCluster& cluster, const std::string& node) {
   return cluster.ssh("flh1", "sinfo -h -n " + node + " -o %T");
 }

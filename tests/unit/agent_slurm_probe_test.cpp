@@ -2,6 +2,8 @@
 // picture of the cluster. The real sinfo is used in tests/cluster.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "slurm_probe.h"
 
 namespace flotilla::agent {
@@ -39,7 +41,8 @@ TEST(SlurmProbe, GroupsNodesByPartitionAndMarksTheDefault) {
   EXPECT_FALSE(info.partitions[1].is_default);
   EXPECT_FALSE(info.partitions[2].up);
   ASSERT_EQ(info.nodes.size(), 3u);
-  EXPECT_EQ(info.nodes[0].partitions, (std::vector<std::string>{"gpu", "long"}));
+  // g1 is in two partitions, listed once as a node and in both partitions' lists.
+  EXPECT_EQ(info.partitions[1].nodes, (std::vector<std::string>{"g1"}));
   EXPECT_EQ(info.nodes[0].gpus, 4);
   EXPECT_EQ(info.nodes[2].state, "down*");
   EXPECT_EQ(info.nodes[2].gres, "");
@@ -51,6 +54,16 @@ TEST(SlurmProbe, SkipsLinesThatAreNotSinfosFormat) {
   parse_sinfo_nodes("slurm_load_partitions: Unable to contact slurm controller\n|x|y|z|w\n", info);
   EXPECT_TRUE(info.nodes.empty());
   EXPECT_TRUE(info.partitions.empty());
+}
+
+// A node without SLURM's client commands has no cluster to report: no
+// SlurmInfo at all, rather than one holding the shell's "not found".
+TEST(SlurmProbe, ANodeWhereTheShellFindsNoSinfoReportsNoCluster) {
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", "/nonexistent", 1);
+  const auto info = probe_slurm();
+  ::setenv("PATH", path.c_str(), 1);
+  EXPECT_FALSE(info.has_value()) << info->error;
 }
 
 }  // namespace

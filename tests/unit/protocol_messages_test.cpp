@@ -61,11 +61,11 @@ TEST(Messages, EveryTypeRoundTrips) {
 TEST(Messages, ProbeReplyCarriesTheSlurmClusterOfALoginNodeAndNoneElsewhere) {
   ProbeReply login{"Debian GNU/Linux 12", "Linux 6.1", "login1", 8, 1 << 30, 5 << 20, 29555, {},
                    std::nullopt};
-  login.slurm = SlurmInfo{"22.05.8",
-                          "",
-                          {{"gpu", true, true, "1-00:00:00", {"g1", "g2"}}},
-                          {{"g1", "idle", 64, 4, "gpu:a100:4", {"gpu"}},
-                           {"g2", "down*", 64, 4, "gpu:a100:4", {"gpu"}}}};
+  login.slurm =
+      SlurmInfo{"22.05.8",
+                "",
+                {{"gpu", true, true, "1-00:00:00", {"g1", "g2"}}},
+                {{"g1", "idle", 64, 4, "gpu:a100:4"}, {"g2", "down*", 64, 4, "gpu:a100:4"}}};
   const auto line = encode(login);
   const auto back = std::get<ProbeReply>(decode(line));
   EXPECT_EQ(encode(back), line);

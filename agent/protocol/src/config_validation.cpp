@@ -145,10 +145,9 @@ void check_slurm(const SlurmConfig& s, Checker& check) {
     check.add(
         "slurm.time",
         "expected a SLURM time limit (minutes, HH:MM:SS or D-HH:MM:SS), got \"" + s.time + "\"");
-  static const std::regex name_form("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
-  if (!s.partition.empty() && !std::regex_match(s.partition, name_form))
+  if (!s.partition.empty() && !valid_slurm_name(s.partition))
     check.add("slurm.partition", "expected a partition name, got \"" + s.partition + "\"");
-  if (!s.account.empty() && !std::regex_match(s.account, name_form))
+  if (!s.account.empty() && !valid_slurm_name(s.account))
     check.add("slurm.account", "expected an account name, got \"" + s.account + "\"");
   // Options Flotilla sets itself from the config; a second value would fight it.
   static const std::vector<std::string> own = {
@@ -349,6 +348,11 @@ void check_model_data(const ExperimentConfig& c, Checker& check) {
 }
 
 }  // namespace
+
+bool valid_slurm_name(const std::string& name) {
+  static const std::regex form("[A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+  return std::regex_match(name, form);
+}
 
 std::vector<std::string> validate(const ExperimentConfig& c) {
   Checker check;

@@ -93,8 +93,7 @@ SlurmInfo slurm_from_json(const json& j) {
       s.nodes.push_back({field<std::string>(n, "name"), optional_field<std::string>(n, "state", ""),
                          optional_field<int64_t>(n, "cpus", 0),
                          optional_field<int64_t>(n, "gpus", 0),
-                         optional_field<std::string>(n, "gres", ""),
-                         optional_field<std::vector<std::string>>(n, "partitions", {})});
+                         optional_field<std::string>(n, "gres", "")});
   return s;
 }
 
@@ -199,8 +198,7 @@ struct Encoder {
                        {"state", n.state},
                        {"cpus", n.cpus},
                        {"gpus", n.gpus},
-                       {"gres", n.gres},
-                       {"partitions", n.partitions}});
+                       {"gres", n.gres}});
     return {
         {"version", s.version}, {"error", s.error}, {"partitions", partitions}, {"nodes", nodes}};
   }

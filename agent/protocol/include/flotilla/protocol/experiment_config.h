@@ -150,6 +150,10 @@ struct SlurmConfig {
   bool enabled() const { return nodes > 0; }
 };
 
+// A partition or account name as SLURM takes it, and safe on a command line:
+// letters, digits, '.', '_', '-', not starting with a punctuation mark.
+bool valid_slurm_name(const std::string& name);
+
 // stall_timeout_s when a config does not say.
 inline constexpr int64_t kDefaultStallTimeoutSeconds = 300;
 

@@ -140,7 +140,6 @@ struct SlurmNodeInfo {
   int64_t cpus = 0;
   int64_t gpus = 0;  // from its gres (gpu:4, gpu:a100:4(S:0-1)); 0 without
   std::string gres;  // as sinfo says it, "" for none
-  std::vector<std::string> partitions;
 };
 
 struct SlurmPartitionInfo {
@@ -148,7 +147,7 @@ struct SlurmPartitionInfo {
   bool is_default = false;
   bool up = true;
   std::string time_limit;          // sinfo's %l: infinite, 1-00:00:00, ...
-  std::vector<std::string> nodes;  // node names, expanded
+  std::vector<std::string> nodes;  // node names, expanded; a node may be in several
 };
 
 struct SlurmInfo {
