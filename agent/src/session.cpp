@@ -12,6 +12,7 @@
 #include "flotilla/protocol/numbers.h"
 #include "processes.h"
 #include "run_directory.h"
+#include "slurm_job.h"
 #include "spool.h"
 
 namespace flotilla::agent {
@@ -148,12 +149,13 @@ void Session::start(const protocol::StartRun& start) {
     throw std::runtime_error("run \"" + start.run + "\" already exists on this node");
   }
   if (start.ranks.empty()) throw std::runtime_error("no ranks to start");
+  std::vector<std::string> unread;  // the ranks report a config they cannot read
+  const auto config = read_experiment(start.config_json, "start", unread);
   if (start.mode == protocol::RunMode::train) {
     // The data is checked here, where the ranks read it, before any starts:
     // a node without it (or with a damaged copy) ends the run at once with
-    // the files named, rather than after its peers have begun.
-    std::vector<std::string> unread;  // the ranks report a config they cannot read
-    const auto config = read_experiment(start.config_json, "start", unread);
+    // the files named, rather than after its peers have begun. (On a SLURM
+    // login node too: the job's nodes read what the cluster shares.)
     if (auto problems = data_file_problems(config); !problems.empty()) {
       std::string text;
       for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;
@@ -162,14 +164,22 @@ void Session::start(const protocol::StartRun& start) {
     }
   }
   dir.write_start(start);
-  spawn_detached({own_executable().string(), "supervise", "--home", options_.home.string(), "--run",
-                  start.run, "--train-binary", options_.train_binary.string()},
+  // A SLURM run's ranks start on the job's nodes, once SLURM gives it them:
+  // here a job supervisor submits it and follows it.
+  const bool slurm = config.slurm.enabled();
+  spawn_detached({own_executable().string(), slurm ? "slurm-job" : "supervise", "--home",
+                  options_.home.string(), "--run", start.run, "--train-binary",
+                  options_.train_binary.string()},
                  dir.path() / "supervisor.log");
-  // The supervisor writes its process groups once every rank has started.
+  // The supervisor writes its process groups once every rank has started
+  // (a job supervisor, itself, before it submits).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::vector<ProcessGroupRecord> groups;
-  while ((groups = dir.process_groups().groups).size() < start.ranks.size() && !dir.final_state() &&
-         std::chrono::steady_clock::now() < deadline)
+  const auto waiting = [&] {
+    if (slurm) return !dir.supervisor().running;
+    return (groups = dir.process_groups().groups).size() < start.ranks.size();
+  };
+  while (waiting() && !dir.final_state() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   protocol::Started started{start.run, {}};
   for (const auto& group : groups) started.pids.push_back(group.leader.pid);
@@ -219,6 +229,9 @@ void Session::end_orphaned_run(const std::string& run, const std::string& outcom
     message += ", but " + survivors_words(left);
   }
   for (const auto& words : strangers) message += "; " + words;
+  // A SLURM run's ranks are the job's: it goes with its supervisor.
+  if (const auto cancelled = cancel_slurm_job(dir.path()); !cancelled.empty())
+    message += "; " + cancelled;
   SpoolWriter spool(dir.spool());
   spool.append(protocol::encode(protocol::RunEnd{run, spool.next_seq(), outcome, message}));
   dir.write_final({outcome, message, spool.last_seq()});

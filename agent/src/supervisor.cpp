@@ -24,6 +24,7 @@
 #include "processes.h"
 #include "rank_records.h"
 #include "run_directory.h"
+#include "slurm_job.h"
 #include "spool.h"
 #include "system_metrics.h"
 
@@ -540,14 +541,38 @@ class Supervisor {
   int64_t malformed_ = 0;
 };
 
+// A SLURM part's run and rendezvous, from what srun tells its task; false
+// (said on stderr, which is the job's output file) without them.
+bool take_slurm_part(SupervisorOptions& options) {
+  const char* node_id = std::getenv("SLURM_NODEID");
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  const char* launch_node = std::getenv("SLURM_LAUNCH_NODE_IPADDR");
+  const auto node = node_id ? parse_number(node_id) : std::nullopt;
+  if (!node || *node < 0 || *node != static_cast<double>(static_cast<int64_t>(*node)) || !job_id ||
+      !launch_node) {
+    std::cerr << "flotilla-agent supervise --slurm-part: run it through srun (SLURM_NODEID, "
+                 "SLURM_JOB_ID and SLURM_LAUNCH_NODE_IPADDR are not all set)\n";
+    return false;
+  }
+  options.run = slurm_part_run(static_cast<int64_t>(*node));
+  RunDirectory dir(options.home, options.run);
+  auto start = dir.read_start();
+  start.master_addr = launch_node;
+  start.master_port = slurm_master_port(job_id);
+  dir.write_start(start);
+  return true;
+}
+
 }  // namespace
 
-int run_supervisor(const SupervisorOptions& options) {
+int run_supervisor(const SupervisorOptions& options_in) {
   // Before any thread exists: threads inherit the mask, and loading NVML (the
   // system sampler, a member) starts threads of its own.
   const sigset_t signals = supervisor_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  SupervisorOptions options = options_in;
   try {
+    if (options.slurm_part && !take_slurm_part(options)) return 2;
     return Supervisor(options).run();
   } catch (const std::exception& e) {
     std::cerr << "flotilla-agent supervise " << options.run << ": " << e.what() << "\n";

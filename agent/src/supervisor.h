@@ -13,6 +13,10 @@ struct SupervisorOptions {
   std::string run;
   std::filesystem::path train_binary;
   double sample_interval_s = 1.0;
+  // One part of a SLURM run (slurm_job.h), started by srun on an allocated
+  // node: the run is node-$SLURM_NODEID under `home`, and the rendezvous is
+  // on the node srun was launched from, on a port from the job id.
+  bool slurm_part = false;
 };
 
 // Runs until the run has ended and no process of it is left; returns the exit code.

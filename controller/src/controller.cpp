@@ -483,6 +483,37 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
   end_run(end.run, state, reason);
 }
 
+bool Controller::is_slurm_run(const std::string& config_json) {
+  const auto config = nlohmann::json::parse(config_json, nullptr, false);
+  if (!config.is_object()) return false;
+  const auto slurm = config.find("slurm");
+  if (slurm == config.end() || !slurm->is_object()) return false;
+  const auto nodes = slurm->find("nodes");
+  return nodes != slurm->end() && nodes->is_number_integer() && nodes->get<int64_t>() > 0;
+}
+
+// The login node's job supervisor says the job's state as SLURM has it: a
+// waiting job makes the run queued with SLURM's reason, a job on its nodes
+// makes it running. Ends come as the run's end, not from here.
+void Controller::slurm_job_said(const std::string& run, const std::string& record_json) {
+  const auto body = nlohmann::json::parse(record_json, nullptr, false);
+  if (!body.is_object()) return;
+  const std::string job = body.value("job", std::string());
+  const std::string state = body.value("state", std::string());
+  const std::string reason = body.value("reason", std::string());
+  if (state == "PENDING") {
+    const std::string words =
+        "SLURM job " + job + " waits" + (reason.empty() ? std::string() : ": " + reason);
+    const auto row = store_.run(run);
+    if (row && row->state == RunState::queued && row->reason == words) return;
+    move_run(run, RunState::queued, words);
+  } else if (state == "RUNNING") {
+    const std::string nodes = body.value("nodes", std::string());
+    move_run(run, RunState::running,
+             "SLURM job " + job + (nodes.empty() ? std::string() : " on " + nodes));
+  }
+}
+
 void Controller::handle(const std::string& node, const protocol::Message& message) {
   if (const auto* record = std::get_if<protocol::Record>(&message)) {
     RecordRow row{record->seq, record->node.empty() ? node : record->node, record->rank,
@@ -492,6 +523,7 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     // One let go of past the store's queue limit comes again from the spool.
     if (store_.append_record(record->run, row) && observer_)
       observer_->record_received(record->run, row);
+    if (row.type == "slurm_job") slurm_job_said(record->run, record->record_json);
     return;
   }
   if (const auto* end = std::get_if<protocol::RunEnd>(&message)) {
@@ -516,7 +548,9 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
   }
   if (const auto* started = std::get_if<protocol::Started>(&message)) {
     heard_from(started->run, node);
-    move_run(started->run, RunState::running);
+    // A SLURM run runs once its job has nodes: its job's records say when.
+    const auto row = store_.run(started->run);
+    if (!row || !is_slurm_run(row->config_json)) move_run(started->run, RunState::running);
     return;
   }
   if (const auto* error = std::get_if<protocol::Error>(&message)) {

@@ -2,6 +2,7 @@
 // bench`, and a new attempt of an ended run (resume); each sends its StartRun
 // to every node of the run, and a failure on the way ends the run failed.
 #include <future>
+#include <nlohmann/json.hpp>
 
 #include "agent_link.h"
 #include "flotilla/controller/controller.h"
@@ -133,12 +134,19 @@ void Controller::start_on_nodes(const std::string& run, const ExperimentConfig& 
     const auto& first = config.nodes.front();
     std::string master_addr = "127.0.0.1";
     int master_port = 0;
-    master_port = probe(first).free_port;
-    if (first != "local") {
-      std::lock_guard lock(mutex_);
-      master_addr = addresses_[first];
+    // A SLURM job's first node serves the rendezvous, found once it runs.
+    const bool slurm = config.slurm.enabled();
+    if (!slurm) {
+      master_port = probe(first).free_port;
+      if (first != "local") {
+        std::lock_guard lock(mutex_);
+        master_addr = addresses_[first];
+      }
+      if (master_port == 0) throw std::runtime_error("node " + first + " has no free TCP port");
     }
-    if (master_port == 0) throw std::runtime_error("node " + first + " has no free TCP port");
+    // What the login node was added with, unless the run says otherwise.
+    const std::string sent_config = slurm ? with_login_defaults(config, config_json) : config_json;
+    const int64_t ranks_a_node = slurm ? config.world_size() : config.ranks_per_node;
     int64_t first_rank = 0;
     bool failed_meanwhile = false;
     {
@@ -149,9 +157,9 @@ void Controller::start_on_nodes(const std::string& run, const ExperimentConfig& 
       protocol::StartRun start;
       start.run = row.id;
       start.node = node;
-      start.config_json = row.config_json;
-      for (int64_t r = 0; r < config.ranks_per_node; ++r) start.ranks.push_back(first_rank + r);
-      first_rank += config.ranks_per_node;
+      start.config_json = sent_config;
+      for (int64_t r = 0; r < ranks_a_node; ++r) start.ranks.push_back(first_rank + r);
+      first_rank += ranks_a_node;
       start.world_size = row.world_size;
       start.master_addr = master_addr;
       start.master_port = master_port;
@@ -188,6 +196,21 @@ void Controller::start_on_nodes(const std::string& run, const ExperimentConfig& 
     // rest; they are stopped now.
     if (!started.empty()) stop_after_failure(row.id, "the start", started);
   }
+}
+
+std::string Controller::with_login_defaults(const ExperimentConfig& config,
+                                            const std::string& config_json) const {
+  const auto login = store_.node(config.nodes.front());
+  if (!login) return config_json;
+  auto json = nlohmann::json::parse(config_json, nullptr, false);
+  if (!json.is_object()) return config_json;
+  auto& slurm = json["slurm"];
+  if (!slurm.is_object()) slurm = nlohmann::json::object();
+  if (config.slurm.partition.empty() && !login->slurm_partition.empty())
+    slurm["partition"] = login->slurm_partition;
+  if (config.slurm.account.empty() && !login->slurm_account.empty())
+    slurm["account"] = login->slurm_account;
+  return json.dump();
 }
 
 std::vector<std::string> Controller::hosting_problems(const ExperimentConfig& config) const {

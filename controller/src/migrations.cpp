@@ -174,6 +174,17 @@ void migrate(QSqlDatabase& db) {
         continue;
       }
       for (const QString& statement : statements_of(script)) exec(db, statement, what);
+      // A migration that edits the schema's text in place: every connection
+      // (this one, the store's readers, another process's) reads it again
+      // once schema_version moves.
+      if (script.contains("writable_schema", Qt::CaseInsensitive)) {
+        QSqlQuery version(db);
+        if (!version.exec("PRAGMA schema_version") || !version.next())
+          throw StoreError(what.toStdString() +
+                           ": reading schema_version: " + version.lastError().text().toStdString());
+        exec(db, "PRAGMA schema_version = " + QString::number(version.value(0).toLongLong() + 1),
+             what);
+      }
       exec(db, "INSERT INTO applied_migrations (version) VALUES (" + QString::number(version) + ")",
            what);
       applied.insert(version);

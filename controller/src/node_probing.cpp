@@ -143,12 +143,6 @@ void slurm_placement_problems(const ExperimentConfig& config, const std::vector<
                          std::to_string(partition->nodes.size()) + " nodes");
     }
   }
-  // Said rather than tried: the SSH path would start the ranks on the login
-  // node itself, which clusters forbid (and kill).
-  problems.push_back("nodes: \"" + login.name +
-                     "\" is a SLURM login node, and submitting runs there as SLURM jobs is not "
-                     "built yet (docs/slurm.md); add the cluster's nodes over SSH to run there "
-                     "today");
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 
 namespace flotilla::controller {
 namespace {
-constexpr std::array<std::string_view, 7> kNames = {"created", "starting", "running", "finished",
-                                                    "failed",  "killed",   "oom"};
+constexpr std::array<std::string_view, 8> kNames = {"created",  "starting", "queued", "running",
+                                                    "finished", "failed",   "killed", "oom"};
 }
 
 std::string_view name_of(RunState state) {
@@ -29,8 +29,10 @@ bool can_transition(RunState from, RunState to) {
       return false;
     case RunState::starting:
       return from == RunState::created;
+    case RunState::queued:  // again when SLURM's reason changes
+      return from == RunState::starting || from == RunState::queued;
     case RunState::running:
-      return from == RunState::starting;
+      return from == RunState::starting || from == RunState::queued;
     default:
       return true;  // any live state may end
   }

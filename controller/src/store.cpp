@@ -649,11 +649,13 @@ bool Store::move_stored_run(const std::string& run, RunState to, const std::stri
 }
 
 bool Store::transition(const std::string& run, RunState to, const std::string& reason) {
-  const QString column = to == RunState::starting  ? "starting_ms"
-                         : to == RunState::running ? "running_ms"
-                                                   : "ended_ms";
+  // A queued run keeps the time it started at (the time binds to nothing new).
+  const QString times = to == RunState::starting  ? "starting_ms = ?"
+                        : to == RunState::queued  ? "starting_ms = COALESCE(starting_ms, ?)"
+                        : to == RunState::running ? "running_ms = ?"
+                                                  : "ended_ms = ?";
   return move_stored_run(
-      run, to, reason, [to](RunState from) { return can_transition(from, to); }, column + " = ?");
+      run, to, reason, [to](RunState from) { return can_transition(from, to); }, times);
 }
 
 bool Store::reopen(const std::string& run, const std::string& reason) {

@@ -40,7 +40,7 @@
 namespace flotilla::gui {
 namespace {
 bool live(const QString& state) {
-  return state == "created" || state == "starting" || state == "running";
+  return state == "created" || state == "starting" || state == "queued" || state == "running";
 }
 
 // Why the run cannot be resumed, or empty when it can: it ended without

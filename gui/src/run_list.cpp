@@ -17,8 +17,8 @@ const QString kLive = "live";
 const QString kAllExperiments = "Every experiment";
 
 bool live(const QString& shown_state) {
-  return shown_state == "created" || shown_state == "starting" || shown_state == "running" ||
-         shown_state == "killing…";
+  return shown_state == "created" || shown_state == "starting" || shown_state == "queued" ||
+         shown_state == "running" || shown_state == "killing…";
 }
 
 // Sorts by a number kept beside the text (ranks, start time), not by the text.
@@ -37,8 +37,9 @@ class NumberItem : public QTableWidgetItem {
 RunList::RunList(QWidget* parent) : QWidget(parent) {
   state_filter_ = new QComboBox;
   state_filter_->setObjectName("runStateFilter");
-  state_filter_->addItems({kAllStates, kLive, "finished", "failed", "killed", "oom"});
-  state_filter_->setToolTip("Show only the runs in this state (live: created, starting, running)");
+  state_filter_->addItems({kAllStates, kLive, "queued", "finished", "failed", "killed", "oom"});
+  state_filter_->setToolTip(
+      "Show only the runs in this state (live: created, starting, queued, running)");
   experiment_filter_ = new QComboBox;
   experiment_filter_->setObjectName("runExperimentFilter");
   experiment_filter_->addItem(kAllExperiments);

@@ -73,7 +73,7 @@ TEST(SlurmNodes, ALoginNodeWhoseControllerIsGoneIsNotProbedAsReachable) {
   EXPECT_TRUE(control.store().node("hpc")->probe_json.empty());
 }
 
-TEST(SlurmNodes, ARunOnALoginNodeIsRefusedSayingWhyAndNothingStartsThere) {
+TEST(SlurmNodes, ARunBiggerThanThePartitionIsRefusedSayingWhyAndNothingIsSubmitted) {
   SKIP_WITHOUT_SLURM_CLUSTER();
   TestCluster cluster(3, ClusterKind::slurm);
   ClusterControl control(cluster, /*add_hosts=*/false);
@@ -87,14 +87,14 @@ TEST(SlurmNodes, ARunOnALoginNodeIsRefusedSayingWhyAndNothingStartsThere) {
   EXPECT_NE(refused, 0) << said;
   EXPECT_NE(said.find("slurm.nodes: 4, but partition debug of hpc has 3 nodes"), std::string::npos)
       << said;
-  const auto fits = control.write("three.yaml",
-                                  "name: three\nstrategy: ddp\ndataset: synthetic\nnodes: [hpc]\n"
-                                  "slurm: {nodes: 3}\nmax_steps: 5\n");
-  const auto [not_yet, not_yet_said] = control.flotilla({"run", fits.string()});
-  EXPECT_NE(not_yet, 0) << not_yet_said;
-  EXPECT_NE(not_yet_said.find("submitting runs there as SLURM jobs is not built yet"),
+  const auto without = control.write(
+      "without.yaml", "name: w\nstrategy: ddp\ndataset: synthetic\nnodes: [hpc]\nmax_steps: 5\n");
+  const auto [no_slurm, no_slurm_said] = control.flotilla({"run", without.string()});
+  EXPECT_NE(no_slurm, 0) << no_slurm_said;
+  EXPECT_NE(no_slurm_said.find("say how many of its cluster's nodes the run takes with slurm: "
+                               "{nodes: N}"),
             std::string::npos)
-      << not_yet_said;
+      << no_slurm_said;
   // Never the login node's own processes, never a job.
   for (const auto& [pid, cmdline] : cluster.processes_on("flh1"))
     EXPECT_EQ(cmdline.find("flotilla-train"), std::string::npos) << pid << " " << cmdline;

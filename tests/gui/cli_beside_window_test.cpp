@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <QPushButton>
+#include <QSplitter>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QTest>
 #include <chrono>
 #include <csignal>
@@ -13,11 +15,15 @@
 #include <iostream>
 
 #include "dashboard.h"
+#include "dashboard_loader.h"
+#include "flotilla/charts/panel_widget.h"
 #include "flotilla/controller/store.h"
 #include "main_window.h"
 #include "processes.h"
+#include "run_list.h"
 #include "screenshot.h"
 #include "temp_dir.h"
+#include "test_cluster.h"
 #include "wait_until.h"
 
 namespace flotilla::gui {
@@ -113,6 +119,81 @@ TEST(WindowBesideTheCli, ShowsARunStartedFromTheCliLiveAndItsKillFromTheCli) {
   EXPECT_TRUE(testing::live_processes_with({"flotilla-train", "--config", id}).empty());
   std::cout << "the window showed the CLI's kill " << kill_shown_s
             << " s after `flotilla kill` started\n";
+}
+
+// A SLURM run submitted from the CLI while another job holds the cluster's
+// nodes: the window lists it queued with SLURM's reason, then killed.
+TEST(WindowBesideTheCli, ListsASlurmRunQueuedBehindAnotherJobWithSlurmsReason) {
+  std::string why;
+  if (!testing::TestCluster::available(&why, testing::ClusterKind::slurm)) GTEST_SKIP() << why;
+  testing::TestCluster cluster(2, testing::ClusterKind::slurm);
+  testing::TempDir dir;
+  const std::string db = (dir.path() / "shared.db").string();
+  auto cli = [&](const std::vector<std::string>& args, const std::string& output) {
+    std::vector<std::string> argv{FLOTILLA_CLI_BINARY, "--db", db, "--known-hosts",
+                                  (dir.path() / "known_hosts").string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return std::make_unique<testing::ChildProcess>(argv, dir.path() / output);
+  };
+  const auto& login = cluster.host("flh1");
+  auto added = cli({"nodes", "add", "hpc", "--slurm", "--host", login.address, "--user", login.user,
+                    "--key", cluster.key_file().string(), "--remote-dir", login.remote_dir,
+                    "--partition", testing::TestCluster::kSlurmPartition},
+                   "add.txt");
+  ASSERT_EQ(added->wait(60s), 0) << added->output();
+  auto probed = cli({"--trust-new-host-key", "nodes", "probe", "hpc"}, "probe.txt");
+  ASSERT_EQ(probed->wait(120s), 0) << probed->output();
+
+  MainWindow window(QString::fromStdString(db), FLOTILLA_AGENT_BINARY);
+  window.resize(1500, 700);
+  window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&window));
+  // The run list dragged wide, as a person does to read the Reason column.
+  window.findChild<QSplitter*>("mainSplitter")->setSizes({820, 680});
+  const std::string blocker =
+      cluster.ssh("flh1", "sbatch --parsable --nodes=2 --exclusive --wrap 'sleep 600'");
+  const auto experiment =
+      dir.write("slurm.yaml",
+                "name: on-the-cluster\nmodel: small_cnn\ndataset: fashion_mnist\nstrategy: ddp\n"
+                "nodes: [hpc]\nslurm: {nodes: 2}\nthreads: 1\nmax_steps: 50\n");
+  auto runner = cli({"run", experiment.string()}, "run.txt");
+  std::string id;
+  ASSERT_TRUE(wait_until([&] { return !(id = only_run(db)).empty(); }, 120s)) << runner->output();
+  const QString run = QString::fromStdString(id);
+  ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "queued"; }, 120s))
+      << "the window lists " << id << " as \"" << window.listedState(run).toStdString() << "\"";
+  auto* table = window.runList()->table();
+  QString reason;
+  for (int row = 0; row < table->rowCount(); ++row)
+    if (table->item(row, RunList::kId)->text() == run) {
+      reason = table->item(row, RunList::kReason)->text();
+    }
+  EXPECT_TRUE(reason.startsWith("SLURM job ") &&
+              (reason.endsWith(" waits: Resources") || reason.endsWith(" waits: Priority")))
+      << reason.toStdString();
+  EXPECT_TRUE(window.findChild<QPushButton*>("killButton") != nullptr);
+  window.runList()->select(run);
+  EXPECT_TRUE(window.findChild<QPushButton*>("killButton")->isEnabled());
+  // Its dashboard says what it waits for.
+  window.showRun(run);
+  std::string said;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto* frame = window.dashboard()->frame();
+        if (!frame || !frame->panels.count(charts::PanelKind::throughput)) return false;
+        said = frame->panels.at(charts::PanelKind::throughput)->description.empty_reason;
+        return said.find("the run is queued (SLURM job ") != std::string::npos;
+      },
+      30s))
+      << said;
+  save_screenshot(window, "slurm-run-queued");
+
+  auto killer = cli({"kill", id}, "kill.txt");
+  ASSERT_TRUE(wait_until([&] { return window.listedState(run) == "killed"; }, 60s))
+      << "the window lists " << id << " as \"" << window.listedState(run).toStdString() << "\"";
+  EXPECT_EQ(killer->wait(60s), 0) << killer->output();
+  runner->wait(60s);
+  cluster.ssh("flh1", "scancel " + blocker);
 }
 
 }  // namespace

@@ -169,6 +169,10 @@ TEST(NodesView, ASlurmLoginNodeIsAddedAndProbedShowingItsCluster) {
     ASSERT_TRUE(
         wait_until([&] { return view->cell("hpc", NodesView::kState) == "reachable"; }, 120s))
         << view->cell("hpc", NodesView::kState).toStdString();
+    // The row reads reachable as the answer comes; the stored probe, and
+    // with it the Cluster cell, follows with the refreshed list.
+    ASSERT_TRUE(wait_until(
+        [&] { return view->cell("hpc", NodesView::kCluster) != "SLURM (not probed yet)"; }, 30s));
   }
   EXPECT_TRUE(view->cell("hpc", NodesView::kCluster).startsWith("SLURM 22.05"))
       << view->cell("hpc", NodesView::kCluster).toStdString();

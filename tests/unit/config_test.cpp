@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "flotilla/protocol/experiment_config.h"
+#include "flotilla/protocol/rank_placement.h"
 #include "temp_dir.h"
 
 namespace flotilla {
@@ -90,13 +91,13 @@ const BadConfig kBadConfigs[] = {
     {"save: {every_steps: -1}", "save.every_steps: must be 0 (not by steps) or positive, got -1"},
     {"slurm: {time: \"01:00:00\"}",
      "slurm.nodes: must be a positive number of nodes for the other slurm keys to apply, got 0"},
-    {"slurm: {nodes: 2, time: \"1h\"}",
+    {"slurm: {nodes: 1, time: \"1h\"}",
      "slurm.time: expected a SLURM time limit (minutes, HH:MM:SS or D-HH:MM:SS), got \"1h\""},
-    {"slurm: {nodes: 2, partition: \"gpu;rm\"}",
+    {"slurm: {nodes: 1, partition: \"gpu;rm\"}",
      "slurm.partition: expected a partition name, got \"gpu;rm\""},
-    {"slurm: {nodes: 2, extra: [\"--qos high\"]}",
+    {"slurm: {nodes: 1, extra: [\"--qos high\"]}",
      "slurm.extra[0]: expected one sbatch option as --name or --name=value, got \"--qos high\""},
-    {"slurm: {nodes: 2, extra: [\"--time=10\"]}",
+    {"slurm: {nodes: 1, extra: [\"--time=10\"]}",
      "slurm.extra[0]: --time is set by Flotilla from the config (slurm.nodes, gpus_per_node, time, "
      "partition, account); give it there"},
     {"slurm: {nodes: -1}", "slurm.nodes: must be 0 (not a SLURM run) or positive, got -1"},
@@ -253,6 +254,24 @@ std::string bad_config_name(const ::testing::TestParamInfo<BadConfig>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, BadConfigTest, ::testing::ValuesIn(kBadConfigs), bad_config_name);
+
+// A SLURM run names its login node alone; its ranks run on the job's nodes.
+TEST(ExperimentConfig, ASlurmRunsWorldIsRanksPerNodeTimesTheJobsNodes) {
+  std::vector<std::string> unread;
+  const auto config = read_experiment(
+      "strategy: ddp\nnodes: [hpc]\nranks_per_node: 2\nslurm: {nodes: 3}\n", "t.yaml", unread);
+  EXPECT_EQ(config.rank_nodes(), 3);
+  EXPECT_EQ(config.world_size(), 6);
+  const auto last = place_rank(config, 5);
+  EXPECT_EQ(last.node, "hpc");  // reached through the login node
+  EXPECT_EQ(last.node_index, 2);
+  EXPECT_EQ(last.local_rank, 1);
+  std::vector<std::string> unread_too;
+  const auto ssh =
+      read_experiment("strategy: ddp\nnodes: [a, b]\nranks_per_node: 2\n", "t.yaml", unread_too);
+  EXPECT_EQ(ssh.world_size(), 4);
+  EXPECT_EQ(place_rank(ssh, 3).node, "b");
+}
 
 TEST(ExperimentConfig, ReportsEveryProblemAtOnce) {
   const auto problems = problems_of(merged("batch_size: 0\nepochs: 0\nmodel: lenet"));

@@ -289,22 +289,20 @@ TEST(NodePlacement, ASlurmLoginNodeIsNamedAloneWithASlurmSectionThatFitsItsParti
 
   c.slurm.nodes = 3;  // the node's partition, gpu, has two
   problems = placement_problems(c, nodes);
-  ASSERT_EQ(problems.size(), 2u) << ::testing::PrintToString(problems);
+  ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
   EXPECT_EQ(problems[0], "slurm.nodes: 3, but partition gpu of hpc has 2 nodes");
   c.slurm.partition = "cpu";  // the run's own partition wins
   problems = placement_problems(c, nodes);
-  ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
   c.slurm.partition = "big";
   EXPECT_EQ(placement_problems(c, nodes)[0],
             "slurm.partition: \"big\" is not a partition of hpc's cluster (its partitions: "
             "gpu,cpu)");
-  // Until jobs are submitted, a run that fits is refused saying so, never started on the login.
+  // A run that fits the node's partition is placed: its job goes there.
   c.slurm.partition.clear();
   c.slurm.nodes = 2;
   problems = placement_problems(c, nodes);
-  ASSERT_EQ(problems.size(), 1u);
-  EXPECT_NE(problems[0].find("submitting runs there as SLURM jobs is not built yet"),
-            std::string::npos);
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
 
   c.nodes = {"hpc", "box"};
   EXPECT_NE(placement_problems(c, nodes)[0].find("a run on it names it alone"), std::string::npos);

@@ -53,10 +53,19 @@ TEST(RunStateMachine, AllowsOnlyForwardMovesAndNothingAfterAnEnd) {
   EXPECT_FALSE(can_transition(S::created, S::running));
   EXPECT_FALSE(can_transition(S::running, S::starting));
   EXPECT_FALSE(can_transition(S::running, S::created));
+  // A SLURM job waits between its start and its nodes, its reason changing.
+  EXPECT_TRUE(can_transition(S::starting, S::queued));
+  EXPECT_TRUE(can_transition(S::queued, S::queued));
+  EXPECT_TRUE(can_transition(S::queued, S::running));
+  EXPECT_TRUE(can_transition(S::queued, S::killed));
+  EXPECT_FALSE(can_transition(S::running, S::queued));
+  EXPECT_FALSE(can_transition(S::created, S::queued));
   for (S end : {S::finished, S::failed, S::killed, S::oom})
-    for (S to : {S::created, S::starting, S::running, S::finished, S::failed, S::killed, S::oom})
+    for (S to : {S::created, S::starting, S::queued, S::running, S::finished, S::failed, S::killed,
+                 S::oom})
       EXPECT_FALSE(can_transition(end, to)) << name_of(end) << " -> " << name_of(to);
-  for (S s : {S::created, S::starting, S::running, S::finished, S::failed, S::killed, S::oom})
+  for (S s :
+       {S::created, S::starting, S::queued, S::running, S::finished, S::failed, S::killed, S::oom})
     EXPECT_EQ(run_state_from_name(name_of(s)), s);
   EXPECT_FALSE(run_state_from_name("paused"));
 }
@@ -415,6 +424,63 @@ TEST(Store, AppliesAMigrationNumberedBelowTheVersionTheDatabaseReached) {
             Store::latest_schema_version());
   EXPECT_EQ(count_rows(db_in(dir), "SELECT count(*) FROM applied_migrations WHERE version = 4"), 1);
   EXPECT_NO_THROW(Store(db_in(dir), {}, StoreAccess::read_only));
+}
+
+// 0009 widens the runs' state CHECK for 'queued' in place: a database of
+// version 8 keeps every run and record, and a connection opened before the
+// migration (another process's) reads the new schema too.
+TEST(Store, QueuedIsAStateADatabaseFromBeforeItTakesWithEveryRecordKept) {
+  TempDir dir;
+  {
+    Store store(db_in(dir));
+    store.create_run(minimal_run("old"));
+    store.create_run(minimal_run("waiting"));
+    for (int64_t seq = 1; seq <= 50; ++seq) store.append_record("old", a_record(seq));
+    store.flush();
+  }
+  auto db = QSqlDatabase::addDatabase("QSQLITE", "version8");
+  db.setDatabaseName(db_in(dir));
+  ASSERT_TRUE(db.open());
+  {
+    QSqlQuery q(db);
+    ASSERT_TRUE(q.exec("PRAGMA schema_version") && q.next());
+    const qlonglong version = q.value(0).toLongLong();
+    // Back to 0008's schema: 'queued' refused by the CHECK.
+    ASSERT_TRUE(q.exec("PRAGMA writable_schema = ON"));
+    ASSERT_TRUE(
+        q.exec("UPDATE sqlite_master SET sql = replace(sql, '''queued'', ', '') WHERE "
+               "type = 'table' AND name = 'runs'"));
+    ASSERT_TRUE(q.exec("PRAGMA writable_schema = OFF"));
+    ASSERT_TRUE(q.exec(QString("PRAGMA schema_version = %1").arg(version + 1)));
+    ASSERT_TRUE(q.exec("DELETE FROM applied_migrations WHERE version = 9"));
+    ASSERT_TRUE(q.exec("UPDATE schema_version SET version = 8"));
+    EXPECT_FALSE(q.exec("UPDATE runs SET state = 'queued' WHERE id = 'waiting'"));
+  }
+  {
+    Store store(db_in(dir));  // migrates to 9
+    EXPECT_EQ(store.schema_version(), Store::latest_schema_version());
+    EXPECT_TRUE(store.transition("waiting", RunState::starting));
+    EXPECT_TRUE(store.transition("waiting", RunState::queued, "SLURM job 7 waits: Priority"));
+    EXPECT_TRUE(store.transition("waiting", RunState::queued, "SLURM job 7 waits: Resources"));
+    EXPECT_TRUE(store.transition("waiting", RunState::running, "SLURM job 7 on flh[1-2]"));
+    const auto run = store.run("waiting");
+    EXPECT_EQ(run->state, RunState::running);
+    ASSERT_TRUE(run->starting_ms && run->running_ms);
+    EXPECT_EQ(store.transitions("waiting")[2].reason, "SLURM job 7 waits: Priority");
+    EXPECT_EQ(store.records("old").size(), 50u);
+  }
+  // The connection opened before the migration takes 'queued' as well.
+  {
+    QSqlQuery q(db);
+    EXPECT_TRUE(q.exec("UPDATE runs SET state = 'queued' WHERE id = 'old'"))
+        << q.lastError().text().toStdString();
+    EXPECT_FALSE(q.exec("UPDATE runs SET state = 'paused' WHERE id = 'old'"));
+  }
+  db.close();
+  db = QSqlDatabase();
+  QSqlDatabase::removeDatabase("version8");
+  EXPECT_EQ(count_rows(db_in(dir), "SELECT count(*) FROM records WHERE run_id = 'old'"), 50);
+  EXPECT_EQ(count_rows(db_in(dir), "SELECT count(*) FROM runs"), 2);
 }
 
 TEST(Store, ReadsRecordsByTypeRankAndNodeThroughAnIndex) {

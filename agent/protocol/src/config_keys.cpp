@@ -218,7 +218,8 @@ std::vector<ConfigKey> build_table() {
       {"nodes", G::strategy, T::name_list, "node names from the nodes list, each once",
        "The machines that run the ranks, rank 0's first; local alone means this machine."},
       {"ranks_per_node", G::strategy, T::integer, "a positive integer",
-       "Training processes on each node; the world size is ranks_per_node x nodes."},
+       "Training processes on each node; the world size is ranks_per_node x nodes (x slurm.nodes "
+       "on a SLURM login node)."},
       {"replicas", G::strategy, T::integer, "at least 2, dividing the world size",
        "Pipeline replicas that train on their own shard; rank = replica x stages + stage.",
        "strategy pipeline_ddp", replicated},

@@ -36,7 +36,11 @@ RankPlacement place_rank(const ExperimentConfig& config, int64_t rank) {
   RankPlacement p;
   p.rank = rank;
   p.node_index = rank / per_node;
-  if (p.node_index < static_cast<int64_t>(config.nodes.size())) p.node = config.nodes[p.node_index];
+  // A SLURM run's ranks are all reached through its login node.
+  if (config.slurm.enabled() && !config.nodes.empty())
+    p.node = config.nodes.front();
+  else if (p.node_index < static_cast<int64_t>(config.nodes.size()))
+    p.node = config.nodes[p.node_index];
   p.local_rank = rank % per_node;
   p.stage = rank % layout.stages;
   p.replica = rank / layout.stages;

@@ -338,11 +338,14 @@ std::string label_number(double value, int significant) {
 
 std::string no_steps_reason(const RunData& run) {
   const auto state = controller::name_of(run.run.state);
+  const std::string why = run.run.reason.substr(0, run.run.reason.find('\n'));
+  // A queued run says what it waits for (SLURM's reason).
+  if (run.run.state == controller::RunState::queued && !why.empty())
+    return "no step records yet: the run is queued (" + why + ")";
   if (!controller::is_terminal(run.run.state))
     return "no step records yet: the run is " + std::string(state);
   std::string reason =
       "no step records: the run ended " + std::string(state) + " before its first step";
-  const std::string why = run.run.reason.substr(0, run.run.reason.find('\n'));
   if (!why.empty()) reason += " (" + why + ")";
   return reason;
 }

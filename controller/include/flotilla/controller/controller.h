@@ -125,6 +125,12 @@ class Controller {
   void trust_host_key(const std::string& node, const std::string& confirmed_fingerprint);
 
  private:
+  static bool is_slurm_run(const std::string& config_json);
+  void slurm_job_said(const std::string& run, const std::string& record_json);
+  // A SLURM run's config as sent to its login node: the partition and
+  // account the node was added with, where the run names none.
+  std::string with_login_defaults(const ExperimentConfig& config,
+                                  const std::string& config_json) const;
   // Stores a run of `config` and starts its ranks in `mode`.
   std::string start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
                     protocol::RunMode mode, const protocol::BenchOptions& bench,

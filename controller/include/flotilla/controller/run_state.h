@@ -9,7 +9,9 @@
 
 namespace flotilla::controller {
 
-enum class RunState { created, starting, running, finished, failed, killed, oom };
+// queued: a SLURM job waiting for its nodes (its reason with it), between
+// starting and running.
+enum class RunState { created, starting, queued, running, finished, failed, killed, oom };
 
 std::string_view name_of(RunState state);
 std::optional<RunState> run_state_from_name(std::string_view name);

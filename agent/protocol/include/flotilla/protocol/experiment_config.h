@@ -201,7 +201,11 @@ struct ExperimentConfig {
   // ends the run failed, naming the rank and its last step. 0: never.
   int64_t stall_timeout_s = kDefaultStallTimeoutSeconds;
 
-  int64_t world_size() const { return ranks_per_node * static_cast<int64_t>(nodes.size()); }
+  // The nodes the ranks run on: those named, or a SLURM job's allocation.
+  int64_t rank_nodes() const {
+    return slurm.enabled() ? slurm.nodes : static_cast<int64_t>(nodes.size());
+  }
+  int64_t world_size() const { return ranks_per_node * rank_nodes(); }
 };
 
 // Thrown with every problem found, one "key: what is wrong" line each.
