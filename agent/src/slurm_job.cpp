@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "flotilla/protocol/numbers.h"
 #include "processes.h"
 #include "run_directory.h"
 #include "spool.h"
@@ -40,6 +41,9 @@ constexpr auto kSayWaitingEvery = std::chrono::seconds(5);
 // cancelled step gets SIGTERM, then SIGKILL after the site's KillWait
 // (30 s by default), and a part SIGKILLed writes none.
 constexpr auto kPartsEndWithin = std::chrono::seconds(40);
+// How long a job that may be requeued (NODE_FAIL, PREEMPTED) has to come
+// back waiting before its state counts as its end.
+constexpr auto kRequeueWithin = std::chrono::seconds(30);
 
 struct ProgramOutput {
   int status = -1;   // the exit status; -1 when it could not run or was killed
@@ -138,6 +142,7 @@ class SlurmJob {
         spool_(dir_.spool()) {
     std::vector<std::string> unread;
     config_ = read_experiment(start_.config_json, "start", unread);
+    requeue_ = config_.save.enabled();
   }
 
   int run() {
@@ -174,27 +179,28 @@ class SlurmJob {
 
  private:
   struct Part {
-    RunDirectory dir;
     SpoolReader reader;
-    int64_t earlier_seq = 0;  // lines of earlier attempts, already streamed
     std::optional<FinalState> end;
   };
 
+  // Each part's start, which the part takes up as the job runs: the same
+  // for every run of the job (a requeued job runs again).
   void prepare_parts() {
     const fs::path parts_home = slurm_parts_home(dir_.path());
-    create_private_directories(parts_home / "runs");
-    for (int64_t k = 0; k < config_.slurm.nodes; ++k) {
-      RunDirectory part(parts_home, slurm_part_run(k));
-      int64_t earlier = 0;
-      if (part.exists()) {  // a resumed run: its parts' spools go on
-        SpoolReader old(part.spool());
-        old.poll(
-            [&](std::string_view line) { earlier = std::max(earlier, seq_of(line).value_or(0)); });
-        part.set_aside_final();
-      }
-      part.write_start(slurm_part_start(start_, config_.slurm.nodes, k));
-      parts_.push_back(Part{part, SpoolReader(part.spool()), earlier, std::nullopt});
-    }
+    create_private_directories(parts_home);
+    for (int64_t k = 0; k < config_.slurm.nodes; ++k)
+      write_file_atomically(slurm_part_start_file(parts_home, k),
+                            protocol::encode(slurm_part_start(start_, config_.slurm.nodes, k)));
+  }
+
+  // The parts of the job's run `restarts` (0, then one more each requeue),
+  // followed from their first line.
+  void follow_parts(int64_t restarts) {
+    restarts_ = restarts;
+    parts_.clear();
+    const fs::path home = slurm_attempt_home(slurm_parts_home(dir_.path()), job_id_, restarts);
+    for (int64_t k = 0; k < config_.slurm.nodes; ++k)
+      parts_.push_back(Part{SpoolReader(RunDirectory(home, slurm_part_run(k)).spool()), {}});
   }
 
   // sbatch; false when it refused (the run has ended, saying why).
@@ -203,7 +209,7 @@ class SlurmJob {
     write_file_atomically(script, slurm_batch_script(fs::absolute(options_.agent_binary),
                                                      fs::absolute(slurm_parts_home(dir_.path())),
                                                      fs::absolute(options_.train_binary)));
-    auto argv = sbatch_arguments(config_.slurm, start_.run, fs::absolute(dir_.path()));
+    auto argv = sbatch_arguments(config_, start_.run, fs::absolute(dir_.path()));
     argv.insert(argv.begin(), "sbatch");
     argv.push_back(script.string());
     const auto out = run_program(argv);
@@ -215,6 +221,7 @@ class SlurmJob {
     }
     job_id_ = id;
     write_file_atomically(dir_.path() / "slurm_job", job_id_ + "\n");
+    follow_parts(0);
     say_job({{"state", "SUBMITTED"}});
     return true;
   }
@@ -236,7 +243,6 @@ class SlurmJob {
   void forward_parts() {
     for (auto& part : parts_) {
       part.reader.poll([&](std::string_view line) {
-        if (seq_of(line).value_or(0) <= part.earlier_seq) return;
         protocol::Message message;
         try {
           message = protocol::decode(line);
@@ -267,11 +273,24 @@ class SlurmJob {
     const std::string reason = field(job, "Reason");
     if (state.empty()) return;
     const bool changed = state != field(job_, "JobState") || reason != field(job_, "Reason");
+    // Requeued (a node lost, preempted): the job runs again from the start
+    // of its script, its parts resuming from the newest checkpoint; what the
+    // run went through so far stays in its spool.
+    const auto restarts = static_cast<int64_t>(parse_number(field(job, "Restarts")).value_or(0));
+    if (restarts > restarts_) {
+      requeued_after_ = requeue_cause();
+      follow_parts(restarts);
+      hosts_.clear();
+      lost_.clear();
+      ended_at_.reset();
+    }
+    // Seen again waiting or running: what looked like its end was a requeue.
+    if (!slurm_job_ended(state) && !requeue_states(state)) ended_at_.reset();
     job_ = job;
     // Part K runs on the job's K-th node: known once the job has its nodes.
     if (hosts_.empty() && (state == "RUNNING" || slurm_job_ended(state)))
       hosts_ = hostnames(field(job, "NodeList"));
-    if (slurm_job_ended(state) && !ended_at_) {
+    if ((slurm_job_ended(state) || requeue_states(state)) && !ended_at_) {
       ended_at_ = Clock::now();
       if (state == "NODE_FAIL") lost_ = down_nodes();
     }
@@ -279,7 +298,21 @@ class SlurmJob {
       say_job(
           {{"state", state},
            {"reason", reason == "None" ? std::string() : reason},
-           {"nodes", field(job, "NodeList") == "(null)" ? std::string() : field(job, "NodeList")}});
+           {"nodes", field(job, "NodeList") == "(null)" ? std::string() : field(job, "NodeList")},
+           {"restarts", std::to_string(std::max<int64_t>(restarts_, 0))},
+           {"requeued_after", requeued_after_}});
+  }
+
+  // Why SLURM requeued the job, in words, from its last known state: the
+  // nodes of it that are down, or its preemption; "" when neither says.
+  std::string requeue_cause() const {
+    if (const auto down = down_nodes(); !down.empty()) {
+      std::string names;
+      for (const auto& n : down) names += (names.empty() ? "" : ", ") + n;
+      return (down.size() == 1 ? "node " : "nodes ") + names +
+             (down.size() == 1 ? " was lost" : " were lost");
+    }
+    return field(job_, "JobState") == "PREEMPTED" ? "preemption" : "";
   }
 
   // The job's nodes sinfo says are down or not responding.
@@ -313,8 +346,17 @@ class SlurmJob {
                        [](const Part& p) { return p.end.has_value(); });
   }
 
+  // States a job may leave by being requeued (a run that saves checkpoints
+  // is submitted --requeue): given a while to come back before they count
+  // as its end.
+  bool requeue_states(const std::string& state) const {
+    return state == "REQUEUED" || state == "REQUEUE_HOLD" || state == "REQUEUE_FED" ||
+           (requeue_ && (state == "NODE_FAIL" || state == "PREEMPTED"));
+  }
+
   bool done() const {
     if (!ended_at_) return false;
+    if (requeue_states(field(job_, "JobState"))) return Clock::now() - *ended_at_ >= kRequeueWithin;
     // A job cancelled while it waited started no part.
     return hosts_.empty() || all_parts_ended() || Clock::now() - *ended_at_ >= kPartsEndWithin;
   }
@@ -368,7 +410,10 @@ class SlurmJob {
   protocol::StartRun start_;
   ExperimentConfig config_;
   SpoolWriter spool_;
-  std::vector<Part> parts_;
+  std::vector<Part> parts_;  // of the job's latest run
+  bool requeue_ = false;     // submitted --requeue: it saves checkpoints
+  int64_t restarts_ = -1;
+  std::string requeued_after_;  // the state the job was in before its latest requeue
   int signal_fd_ = -1;
   std::string job_id_;
   std::map<std::string, std::string> job_;  // scontrol's last answer
@@ -403,6 +448,15 @@ std::string slurm_part_run(int64_t node_id) {
   return "node-" + std::to_string(node_id);
 }
 
+fs::path slurm_part_start_file(const fs::path& parts_home, int64_t node_id) {
+  return parts_home / ("start-" + slurm_part_run(node_id) + ".json");
+}
+
+fs::path slurm_attempt_home(const fs::path& parts_home, const std::string& job_id,
+                            int64_t restarts) {
+  return parts_home / ("job-" + job_id + "-" + std::to_string(restarts));
+}
+
 protocol::StartRun slurm_part_start(const protocol::StartRun& run_start, int64_t nodes,
                                     int64_t node_id) {
   protocol::StartRun part = run_start;
@@ -414,13 +468,29 @@ protocol::StartRun slurm_part_start(const protocol::StartRun& run_start, int64_t
   return part;
 }
 
-std::vector<std::string> sbatch_arguments(const SlurmConfig& slurm, const std::string& run,
+std::string with_run_folder_checkpoints(const std::string& config_json,
+                                        const fs::path& run_folder) {
+  auto config = nlohmann::json::parse(config_json, nullptr, false);
+  if (!config.is_object()) return config_json;
+  const auto save = config.find("save");
+  if (save == config.end() || !save->is_object()) return config_json;
+  const fs::path dir = save->value("dir", std::string("checkpoints"));
+  if (dir.is_absolute()) return config_json;
+  (*save)["dir"] = (run_folder / dir).string();
+  return config.dump();
+}
+
+std::vector<std::string> sbatch_arguments(const ExperimentConfig& config, const std::string& run,
                                           const fs::path& run_folder) {
+  const SlurmConfig& slurm = config.slurm;
   std::vector<std::string> args{"--parsable", "--job-name=flotilla-" + run,
                                 "--nodes=" + std::to_string(slurm.nodes), "--ntasks-per-node=1",
-                                // A node lost ends the run, named; requeued, it would
-                                // train again from step 0 without a word.
-                                "--no-requeue", "--chdir=" + run_folder.string(),
+                                // Requeued after a lost node or a preemption, a run
+                                // that saves checkpoints goes on from its newest one;
+                                // one that saves none would train again from step 0
+                                // without a word, so it ends instead, naming the node.
+                                config.save.enabled() ? "--requeue" : "--no-requeue",
+                                "--open-mode=append", "--chdir=" + run_folder.string(),
                                 "--output=" + (run_folder / "slurm-%j.out").string()};
   if (slurm.gpus_per_node > 0) args.push_back("--gres=gpu:" + std::to_string(slurm.gpus_per_node));
   if (!slurm.time.empty()) args.push_back("--time=" + slurm.time);
@@ -466,11 +536,11 @@ bool slurm_job_ended(const std::string& state) {
   return std::find(ended.begin(), ended.end(), state) != ended.end();
 }
 
-int slurm_master_port(const std::string& job_id) {
+int slurm_master_port(const std::string& job_id, int64_t restarts) {
   int64_t id = 0;
   for (char c : job_id)
     if (std::isdigit(static_cast<unsigned char>(c))) id = (id * 10 + (c - '0')) % 1000000007;
-  return 20000 + static_cast<int>(id % 20000);
+  return 20000 + static_cast<int>((id * 7 + std::max<int64_t>(restarts, 0)) % 20000);
 }
 
 std::optional<RunOutcome> slurm_job_outcome(const std::string& job_id,

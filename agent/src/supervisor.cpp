@@ -554,12 +554,23 @@ bool take_slurm_part(SupervisorOptions& options) {
                  "SLURM_JOB_ID and SLURM_LAUNCH_NODE_IPADDR are not all set)\n";
     return false;
   }
+  const char* restart_count = std::getenv("SLURM_RESTART_COUNT");  // set once requeued
+  const auto restarts =
+      static_cast<int64_t>(restart_count ? parse_number(restart_count).value_or(0) : 0);
+  const auto parts_home = options.home;
+  // Where this run of the job keeps the part, before anything can fail: a
+  // failure from here on ends the part in its spool, which the login follows.
+  options.home = slurm_attempt_home(parts_home, job_id, restarts);
   options.run = slurm_part_run(static_cast<int64_t>(*node));
-  RunDirectory dir(options.home, options.run);
-  auto start = dir.read_start();
+  auto start = std::get<protocol::StartRun>(
+      protocol::decode(read_file(slurm_part_start_file(parts_home, static_cast<int64_t>(*node)))));
   start.master_addr = launch_node;
-  start.master_port = slurm_master_port(job_id);
-  dir.write_start(start);
+  start.master_port = slurm_master_port(job_id, restarts);
+  // A requeued job goes on from the newest checkpoint every rank holds,
+  // kept where each run of the job finds them.
+  start.resume = start.resume || restarts > 0;
+  start.config_json = with_run_folder_checkpoints(start.config_json, parts_home.parent_path());
+  RunDirectory(options.home, options.run).write_start(start);
   return true;
 }
 

@@ -501,16 +501,25 @@ void Controller::slurm_job_said(const std::string& run, const std::string& recor
   const std::string job = body.value("job", std::string());
   const std::string state = body.value("state", std::string());
   const std::string reason = body.value("reason", std::string());
+  // Requeued (a node lost, preempted): its parts go on from the newest checkpoint.
+  const std::string restarts = body.value("restarts", std::string("0"));
+  const std::string after = body.value("requeued_after", std::string());
+  const std::string requeued = restarts == "0" || restarts.empty()
+                                   ? std::string()
+                                   : " requeued" +
+                                         (after.empty() ? std::string() : " after " + after) +
+                                         " (restart " + restarts + ")";
   if (state == "PENDING") {
     const std::string words =
-        "SLURM job " + job + " waits" + (reason.empty() ? std::string() : ": " + reason);
+        "SLURM job " + job + requeued + " waits" + (reason.empty() ? std::string() : ": " + reason);
     const auto row = store_.run(run);
     if (row && row->state == RunState::queued && row->reason == words) return;
     move_run(run, RunState::queued, words);
   } else if (state == "RUNNING") {
     const std::string nodes = body.value("nodes", std::string());
     move_run(run, RunState::running,
-             "SLURM job " + job + (nodes.empty() ? std::string() : " on " + nodes));
+             "SLURM job " + job + requeued + (nodes.empty() ? std::string() : " on " + nodes) +
+                 (requeued.empty() ? std::string() : ", resuming from the newest checkpoint"));
   }
 }
 

@@ -29,8 +29,8 @@ bool can_transition(RunState from, RunState to) {
       return false;
     case RunState::starting:
       return from == RunState::created;
-    case RunState::queued:  // again when SLURM's reason changes
-      return from == RunState::starting || from == RunState::queued;
+    case RunState::queued:  // again when SLURM's reason changes; from running when requeued
+      return from == RunState::starting || from == RunState::queued || from == RunState::running;
     case RunState::running:
       return from == RunState::starting || from == RunState::queued;
     default:

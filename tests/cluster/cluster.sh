@@ -325,7 +325,8 @@ ClusterName=flotilla-test
 SlurmctldHost=flh1($NET.11)
 SlurmUser=root
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.socket
+# cred_expire: how long a requeued job waits before it runs again (120 s by default).
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
 CredType=cred/munge
 StateSaveLocation=$dir/slurm/state
 SlurmdSpoolDir=$dir/slurm/spool-%n

@@ -281,5 +281,98 @@ TEST(SlurmRuns, ASweepOnTheClusterRunsEachPointAsAJobOfItsOwn) {
   EXPECT_EQ(job_in_queue(cluster, runs.front().id), "");
 }
 
+// A run that saves checkpoints is submitted --requeue: a node lost mid-run
+// makes SLURM requeue the job, and its parts, on the nodes left, go on from
+// the newest checkpoint every rank holds, to the run's end.
+TEST(SlurmRuns, ANodeLostMidRunIsRequeuedAndTheRunGoesOnFromItsNewestCheckpoint) {
+  SKIP_WITHOUT_SLURM_CLUSTER();
+  TestCluster cluster(3, ClusterKind::slurm);
+  ClusterControl control(cluster, /*add_hosts=*/false);
+  add_login_node(cluster, control);
+  const auto file = control.write(
+      "requeue.yaml", slurm_experiment("requeue", 2, 1500) + "save: {every_steps: 100, keep: 2}\n");
+  auto runner = control.start({"run", file.string()}, "requeue.txt");
+  const auto run = wait_for_run(control, 60s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  ASSERT_TRUE(wait_for_steps(control, run, 2, 150, 120s)) << runner->output();
+  // The job's second node (flh1 is the login node and slurmctld's) is lost.
+  const std::string nodes = cluster.ssh("flh1", "squeue -h -n flotilla-" + run + " -o %N");
+  const std::string second = cluster.ssh(
+      "flh1", "scontrol show hostnames '" + nodes.substr(0, nodes.find('\n')) + "' | sed -n 2p");
+  const std::string lost = second.substr(0, second.find('\n'));
+  ASSERT_FALSE(lost.empty()) << nodes;
+  cluster.slurmd(lost, /*running=*/false);
+  ASSERT_TRUE(runner->wait(300s)) << runner->output();
+  const auto store = control.store();
+  const auto ended = store.run(run);
+  EXPECT_EQ(ended->state, RunState::finished) << ended->reason << "\n" << runner->output();
+  bool requeued = false;
+  for (const auto& t : store.transitions(run))
+    requeued = requeued || t.reason.find(" requeued after node " + lost +
+                                         " was lost (restart 1)") != std::string::npos;
+  EXPECT_TRUE(requeued) << runner->output();
+  // Every step of both ranks is there; the second run of the job began at
+  // a checkpoint both ranks held.
+  std::map<int64_t, std::set<int64_t>> steps;
+  std::map<int64_t, int64_t> resumed_from;
+  for (const auto& r : store.records(run)) {
+    const auto body = json::parse(r.body);
+    if (r.type == "step") steps[r.rank].insert(body.at("step").get<int64_t>());
+    if (r.type == "start" && body.contains("resumed_from_step"))
+      resumed_from[r.rank] = body["resumed_from_step"].get<int64_t>();
+  }
+  ASSERT_EQ(steps.size(), 2u);
+  for (const auto& [rank, seen] : steps) {
+    EXPECT_EQ(seen.size(), 1500u) << "rank " << rank;
+    EXPECT_EQ(*seen.begin(), 1);
+    EXPECT_EQ(*seen.rbegin(), 1500);
+  }
+  ASSERT_EQ(resumed_from.size(), 2u) << runner->output();
+  EXPECT_EQ(resumed_from[0], resumed_from[1]);
+  EXPECT_GE(resumed_from[0], 100);
+  EXPECT_EQ(resumed_from[0] % 100, 0);
+  std::cout << "node " << lost << " lost; the requeued job went on from step " << resumed_from[0]
+            << std::endl;
+}
+
+// `flotilla resume` of a killed SLURM run: a new job, its ranks going on
+// from the newest checkpoint in the run's folder.
+TEST(SlurmRuns, AKilledRunResumesAsANewJobFromItsNewestCheckpoint) {
+  SKIP_WITHOUT_SLURM_CLUSTER();
+  TestCluster cluster(2, ClusterKind::slurm);
+  ClusterControl control(cluster, /*add_hosts=*/false);
+  add_login_node(cluster, control);
+  const auto file = control.write(
+      "again.yaml", slurm_experiment("again", 2, 400) + "save: {every_steps: 50, keep: 2}\n");
+  auto runner = control.start({"run", file.string()}, "again.txt");
+  const auto run = wait_for_run(control, 60s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  ASSERT_TRUE(wait_for_steps(control, run, 2, 120, 120s)) << runner->output();
+  const auto [killed, kill_said] = control.flotilla({"kill", run});
+  ASSERT_EQ(killed, 0) << kill_said;
+  ASSERT_TRUE(runner->wait(60s));
+  ASSERT_EQ(control.store().run(run)->state, RunState::killed);
+
+  const auto [resumed, resume_said] = control.flotilla({"resume", run});
+  ASSERT_EQ(resumed, 0) << resume_said;
+  const auto store = control.store();
+  EXPECT_EQ(store.run(run)->state, RunState::finished) << store.run(run)->reason;
+  std::map<int64_t, std::set<int64_t>> steps;
+  std::map<int64_t, int64_t> resumed_from;
+  std::set<std::string> jobs;
+  for (const auto& r : store.records(run)) {
+    const auto body = json::parse(r.body);
+    if (r.type == "step") steps[r.rank].insert(body.at("step").get<int64_t>());
+    if (r.type == "start" && body.contains("resumed_from_step"))
+      resumed_from[r.rank] = body["resumed_from_step"].get<int64_t>();
+    if (r.type == "slurm_job") jobs.insert(body.at("job").get<std::string>());
+  }
+  EXPECT_EQ(jobs.size(), 2u);  // the first job and the resumed one
+  ASSERT_EQ(resumed_from.size(), 2u) << resume_said;
+  EXPECT_EQ(resumed_from[0], resumed_from[1]);
+  EXPECT_GE(resumed_from[0], 100);
+  for (const auto& [rank, seen] : steps) EXPECT_EQ(seen.size(), 400u) << "rank " << rank;
+}
+
 }  // namespace
 }  // namespace flotilla::testing

@@ -3,30 +3,37 @@
 // scontrol's answer, and the words a run ends with when SLURM ended its job.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "slurm_job.h"
 
 namespace flotilla::agent {
 namespace {
 
 TEST(SlurmJob, SbatchAsksForTheNodesOneTaskEachAndWhatTheRunSays) {
-  SlurmConfig slurm;
-  slurm.nodes = 3;
-  slurm.gpus_per_node = 4;
-  slurm.time = "01:30:00";
-  slurm.partition = "gpu";
-  slurm.account = "proj42";
-  slurm.extra = {"--qos=high", "--constraint=a100 80gb"};
-  const auto args = sbatch_arguments(slurm, "r1", "/home/u/.flotilla/runs/r1");
+  ExperimentConfig config;
+  config.slurm.nodes = 3;
+  config.slurm.gpus_per_node = 4;
+  config.slurm.time = "01:30:00";
+  config.slurm.partition = "gpu";
+  config.slurm.account = "proj42";
+  config.slurm.extra = {"--qos=high", "--constraint=a100 80gb"};
+  const auto args = sbatch_arguments(config, "r1", "/home/u/.flotilla/runs/r1");
   const std::vector<std::string> expected = {
-      "--parsable", "--job-name=flotilla-r1", "--nodes=3", "--ntasks-per-node=1", "--no-requeue",
-      "--chdir=/home/u/.flotilla/runs/r1", "--output=/home/u/.flotilla/runs/r1/slurm-%j.out",
-      "--gres=gpu:4", "--time=01:30:00", "--partition=gpu", "--account=proj42", "--qos=high",
+      "--parsable", "--job-name=flotilla-r1", "--nodes=3", "--ntasks-per-node=1",
+      // No checkpoints: a requeued job would train again from step 0.
+      "--no-requeue", "--open-mode=append", "--chdir=/home/u/.flotilla/runs/r1",
+      "--output=/home/u/.flotilla/runs/r1/slurm-%j.out", "--gres=gpu:4", "--time=01:30:00",
+      "--partition=gpu", "--account=proj42", "--qos=high",
       // One argument, space and all: no shell between.
       "--constraint=a100 80gb"};
   EXPECT_EQ(args, expected);
-  SlurmConfig bare;
-  bare.nodes = 2;
-  EXPECT_EQ(sbatch_arguments(bare, "r2", "/r").size(), 7u);  // SLURM's and the site's defaults
+  ExperimentConfig bare;
+  bare.slurm.nodes = 2;
+  EXPECT_EQ(sbatch_arguments(bare, "r2", "/r").size(), 8u);  // SLURM's and the site's defaults
+  // A run that saves checkpoints is requeued by SLURM and goes on from them.
+  bare.save.every_steps = 100;
+  EXPECT_EQ(sbatch_arguments(bare, "r2", "/r")[4], "--requeue");
 }
 
 TEST(SlurmJob, TheBatchScriptStartsOneSupervisorPerNodeWithItsPathsQuoted) {
@@ -54,13 +61,34 @@ TEST(SlurmJob, EachPartRunsItsNodesRanksAndFindsItsRendezvousItself) {
   EXPECT_EQ(part.master_port, 0);
   EXPECT_EQ(slurm_part_run(2), "node-2");
   EXPECT_EQ(slurm_parts_home("/runs/r1"), "/runs/r1/parts");
+  EXPECT_EQ(slurm_part_start_file("/runs/r1/parts", 2), "/runs/r1/parts/start-node-2.json");
+  EXPECT_EQ(slurm_attempt_home("/runs/r1/parts", "12", 1), "/runs/r1/parts/job-12-1");
   // Every part computes the same port from the job id, within 20000..39999.
   EXPECT_EQ(slurm_master_port("1234"), slurm_master_port("1234"));
   EXPECT_NE(slurm_master_port("1234"), slurm_master_port("1235"));
+  EXPECT_NE(slurm_master_port("1234", 1),
+            slurm_master_port("1234"));  // requeued: a port of its own
   for (const char* id : {"1", "19999", "20000", "4294967295"}) {
     EXPECT_GE(slurm_master_port(id), 20000) << id;
     EXPECT_LT(slurm_master_port(id), 40000) << id;
   }
+}
+
+TEST(SlurmJob, APartKeepsCheckpointsInTheRunsFolderWhereARequeuedJobFindsThem) {
+  EXPECT_EQ(nlohmann::json::parse(
+                with_run_folder_checkpoints(R"({"save":{"every_steps":100,"dir":"ckpt"},"seed":3})",
+                                            "/runs/r1"))
+                .at("save")
+                .at("dir"),
+            "/runs/r1/ckpt");
+  EXPECT_EQ(nlohmann::json::parse(
+                with_run_folder_checkpoints(R"({"save":{"every_steps":100}})", "/runs/r1"))
+                .at("save")
+                .at("dir"),
+            "/runs/r1/checkpoints");
+  const std::string absolute = R"({"save":{"every_steps":100,"dir":"/scratch/c"}})";
+  EXPECT_EQ(with_run_folder_checkpoints(absolute, "/runs/r1"), absolute);
+  EXPECT_EQ(with_run_folder_checkpoints(R"({"seed":3})", "/runs/r1"), R"({"seed":3})");
 }
 
 TEST(SlurmJob, ReadsScontrolsOneLineJob) {

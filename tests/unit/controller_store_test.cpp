@@ -58,7 +58,7 @@ TEST(RunStateMachine, AllowsOnlyForwardMovesAndNothingAfterAnEnd) {
   EXPECT_TRUE(can_transition(S::queued, S::queued));
   EXPECT_TRUE(can_transition(S::queued, S::running));
   EXPECT_TRUE(can_transition(S::queued, S::killed));
-  EXPECT_FALSE(can_transition(S::running, S::queued));
+  EXPECT_TRUE(can_transition(S::running, S::queued));  // requeued after a node was lost
   EXPECT_FALSE(can_transition(S::created, S::queued));
   for (S end : {S::finished, S::failed, S::killed, S::oom})
     for (S to : {S::created, S::starting, S::queued, S::running, S::finished, S::failed, S::killed,

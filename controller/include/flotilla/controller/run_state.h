@@ -10,7 +10,7 @@
 namespace flotilla::controller {
 
 // queued: a SLURM job waiting for its nodes (its reason with it), between
-// starting and running.
+// starting and running, and again when SLURM requeues it.
 enum class RunState { created, starting, queued, running, finished, failed, killed, oom };
 
 std::string_view name_of(RunState state);
