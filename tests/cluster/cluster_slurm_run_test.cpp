@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <csignal>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -372,6 +373,39 @@ TEST(SlurmRuns, AKilledRunResumesAsANewJobFromItsNewestCheckpoint) {
   EXPECT_EQ(resumed_from[0], resumed_from[1]);
   EXPECT_GE(resumed_from[0], 100);
   for (const auto& [rank, seen] : steps) EXPECT_EQ(seen.size(), 400u) << "rank " << rank;
+}
+
+// The controller dying mid-run leaves the job to SLURM and the login's job
+// supervisor: `flotilla attach` follows it again from the last record stored.
+TEST(SlurmRuns, AControllerThatDiesLeavesTheJobRunningAndAttachFollowsItToItsEnd) {
+  SKIP_WITHOUT_SLURM_CLUSTER();
+  TestCluster cluster(2, ClusterKind::slurm);
+  ClusterControl control(cluster, /*add_hosts=*/false);
+  add_login_node(cluster, control);
+  const auto file = control.write("attach.yaml", slurm_experiment("attach", 2, 400));
+  auto runner = control.start({"run", file.string()}, "attach.txt");
+  const auto run = wait_for_run(control, 60s);
+  ASSERT_FALSE(run.empty()) << runner->output();
+  ASSERT_TRUE(wait_for_steps(control, run, 2, 50, 120s)) << runner->output();
+  runner->kill(SIGKILL);
+  ASSERT_TRUE(runner->wait(30s));
+  ASSERT_NE(job_in_queue(cluster, run), "");  // the job trains on without it
+
+  const auto [attached, said] = control.flotilla({"attach", run});
+  ASSERT_EQ(attached, 0) << said;
+  const auto store = control.store();
+  EXPECT_EQ(store.run(run)->state, RunState::finished) << store.run(run)->reason;
+  std::map<int64_t, std::vector<int64_t>> steps;
+  std::vector<int64_t> seqs;
+  for (const auto& r : store.records(run)) {
+    seqs.push_back(r.seq);
+    if (r.type == "step") steps[r.rank].push_back(json::parse(r.body).at("step").get<int64_t>());
+  }
+  for (const auto& [rank, seen] : steps) {
+    ASSERT_EQ(seen.size(), 400u) << "rank " << rank;
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], int64_t(i) + 1) << "rank " << rank;
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], int64_t(i) + 1);
 }
 
 }  // namespace
