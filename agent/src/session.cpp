@@ -232,9 +232,7 @@ void Session::end_orphaned_run(const std::string& run, const std::string& outcom
   // A SLURM run's ranks are the job's: it goes with its supervisor.
   if (const auto cancelled = cancel_slurm_job(dir.path()); !cancelled.empty())
     message += "; " + cancelled;
-  SpoolWriter spool(dir.spool());
-  spool.append(protocol::encode(protocol::RunEnd{run, spool.next_seq(), outcome, message}));
-  dir.write_final({outcome, message, spool.last_seq()});
+  dir.write_final({outcome, message, append_run_end(dir.spool(), run, outcome, message)});
 }
 
 void Session::status(const protocol::StatusRequest& request) {

@@ -263,7 +263,10 @@ class SlurmJob {
   void query_job() {
     const auto out = run_program({"scontrol", "show", "job", "-o", job_id_});
     if (out.status != 0) {
-      // Purged (MinJobAge) or never known: ended, whatever it ended with.
+      // Purged (MinJobAge): ended, whatever it ended with. Any other
+      // failure (slurmctld restarting, a timeout) says nothing of the job:
+      // asked again next time.
+      if (out.text.find("Invalid job id") == std::string::npos) return;
       if (!ended_at_) ended_at_ = Clock::now();
       job_gone_ = true;
       return;
@@ -586,10 +589,8 @@ int run_slurm_job(const SlurmJobOptions& options) {
       std::string message = e.what();
       if (const auto cancelled = cancel_slurm_job(dir.path()); !cancelled.empty())
         message += "; " + cancelled;
-      SpoolWriter spool(dir.spool());
-      spool.append(
-          protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", message}));
-      dir.write_final({"failed", message, spool.last_seq()});
+      dir.write_final(
+          {"failed", message, append_run_end(dir.spool(), options.run, "failed", message)});
     } catch (...) {
     }
     return 1;

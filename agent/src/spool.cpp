@@ -10,6 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "flotilla/protocol/messages.h"
 #include "run_directory.h"
 
 namespace flotilla::agent {
@@ -96,6 +97,13 @@ std::optional<int64_t> seq_of(std::string_view line) {
   auto [p, ec] = std::from_chars(begin, line.data() + line.size(), seq);
   if (ec != std::errc()) return std::nullopt;
   return seq;
+}
+
+int64_t append_run_end(const std::filesystem::path& file, const std::string& run,
+                       const std::string& outcome, const std::string& message) {
+  SpoolWriter spool(file);
+  spool.append(protocol::encode(protocol::RunEnd{run, spool.next_seq(), outcome, message}));
+  return spool.last_seq();
 }
 
 }  // namespace flotilla::agent

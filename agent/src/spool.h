@@ -54,6 +54,11 @@ class SpoolReader {
   protocol::LineBuffer lines_;
 };
 
+// Ends a run whose supervisor cannot (it died, or failed before it could):
+// its run_end appended to the spool `file`, numbered on; returns its seq.
+int64_t append_run_end(const std::filesystem::path& file, const std::string& run,
+                       const std::string& outcome, const std::string& message);
+
 // The seq of a spool line, without decoding the whole record.
 std::optional<int64_t> seq_of(std::string_view line);
 

@@ -596,10 +596,8 @@ int run_supervisor(const SupervisorOptions& options_in) {
       for (const auto& words : recorded.strangers()) message += "; " + words;
       if (const auto left = kill_groups(recorded.groups); !left.empty())
         message += "; " + survivors_words(left);
-      SpoolWriter spool(dir.spool());
-      spool.append(
-          protocol::encode(protocol::RunEnd{options.run, spool.next_seq(), "failed", message}));
-      dir.write_final({"failed", message, spool.last_seq()});
+      dir.write_final(
+          {"failed", message, append_run_end(dir.spool(), options.run, "failed", message)});
     } catch (...) {
     }
     return 1;
