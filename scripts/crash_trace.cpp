@@ -64,7 +64,8 @@ void on_terminate() {
   if (auto* type = abi::__cxa_current_exception_type()) {
     int status = 0;
     char* name = abi::__cxa_demangle(type->name(), nullptr, nullptr, &status);
-    std::snprintf(why, sizeof why, "std::terminate with an uncaught %s", name ? name : type->name());
+    std::snprintf(why, sizeof why, "std::terminate with an uncaught %s",
+                  name ? name : type->name());
     std::free(name);
   }
   print_stack(why);

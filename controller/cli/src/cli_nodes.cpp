@@ -34,12 +34,12 @@ int command_list(Store& store) {
   };
   std::vector<Line> lines{{"NAME", "KIND", "ADDRESS", "REMOTE DIR", "TAGS", "PROBE"}};
   for (const auto& n : store.nodes())
-    lines.push_back(
-        {n.name, n.is_local() ? "local" : node_kind_name(n.kind),
-         n.is_local() ? "(this machine)"
-                      : (n.user.empty() ? "" : n.user + "@") + n.host + ":" + std::to_string(n.port),
-         n.remote_dir.empty() ? "~/.flotilla" : n.remote_dir, n.tags.empty() ? "-" : n.tags,
-         probe_summary(n.probe_json)});
+    lines.push_back({n.name, n.is_local() ? "local" : node_kind_name(n.kind),
+                     n.is_local() ? "(this machine)"
+                                  : (n.user.empty() ? "" : n.user + "@") + n.host + ":" +
+                                        std::to_string(n.port),
+                     n.remote_dir.empty() ? "~/.flotilla" : n.remote_dir,
+                     n.tags.empty() ? "-" : n.tags, probe_summary(n.probe_json)});
   // Each column as wide as its longest entry and two spaces.
   std::array<size_t, 5> width{};
   for (const auto& l : lines) {

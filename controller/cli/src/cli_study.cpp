@@ -111,7 +111,9 @@ void add_study_commands(CLI::App& app, StudyCommands& c) {
       "run", "run a study's sweep (real training) and write DIR/report.md, study.csv, charts");
   c.run->add_option("name", c.name, "a study (`flotilla study list`) or a sweep file (.yaml)")
       ->required();
-  c.run->add_option("--scale", c.scale, "cpu (this machine, minutes), gpu (the seed's sizes) or gpu1 (one GPU, minutes)")
+  c.run
+      ->add_option("--scale", c.scale,
+                   "cpu (this machine, minutes), gpu (the seed's sizes) or gpu1 (one GPU, minutes)")
       ->capture_default_str();
   c.run->add_option("--nodes", c.nodes, "comma-separated nodes, overriding the study's");
   c.run->add_option("--name", c.sweep_name,
