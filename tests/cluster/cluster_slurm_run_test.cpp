@@ -41,6 +41,16 @@ void add_login_node(const TestCluster& cluster, const ClusterControl& control) {
   ASSERT_EQ(probed, 0) << probe;
 }
 
+// A SLURM test cluster of `hosts` hosts with its login node added to a
+// controller database and probed, as a user starts.
+struct SlurmLogin {
+  explicit SlurmLogin(int hosts) : cluster(hosts, ClusterKind::slurm), control(cluster, false) {
+    add_login_node(cluster, control);
+  }
+  TestCluster cluster;
+  ClusterControl control;
+};
+
 std::string slurm_experiment(const std::string& name, int nodes, int steps,
                              const std::string& slurm_extra = {}) {
   return "name: " + name +
@@ -76,6 +86,27 @@ bool wait_for_steps(const ClusterControl& control, const std::string& run, int r
   return false;
 }
 
+// A run of `yaml` started with `flotilla run` in the background, once each
+// of its `ranks` ranks has trained `steps` steps; its id is empty (and the
+// test has failed, saying why) when it did not get there.
+struct TrainingRun {
+  std::unique_ptr<ChildProcess> runner;
+  std::string run;
+};
+TrainingRun start_training(const ClusterControl& control, const std::string& name,
+                           const std::string& yaml, int ranks, int steps) {
+  const auto file = control.write(name + ".yaml", yaml);
+  TrainingRun started{control.start({"run", file.string()}, name + ".txt"), {}};
+  started.run = wait_for_run(control, 60s);
+  if (started.run.empty()) {
+    ADD_FAILURE() << "no run stored: " << started.runner->output();
+  } else if (!wait_for_steps(control, started.run, ranks, steps, 120s)) {
+    ADD_FAILURE() << "not " << steps << " steps of every rank: " << started.runner->output();
+    started.run.clear();
+  }
+  return started;
+}
+
 // The job of `run` as squeue lists it on the login node ("" once it is gone).
 std::string job_in_queue(const TestCluster& cluster, const std::string& run) {
   return cluster.ssh("flh1", "squeue -h -n flotilla-" + run + " -o '%i %T %r'");
@@ -94,9 +125,8 @@ std::vector<std::string> processes_of(const TestCluster& cluster, const std::str
 
 TEST(SlurmRuns, AThreeNodeDdpJobFinishesWithEveryRanksRecordsContiguous) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(3, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
+  SlurmLogin hpc(3);
+  const auto& [cluster, control] = hpc;
   const auto file = control.write("three.yaml", slurm_experiment("three", 3, 40));
   const auto [status, said] = control.flotilla({"run", file.string()});
   ASSERT_EQ(status, 0) << said;
@@ -129,9 +159,8 @@ TEST(SlurmRuns, AThreeNodeDdpJobFinishesWithEveryRanksRecordsContiguous) {
 
 TEST(SlurmRuns, ARunWaitingBehindAnotherJobIsQueuedWithSlurmsReasonAndKilledWhileItWaits) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(2, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
+  SlurmLogin hpc(2);
+  const auto& [cluster, control] = hpc;
   // Another user's job holds every node.
   const std::string blocker =
       cluster.ssh("flh1", "sbatch --parsable --nodes=2 --exclusive --wrap 'sleep 600'");
@@ -167,14 +196,10 @@ TEST(SlurmRuns, ARunWaitingBehindAnotherJobIsQueuedWithSlurmsReasonAndKilledWhil
 
 TEST(SlurmRuns, KillCancelsTheJobAndLeavesNoProcessOfTheRunOnAnyNode) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(3, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
-  const auto file = control.write("long.yaml", slurm_experiment("long", 3, 100000));
-  auto runner = control.start({"run", file.string()}, "long.txt");
-  const auto run = wait_for_run(control, 60s);
-  ASSERT_FALSE(run.empty()) << runner->output();
-  ASSERT_TRUE(wait_for_steps(control, run, 3, 5, 120s)) << runner->output();
+  SlurmLogin hpc(3);
+  const auto& [cluster, control] = hpc;
+  auto [runner, run] = start_training(control, "long", slurm_experiment("long", 3, 100000), 3, 5);
+  ASSERT_FALSE(run.empty());
   ASSERT_NE(job_in_queue(cluster, run), "");
 
   // When squeue stops listing the job, seen from the login node meanwhile.
@@ -202,14 +227,11 @@ TEST(SlurmRuns, KillCancelsTheJobAndLeavesNoProcessOfTheRunOnAnyNode) {
 
 TEST(SlurmRuns, AJobCancelledOutsideFlotillaEndsTheRunKilledSayingSo) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(2, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
-  const auto file = control.write("outside.yaml", slurm_experiment("outside", 2, 100000));
-  auto runner = control.start({"run", file.string()}, "outside.txt");
-  const auto run = wait_for_run(control, 60s);
-  ASSERT_FALSE(run.empty()) << runner->output();
-  ASSERT_TRUE(wait_for_steps(control, run, 2, 3, 120s)) << runner->output();
+  SlurmLogin hpc(2);
+  const auto& [cluster, control] = hpc;
+  auto [runner, run] =
+      start_training(control, "outside", slurm_experiment("outside", 2, 100000), 2, 3);
+  ASSERT_FALSE(run.empty());
   cluster.ssh("flh1", "scancel -n flotilla-" + run);
   ASSERT_TRUE(runner->wait(90s)) << runner->output();
   const auto ended = control.store().run(run);
@@ -221,14 +243,10 @@ TEST(SlurmRuns, AJobCancelledOutsideFlotillaEndsTheRunKilledSayingSo) {
 
 TEST(SlurmRuns, ANodeLostMidRunFailsTheRunNamingIt) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(3, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
-  const auto file = control.write("lost.yaml", slurm_experiment("lost", 3, 100000));
-  auto runner = control.start({"run", file.string()}, "lost.txt");
-  const auto run = wait_for_run(control, 60s);
-  ASSERT_FALSE(run.empty()) << runner->output();
-  ASSERT_TRUE(wait_for_steps(control, run, 3, 3, 120s)) << runner->output();
+  SlurmLogin hpc(3);
+  const auto& [cluster, control] = hpc;
+  auto [runner, run] = start_training(control, "lost", slurm_experiment("lost", 3, 100000), 3, 3);
+  ASSERT_FALSE(run.empty());
   cluster.slurmd("flh3", /*running=*/false);
   ASSERT_TRUE(runner->wait(180s)) << runner->output();
   const auto ended = control.store().run(run);
@@ -239,9 +257,8 @@ TEST(SlurmRuns, ANodeLostMidRunFailsTheRunNamingIt) {
 
 TEST(SlurmRuns, ATimeLimitEndsTheRunFailedWithSlurmsReason) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(2, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
+  SlurmLogin hpc(2);
+  const auto& [cluster, control] = hpc;
   // One minute, SLURM's smallest: the job outlives it.
   const auto file =
       control.write("limit.yaml", slurm_experiment("limit", 2, 100000, ", time: \"1\""));
@@ -259,9 +276,8 @@ TEST(SlurmRuns, ATimeLimitEndsTheRunFailedWithSlurmsReason) {
 
 TEST(SlurmRuns, ASweepOnTheClusterRunsEachPointAsAJobOfItsOwn) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(2, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
+  SlurmLogin hpc(2);
+  const auto& [cluster, control] = hpc;
   const auto file = control.write(
       "sweep.yaml",
       "name: on-slurm\nbase:\n  model: small_cnn\n  dataset: fashion_mnist\n  strategy: ddp\n"
@@ -287,15 +303,12 @@ TEST(SlurmRuns, ASweepOnTheClusterRunsEachPointAsAJobOfItsOwn) {
 // the newest checkpoint every rank holds, to the run's end.
 TEST(SlurmRuns, ANodeLostMidRunIsRequeuedAndTheRunGoesOnFromItsNewestCheckpoint) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(3, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
-  const auto file = control.write(
-      "requeue.yaml", slurm_experiment("requeue", 2, 1500) + "save: {every_steps: 100, keep: 2}\n");
-  auto runner = control.start({"run", file.string()}, "requeue.txt");
-  const auto run = wait_for_run(control, 60s);
-  ASSERT_FALSE(run.empty()) << runner->output();
-  ASSERT_TRUE(wait_for_steps(control, run, 2, 150, 120s)) << runner->output();
+  SlurmLogin hpc(3);
+  const auto& [cluster, control] = hpc;
+  auto [runner, run] = start_training(
+      control, "requeue",
+      slurm_experiment("requeue", 2, 1500) + "save: {every_steps: 100, keep: 2}\n", 2, 150);
+  ASSERT_FALSE(run.empty());
   // The job's second node (flh1 is the login node and slurmctld's) is lost.
   const std::string nodes = cluster.ssh("flh1", "squeue -h -n flotilla-" + run + " -o %N");
   const std::string second = cluster.ssh(
@@ -340,15 +353,12 @@ TEST(SlurmRuns, ANodeLostMidRunIsRequeuedAndTheRunGoesOnFromItsNewestCheckpoint)
 // from the newest checkpoint in the run's folder.
 TEST(SlurmRuns, AKilledRunResumesAsANewJobFromItsNewestCheckpoint) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(2, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
-  const auto file = control.write(
-      "again.yaml", slurm_experiment("again", 2, 400) + "save: {every_steps: 50, keep: 2}\n");
-  auto runner = control.start({"run", file.string()}, "again.txt");
-  const auto run = wait_for_run(control, 60s);
-  ASSERT_FALSE(run.empty()) << runner->output();
-  ASSERT_TRUE(wait_for_steps(control, run, 2, 120, 120s)) << runner->output();
+  SlurmLogin hpc(2);
+  const auto& [cluster, control] = hpc;
+  auto [runner, run] = start_training(
+      control, "again", slurm_experiment("again", 2, 400) + "save: {every_steps: 50, keep: 2}\n", 2,
+      120);
+  ASSERT_FALSE(run.empty());
   const auto [killed, kill_said] = control.flotilla({"kill", run});
   ASSERT_EQ(killed, 0) << kill_said;
   ASSERT_TRUE(runner->wait(60s));
@@ -379,14 +389,10 @@ TEST(SlurmRuns, AKilledRunResumesAsANewJobFromItsNewestCheckpoint) {
 // supervisor: `flotilla attach` follows it again from the last record stored.
 TEST(SlurmRuns, AControllerThatDiesLeavesTheJobRunningAndAttachFollowsItToItsEnd) {
   SKIP_WITHOUT_SLURM_CLUSTER();
-  TestCluster cluster(2, ClusterKind::slurm);
-  ClusterControl control(cluster, /*add_hosts=*/false);
-  add_login_node(cluster, control);
-  const auto file = control.write("attach.yaml", slurm_experiment("attach", 2, 400));
-  auto runner = control.start({"run", file.string()}, "attach.txt");
-  const auto run = wait_for_run(control, 60s);
-  ASSERT_FALSE(run.empty()) << runner->output();
-  ASSERT_TRUE(wait_for_steps(control, run, 2, 50, 120s)) << runner->output();
+  SlurmLogin hpc(2);
+  const auto& [cluster, control] = hpc;
+  auto [runner, run] = start_training(control, "attach", slurm_experiment("attach", 2, 400), 2, 50);
+  ASSERT_FALSE(run.empty());
   runner->kill(SIGKILL);
   ASSERT_TRUE(runner->wait(30s));
   ASSERT_NE(job_in_queue(cluster, run), "");  // the job trains on without it
