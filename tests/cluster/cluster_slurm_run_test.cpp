@@ -183,6 +183,7 @@ TEST(SlurmRuns, ARunWaitingBehindAnotherJobIsQueuedWithSlurmsReasonAndKilledWhil
   const auto [listed, list] = control.flotilla({"runs"});
   ASSERT_EQ(listed, 0) << list;
   EXPECT_NE(list.find("queued"), std::string::npos) << list;
+  EXPECT_NE(list.find(" waits: "), std::string::npos) << list;  // SLURM's reason, in REASON
 
   const auto [killed, kill_said] = control.flotilla({"kill", run});
   ASSERT_EQ(killed, 0) << kill_said;
