@@ -39,10 +39,6 @@
 
 namespace flotilla::gui {
 namespace {
-bool live(const QString& state) {
-  return state == "created" || state == "starting" || state == "queued" || state == "running";
-}
-
 // Why the run cannot be resumed, or empty when it can: it ended without
 // finishing, and its config saved checkpoints.
 QString resume_refusal(const RunItem* item) {
@@ -306,7 +302,8 @@ void MainWindow::buildActions() {
 
 void MainWindow::killSelected() {
   const QString run = run_list_->selected();
-  if (run.isEmpty() || !live(run_list_->listedState(run)) || killing_.contains(run)) return;
+  if (run.isEmpty() || !is_live_state(run_list_->listedState(run)) || killing_.contains(run))
+    return;
   const RunItem* item = run_list_->run(run);
   const QString nodes = item ? item->nodes : QString();
   const auto answer =
@@ -522,10 +519,10 @@ void MainWindow::showRuns(const QVector<RunItem>& runs) {
 }
 
 void MainWindow::updateRunState(const QString& run, const QString& state, const QString& reason) {
-  if (!live(state)) killing_.remove(run);
+  if (!is_live_state(state)) killing_.remove(run);
   const bool listed = run_list_->showState(run, state, reason, killing_.contains(run));
   if (!listed) emit requestRefresh();
-  if (!live(state)) statusBar()->showMessage("Run " + run + " " + state, 10000);
+  if (!is_live_state(state)) statusBar()->showMessage("Run " + run + " " + state, 10000);
   if (state == "starting" && dashboard_->runs().contains(run)) dashboard_->reload();
   updateButtons();
 }
@@ -582,7 +579,7 @@ void MainWindow::updateButtons() {
   const QStringList selected = run_list_->selectedRuns();
   const QString run = selected.size() == 1 ? selected.front() : QString();
   const bool killable =
-      !run.isEmpty() && live(run_list_->listedState(run)) && !killing_.contains(run);
+      !run.isEmpty() && is_live_state(run_list_->listedState(run)) && !killing_.contains(run);
   kill_action_->setEnabled(killable);
   kill_button_->setEnabled(killable);
   const QString refusal = resume_refusal(run.isEmpty() ? nullptr : run_list_->run(run));

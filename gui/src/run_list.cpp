@@ -9,6 +9,8 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "flotilla/controller/run_state.h"
+
 namespace flotilla::gui {
 namespace {
 
@@ -17,8 +19,7 @@ const QString kLive = "live";
 const QString kAllExperiments = "Every experiment";
 
 bool live(const QString& shown_state) {
-  return shown_state == "created" || shown_state == "starting" || shown_state == "queued" ||
-         shown_state == "running" || shown_state == "killing…";
+  return shown_state == "killing…" || is_live_state(shown_state);
 }
 
 // Sorts by a number kept beside the text (ranks, start time), not by the text.
@@ -33,6 +34,11 @@ class NumberItem : public QTableWidgetItem {
 };
 
 }  // namespace
+
+bool is_live_state(const QString& state) {
+  const auto known = controller::run_state_from_name(state.toStdString());
+  return known && !controller::is_terminal(*known);
+}
 
 RunList::RunList(QWidget* parent) : QWidget(parent) {
   state_filter_ = new QComboBox;

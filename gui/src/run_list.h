@@ -19,6 +19,10 @@ class QTableWidget;
 
 namespace flotilla::gui {
 
+// A stored state of a run that has not ended (created, starting, queued,
+// running), as the controller's state machine has it.
+bool is_live_state(const QString& state);
+
 class RunList : public QWidget {
   Q_OBJECT
  public:
