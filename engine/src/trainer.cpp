@@ -11,6 +11,7 @@
 #include "flotilla/protocol/run_metrics.h"
 #include "models/layers.h"
 #include "models/model_factory.h"
+#include "pipeline/partition.h"
 #include "pipeline/stage_setup.h"
 #include "runtime/thread_pools.h"
 #include "torch_adapter.h"
@@ -24,6 +25,18 @@ std::optional<std::pair<int64_t, int64_t>> injected_fault() {
   const char* text = std::getenv("FLOTILLA_FAULT");
   long long rank = 0, step = 0;
   if (text && std::sscanf(text, "%lld:%lld", &rank, &step) == 2) return std::make_pair(rank, step);
+  return std::nullopt;
+}
+
+// FLOTILLA_FAULT="RANK:transition" kills that rank with SIGKILL, as a lost
+// node would, in the middle of an elastic transition.
+std::optional<int64_t> injected_transition_kill() {
+  const char* text = std::getenv("FLOTILLA_FAULT");
+  long long rank = 0;
+  char what[16] = {};
+  if (text && std::sscanf(text, "%lld:%15s", &rank, what) == 2 &&
+      std::string_view(what) == "transition")
+    return rank;
   return std::nullopt;
 }
 
@@ -51,6 +64,7 @@ Trainer::Trainer(const TrainOptions& options)
   full_model->to(device_);
   if (config_.channels_last) to_channels_last(*full_model);
   total_blocks_ = static_cast<int64_t>(full_model->size());
+  full_model_ = full_model;
 
   const auto& env = options.env;
   // train() checked that the environment's world is the config's.
@@ -195,8 +209,22 @@ void Trainer::set_up_pipeline(torch::nn::Sequential full_model, int64_t stages) 
   auto sample = test_loader_->next();
   if (!sample) throw std::runtime_error("the test split is empty: no sample to plan the pipeline");
   const auto inputs = sample->inputs.to(device_);
-  plan.balance = resolve_balance(config_.balance, stages, full_model,
-                                 measuring_example(inputs, config_), *comm_);
+  if (config_.elastic.pipe) {
+    // AutoPipe weighs blocks by the same measurement the cut is made by.
+    elastic_.emplace();
+    elastic_->costs = shared_block_costs(full_model, measuring_example(inputs, config_), *comm_);
+    plan.balance = config_.balance;
+    if (plan.balance.empty())
+      plan.balance = balance_by_cost(costs_with_frozen(elastic_->costs, 0), stages);
+    elastic_->budget_ms = slowest_stage(costs_with_frozen(elastic_->costs, 0), plan.balance);
+    elastic_->layout = {stages, replicas_, plan.balance};
+    elastic_->started_replicas = replicas_;
+    elastic_->shape_example = shape_example(inputs);
+    elastic_->killed_rank = injected_transition_kill();
+  } else {
+    plan.balance = resolve_balance(config_.balance, stages, full_model,
+                                   measuring_example(inputs, config_), *comm_);
+  }
   plan.boundary_shapes = boundary_shapes(full_model, shape_example(inputs), plan.balance);
   model_ = stage_blocks(full_model, plan.balance, plan.stage);
   first_block_ = plan.first_block();
@@ -226,8 +254,14 @@ void Trainer::rebuild_buckets() {
 
 void Trainer::apply_freezing(int64_t frozen) {
   if (frozen <= frozen_applied_) return;
-  freeze_leading_blocks(model_, first_block_, frozen);
   frozen_applied_ = frozen;
+  place_frozen_prefix();
+  rebuild_buckets();
+}
+
+void Trainer::place_frozen_prefix() {
+  const int64_t frozen = frozen_applied_;
+  freeze_leading_blocks(model_, first_block_, frozen);
   if (pipeline_) pipeline_->set_frozen_blocks(frozen);
   if (prefix_cache_) {
     // This rank's frozen blocks; never the whole model, whose last block
@@ -237,7 +271,6 @@ void Trainer::apply_freezing(int64_t frozen) {
     if (pipeline_) pipeline_->set_leading_blocks_done(cached);
     set_training_mode();
   }
-  rebuild_buckets();
 }
 
 void Trainer::set_training_mode() {
@@ -329,12 +362,12 @@ TrainResult Trainer::run() {
     // Loss and accuracy over every rank that computes them.
     record.loss = fraction_over_ranks(torch::full({}, epoch_loss_sum_, torch::kFloat64),
                                       static_cast<double>(epoch_loss_count_));
-    record.acc_train = fraction_over_ranks(
-        epoch_correct_, computes_loss() ? static_cast<double>(epoch_samples_) : 0.0);
+    record.acc_train =
+        fraction_over_ranks(epoch_correct_, static_cast<double>(epoch_scored_samples_));
     // Epoch time is training only; evaluation is timed apart, as the seeds report it.
     record.epoch_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_started).count();
-    record.samples_per_s = epoch_samples_ * replicas_ / record.epoch_s;
+    record.samples_per_s = static_cast<double>(epoch_global_samples_) / record.epoch_s;
     record.acc_test = evaluate();
     emit(records::to_line(record));
     result_.epochs = epoch + 1;
@@ -365,13 +398,20 @@ bool Trainer::train_epoch(int64_t epoch, int64_t first_batch) {
   if (first_batch == 0) {
     epoch_correct_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(device_));
     epoch_samples_ = 0;
+    epoch_scored_samples_ = 0;
+    epoch_global_samples_ = 0;
     epoch_loss_sum_ = 0;
     epoch_loss_count_ = 0;
   }
   train_loader_->start_epoch(epoch, first_batch);
-  const int64_t batches = train_loader_->batches_per_epoch();
   bool saves_at_end = false;
-  for (int64_t i = first_batch; i < batches && !done(); ++i) {
+  // An elastic transition re-splits the batch over other replicas: the epoch
+  // keeps its batches, as the loader then counts them.
+  for (int64_t i = first_batch; i < train_loader_->batches_per_epoch() && !done(); ++i) {
+    if (freezer_->enabled()) {
+      apply_freezing(freezer_->frozen_at(global_step_ + 1));
+      if (elastic_) consider_transition(epoch, i);
+    }
     // The step starts before the batch is asked for: waiting for it is data time.
     step_started_ = std::chrono::steady_clock::now();
     if (options_.measure) timer_->begin_step();
@@ -379,7 +419,7 @@ bool Trainer::train_epoch(int64_t epoch, int64_t first_batch) {
     if (!batch) throw std::logic_error("the loader ended its epoch early");
     step(std::move(*batch), epoch);
     if (checkpoint_due()) {
-      if (i + 1 < batches)
+      if (i + 1 < train_loader_->batches_per_epoch())
         save_checkpoint(epoch, i + 1);
       else
         saves_at_end = true;
@@ -402,7 +442,6 @@ void Trainer::finish_pending_step() {
 void Trainer::step(data::Batch batch, int64_t epoch) {
   const bool measure = options_.measure;
   PhaseTimer* timer = measure ? timer_.get() : nullptr;
-  if (freezer_->enabled()) apply_freezing(freezer_->frozen_at(global_step_ + 1));
   const int64_t frozen = frozen_applied_;
   const double lr = learning_rate(epoch);
   optimizer_->set_lr(lr);
@@ -480,6 +519,8 @@ void Trainer::step(data::Batch batch, int64_t epoch) {
 
   ++global_step_;
   epoch_samples_ += samples;
+  if (computes_loss()) epoch_scored_samples_ += samples;
+  epoch_global_samples_ += samples * replicas_;
   if (!measure) return;
   timer_->end_step();
   if (pending_) {

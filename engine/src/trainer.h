@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 
 #include "checkpoint/checkpoint_folder.h"
@@ -17,6 +18,7 @@
 #include "freeze/prefix_cache.h"
 #include "metrics/phase_timer.h"
 #include "optim/multi_tensor_optimizer.h"
+#include "pipeline/elastic_plan.h"
 #include "pipeline/pipeline.h"
 #include "precision/mixed_precision.h"
 #include "strategy/data_parallel.h"
@@ -70,6 +72,25 @@ class Trainer {
   // Freezing: the frozen prefix for the coming step, and AutoFreeze's look
   // at the gradients after a step.
   void apply_freezing(int64_t frozen);
+  // The frozen prefix on this rank's blocks as they are now: gradients
+  // stopped, the pipeline and the prefix cache told.
+  void place_frozen_prefix();
+
+  // elastic.pipe (trainer_elastic.cpp): before the epoch's batch
+  // `next_batch`, once the frozen prefix has grown, the layout AutoPipe
+  // picks; a new one is taken at once, on every rank alike.
+  void consider_transition(int64_t epoch, int64_t next_batch);
+  void transition(const ElasticLayout& next, int64_t epoch, int64_t next_batch);
+  // Each block's parameters, buffers and optimizer state from the rank that
+  // trained it (replica 0's) to every rank; the optimizer state is kept in
+  // `moved` by parameter until the new optimizer takes it. Returns the bytes received.
+  int64_t share_trained_state(
+      const ElasticLayout& from,
+      std::map<const void*, optim::MultiTensorOptimizer::ParameterState>& moved);
+  // The training and evaluation loaders of replica `replica` of `replicas`,
+  // `batch_size` samples a step, the training one from batch `next_batch` of `epoch`.
+  void rebuild_loaders(int64_t replica, int64_t replicas, int64_t batch_size, int64_t epoch,
+                       int64_t next_batch);
   // Training mode for the blocks that train; with elastic.cache, evaluation
   // mode for the frozen ones, which are then one fixed function of a sample.
   void set_training_mode();
@@ -96,11 +117,12 @@ class Trainer {
   torch::ScalarType gradient_dtype_;  // what gradient buckets are all-reduced in
   LossScaler scaler_;                 // fp16's; disabled otherwise
   data::Dataset dataset_;
-  torch::nn::Sequential model_;  // this rank's blocks: the whole model, or its stage
-  int64_t first_block_ = 0;      // index of model_'s first block in the whole model
-  int64_t replicas_ = 1;         // data-parallel copies of the model over the world
-  int64_t total_blocks_ = 0;     // of the whole model
-  int64_t frozen_applied_ = 0;   // leading blocks of the whole model frozen so far
+  torch::nn::Sequential full_model_;  // every block, as every rank builds it
+  torch::nn::Sequential model_;       // this rank's blocks: the whole model, or its stage
+  int64_t first_block_ = 0;           // index of model_'s first block in the whole model
+  int64_t replicas_ = 1;              // data-parallel copies of the model over the world
+  int64_t total_blocks_ = 0;          // of the whole model
+  int64_t frozen_applied_ = 0;        // leading blocks of the whole model frozen so far
   std::unique_ptr<optim::MultiTensorOptimizer> optimizer_;
   std::unique_ptr<data::BatchLoader> train_loader_, test_loader_;
   std::unique_ptr<PhaseTimer> timer_;
@@ -117,6 +139,19 @@ class Trainer {
   int64_t cached_samples_ = 0;                        // this step's
   std::optional<std::pair<int64_t, int64_t>> fault_;  // (rank, step) to fail at, for tests
 
+  // elastic.pipe: what AutoPipe decides by, and the layout it is in.
+  struct Elastic {
+    std::vector<BlockCost> costs;  // rank 0's measurement, on every rank
+    double budget_ms = 0;          // the slowest stage as the run started
+    ElasticLayout layout;
+    int64_t started_replicas = 1;    // config.batch_size is each one's batch
+    int64_t decided_for_frozen = 0;  // the frozen prefix the layout was last decided for
+    int64_t transitions = 0;
+    torch::Tensor shape_example;         // one sample, to find the boundary shapes of a new cut
+    std::optional<int64_t> killed_rank;  // FLOTILLA_FAULT=RANK:transition, for tests
+  };
+  std::optional<Elastic> elastic_;
+
   std::unique_ptr<checkpoint::CheckpointFolder> checkpoints_;
   std::chrono::steady_clock::time_point last_save_;
   int64_t start_epoch_ = 0;  // where a resumed run goes on
@@ -129,7 +164,11 @@ class Trainer {
   std::optional<PendingStep> pending_;
   // Per-epoch sums; correct predictions stay on the device until the epoch ends.
   torch::Tensor epoch_correct_;
-  int64_t epoch_samples_ = 0;
+  int64_t epoch_samples_ = 0;  // this rank's (its replica's) samples stepped
+  // Samples this rank computed the loss of (an elastic pipeline's last stage
+  // changes ranks), and samples stepped by every replica.
+  int64_t epoch_scored_samples_ = 0;
+  int64_t epoch_global_samples_ = 0;
   double epoch_loss_sum_ = 0;
   int64_t epoch_loss_count_ = 0;
   // Run totals over measured steps, the first (warm-up) step excluded.

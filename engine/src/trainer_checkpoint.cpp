@@ -212,6 +212,10 @@ void Trainer::restore_checkpoint(int64_t step) {
   start_epoch_ = at(1);
   start_batch_ = at(2);
   epoch_samples_ = at(4);
+  // A checkpointed run keeps its layout (elastic.pipe saves none), so the
+  // samples this rank scored and every replica's follow from its own.
+  epoch_scored_samples_ = computes_loss() ? epoch_samples_ : 0;
+  epoch_global_samples_ = epoch_samples_ * replicas_;
   epoch_loss_count_ = at(5);
   epoch_loss_sum_ = read("epoch_loss_sum")[0].item<double>();
   epoch_correct_ = read("epoch_correct").to(device_);

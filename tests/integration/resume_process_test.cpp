@@ -15,15 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// FLOTILLA_FAULT for the ranks started in its scope.
-class InjectedFault {
- public:
-  explicit InjectedFault(const char* rank_and_step) {
-    ::setenv("FLOTILLA_FAULT", rank_and_step, 1);
-  }
-  ~InjectedFault() { ::unsetenv("FLOTILLA_FAULT"); }
-};
-
 // The records each rank wrote after its last start record: the last attempt's.
 std::map<int64_t, std::vector<nlohmann::json>> last_attempt(
     const std::vector<nlohmann::json>& all) {

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -31,6 +32,17 @@ TrainRun run_train_ranks(const TempDir& dir, const std::string& config_text, int
 // --config - when `from_stdin`), `args` added; the plan is stdout_text.
 TrainRun run_plan(const TempDir& dir, const std::string& config_text, const std::string& args = "",
                   bool from_stdin = false);
+// FLOTILLA_FAULT for the ranks started in its scope: "RANK:STEP" makes
+// that rank throw at that step, "RANK:transition" kills it (SIGKILL) in the
+// middle of an elastic transition.
+class InjectedFault {
+ public:
+  explicit InjectedFault(const char* fault) { ::setenv("FLOTILLA_FAULT", fault, 1); }
+  ~InjectedFault() { ::unsetenv("FLOTILLA_FAULT"); }
+  InjectedFault(const InjectedFault&) = delete;
+  InjectedFault& operator=(const InjectedFault&) = delete;
+};
+
 std::vector<nlohmann::json> of_type(const std::vector<nlohmann::json>& records,
                                     const std::string& type);
 

@@ -194,9 +194,22 @@ const BadConfig kBadConfigs[] = {
      "cannot be cached; set augment false"},
     {"freeze: {method: auto}\nelastic: {cache: true, cache_mb: 0}",
      "elastic.cache_mb: must be a positive integer, got 0"},
-    {"elastic: {pipe: true}",
-     "elastic.pipe: is not built yet: the pipeline keeps its stages and ranks their roles as "
-     "blocks freeze (only elastic.cache, AutoCache, is); set it false"},
+    {"strategy: pipeline\nranks_per_node: 2\nfreeze: {method: auto}\nelastic: {pipe: true}",
+     "elastic.dp: AutoPipe (elastic.pipe) halves the pipeline and AutoDP (elastic.dp) makes the "
+     "ranks it frees new replicas; one without the other leaves ranks idle: set both true"},
+    {"freeze: {method: auto}\nelastic: {pipe: true, dp: true}",
+     "elastic.pipe: re-cuts a pipeline as blocks freeze and needs strategy pipeline or "
+     "pipeline_ddp, got \"single\""},
+    {"strategy: pipeline\nranks_per_node: 2\nelastic: {pipe: true, dp: true}",
+     "elastic.pipe: re-cuts the pipeline as its leading blocks freeze, but freeze.method is none: "
+     "set freeze.method fixed or auto"},
+    {"strategy: pipeline\nranks_per_node: 2\nfreeze: {method: auto}\nsave: {every_steps: 5}\n"
+     "elastic: {pipe: true, dp: true}",
+     "elastic.pipe: cannot be saved yet: a checkpoint holds one layout's stage; leave save unset"},
+    {"strategy: pipeline_ddp\nranks_per_node: 4\nreplicas: 2\nbatch_size: 5\n"
+     "freeze: {method: auto}\nelastic: {pipe: true, dp: true}",
+     "batch_size: is re-split as an elastic pipeline gains replicas, up to one per rank: the "
+     "global batch (10) must be a multiple of the 4 ranks"},
     {"elastic: {cache: yes please}", "elastic.cache: expected true or false, got \"yes please\""},
     {"lr_schedule: {name: cosine, gamma: 2}", "lr_schedule.gamma: must be in [0, 1], got 2"},
     {"name: ''", "name: must not be empty"},

@@ -103,6 +103,9 @@ std::vector<ConfigKey> build_table() {
     return c.freeze.method != FreezeMethod::none;
   };
   const auto caching = [](const ExperimentConfig& c) { return c.elastic.cache; };
+  const auto elastic_pipeline = [](const ExperimentConfig& c) {
+    return is_pipeline(c) && c.freeze.method != FreezeMethod::none;
+  };
   const auto saving = [](const ExperimentConfig& c) { return c.save.enabled(); };
   const auto slurm_run = [](const ExperimentConfig& c) { return c.slurm.enabled(); };
   const auto fixed_freeze = [](const ExperimentConfig& c) {
@@ -274,10 +277,14 @@ std::vector<ConfigKey> build_table() {
       {"elastic.cache_mb", G::freezing, T::integer, "a positive integer",
        "Memory in MiB each rank's cache may hold before it writes to the run folder.",
        "elastic.cache true", caching},
-      {"elastic.pipe", G::freezing, T::boolean, "false (not built yet)",
-       "AutoPipe: fewer pipeline stages as blocks freeze. Not built yet.", "", nullptr},
-      {"elastic.dp", G::freezing, T::boolean, "false (not built yet)",
-       "AutoDP: freed ranks become new pipeline replicas. Not built yet.", "", nullptr},
+      {"elastic.pipe", G::freezing, T::boolean, "true or false (with elastic.dp alike)",
+       "AutoPipe: as blocks freeze, the pipeline is halved while the halved one's slowest "
+       "stage (frozen blocks at their forward cost) is no slower than the first one's.",
+       "strategy pipeline or pipeline_ddp, freeze.method fixed or auto", elastic_pipeline},
+      {"elastic.dp", G::freezing, T::boolean, "true or false (with elastic.pipe alike)",
+       "AutoDP: the ranks a halved pipeline frees become replicas of new pipelines; the "
+       "global batch is re-split over them.",
+       "strategy pipeline or pipeline_ddp, freeze.method fixed or auto", elastic_pipeline},
       // Compression
       {"compression.method", G::compression, T::choice, "none, uniform or sort_quant",
        "The codec of activations and gradients crossing pipeline stage boundaries.",

@@ -184,13 +184,44 @@ void check_save(const SaveConfig& s, Checker& check) {
     check.add("save.dir", "must name a folder (relative to the run folder), got \"\"");
 }
 
+// elastic.pipe and elastic.dp: AutoPipe halves the pipeline as blocks freeze
+// and AutoDP makes the ranks it frees replicas; one without the other would
+// leave ranks idle, so they come together.
+void check_elastic_pipeline(const ExperimentConfig& c, Checker& check) {
+  const auto& e = c.elastic;
+  if (!e.pipe && !e.dp) return;
+  if (e.pipe != e.dp)
+    check.add(e.pipe ? "elastic.dp" : "elastic.pipe",
+              "AutoPipe (elastic.pipe) halves the pipeline and AutoDP (elastic.dp) makes the "
+              "ranks it frees new replicas; one without the other leaves ranks idle: set both "
+              "true");
+  if (!is_pipeline(c.strategy))
+    check.add("elastic.pipe",
+              "re-cuts a pipeline as blocks freeze and needs strategy pipeline "
+              "or pipeline_ddp, got " +
+                  in_quotes(name_of(c.strategy)));
+  if (c.freeze.method == FreezeMethod::none)
+    check.add("elastic.pipe",
+              "re-cuts the pipeline as its leading blocks freeze, but "
+              "freeze.method is none: set freeze.method fixed or auto");
+  if (c.save.enabled())
+    check.add("elastic.pipe",
+              "cannot be saved yet: a checkpoint holds one layout's stage; "
+              "leave save unset");
+  // The global batch is re-split over every replica count up to one per rank.
+  const auto layout = run_layout(c);
+  const int64_t global = replica_batch_size(c) * layout.replicas;
+  if (c.ranks_per_node > 0 && !c.nodes.empty() && global > 0 && global % layout.world_size != 0)
+    check.add("batch_size",
+              "is re-split as an elastic pipeline gains replicas, up to one per "
+              "rank: the global batch (" +
+                  std::to_string(global) + ") must be a multiple of the " +
+                  std::to_string(layout.world_size) + " ranks");
+}
+
 void check_elastic(const ExperimentConfig& c, Checker& check) {
   const auto& e = c.elastic;
-  const char* not_built =
-      "is not built yet: the pipeline keeps its stages and ranks their roles as blocks freeze "
-      "(only elastic.cache, AutoCache, is); set it false";
-  if (e.pipe) check.add("elastic.pipe", not_built);
-  if (e.dp) check.add("elastic.dp", not_built);
+  check_elastic_pipeline(c, check);
   if (!e.cache) return;
   check.positive("elastic.cache_mb", e.cache_mb);
   if (c.freeze.method == FreezeMethod::none)

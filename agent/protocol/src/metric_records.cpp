@@ -126,4 +126,25 @@ std::string to_line(const Bench& r) {
       .dump();
 }
 
+std::string to_line(const Transition& r) {
+  return json{{"type", "transition"},
+              {"rank", r.rank},
+              {"epoch", r.epoch},
+              {"step", r.step},
+              {"frozen_blocks", r.frozen_blocks},
+              {"from_stages", r.from_stages},
+              {"from_replicas", r.from_replicas},
+              {"to_stages", r.to_stages},
+              {"to_replicas", r.to_replicas},
+              {"from_balance", r.from_balance},
+              {"balance", r.balance},
+              {"stage", r.stage},
+              {"replica", r.replica},
+              {"batch_per_replica", r.batch_per_replica},
+              {"chunks", r.chunks},
+              {"bytes_moved", r.bytes_moved},
+              {"ms", r.ms}}
+      .dump();
+}
+
 }  // namespace flotilla::records

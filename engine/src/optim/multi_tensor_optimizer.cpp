@@ -172,4 +172,40 @@ void MultiTensorOptimizer::load(torch::serialize::InputArchive& archive) {
     steps_[i] = steps[static_cast<int64_t>(i)].item<int64_t>();
 }
 
+std::vector<std::string> MultiTensorOptimizer::buffer_names() const {
+  if (config_.name == OptimizerKind::adamw) return {"exp_avg", "exp_avg_sq"};
+  if (config_.momentum != 0) return {"momentum"};
+  return {};
+}
+
+size_t MultiTensorOptimizer::index_of(const torch::Tensor& param) const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].is_same(param)) return i;
+  throw std::invalid_argument("the optimizer does not hold that parameter");
+}
+
+MultiTensorOptimizer::ParameterState MultiTensorOptimizer::state_of(
+    const torch::Tensor& param) const {
+  const size_t i = index_of(param);
+  ParameterState state;
+  state.steps = steps_[i];
+  for (const auto& name : buffer_names())
+    for (const auto& [buffer_name, tensors] : named_buffers(*this))
+      if (name == buffer_name) state.buffers.push_back((*tensors)[i]);
+  return state;
+}
+
+void MultiTensorOptimizer::set_state(const torch::Tensor& param, ParameterState state) {
+  const size_t i = index_of(param);
+  const auto names = buffer_names();
+  if (state.buffers.size() != names.size())
+    throw std::invalid_argument("a parameter's state holds " +
+                                std::to_string(state.buffers.size()) + " buffers, the optimizer " +
+                                std::to_string(names.size()));
+  steps_[i] = state.steps;
+  for (size_t k = 0; k < names.size(); ++k)
+    for (const auto& [buffer_name, tensors] : named_buffers(*this))
+      if (names[k] == buffer_name) (*tensors)[i] = state.buffers[k];
+}
+
 }  // namespace flotilla::optim

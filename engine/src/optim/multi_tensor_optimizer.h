@@ -49,6 +49,19 @@ class MultiTensorOptimizer {
   // std::runtime_error naming a buffer whose shape differs.
   void load(torch::serialize::InputArchive& archive);
 
+  // One parameter's state, which moves with it when an elastic pipeline
+  // hands its block to another rank: its buffers (undefined until its first
+  // step; only those of this optimizer's kind) and its step count.
+  struct ParameterState {
+    std::vector<torch::Tensor> buffers;  // in buffer_names()'s order
+    int64_t steps = 0;
+  };
+  // The buffers a parameter has under this optimizer's kind, by name.
+  std::vector<std::string> buffer_names() const;
+  // `param`'s state, found by identity among this optimizer's parameters.
+  ParameterState state_of(const torch::Tensor& param) const;
+  void set_state(const torch::Tensor& param, ParameterState state);
+
  private:
   // The per-parameter buffers by the names checkpoints give them; const for a const optimizer.
   template <typename Self>
@@ -56,6 +69,7 @@ class MultiTensorOptimizer {
     return std::array{std::pair{"momentum", &self.momentum_}, std::pair{"exp_avg", &self.exp_avg_},
                       std::pair{"exp_avg_sq", &self.exp_avg_sq_}};
   }
+  size_t index_of(const torch::Tensor& param) const;
   void sgd_step(const std::vector<size_t>& active);
   void sgd_step_per_parameter(const std::vector<size_t>& active);
   void adamw_step(const std::vector<size_t>& active);

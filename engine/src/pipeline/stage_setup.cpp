@@ -20,33 +20,70 @@ torch::Tensor shape_example(const torch::Tensor& samples) {
   return samples.slice(0, 0, 1);
 }
 
-std::vector<double> measure_block_ms(torch::nn::Sequential& model, const torch::Tensor& example) {
+std::vector<BlockCost> measure_block_costs(torch::nn::Sequential& model,
+                                           const torch::Tensor& example) {
   constexpr int kRepeats = 3;
   const bool was_training = model->is_training();
   model->eval();
-  std::vector<std::vector<double>> samples(model->size());
+  const auto since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  std::vector<std::vector<double>> forward(model->size()), full(model->size());
   for (int r = 0; r < kRepeats; ++r) {
     auto x = example;
     for (size_t b = 0; b < model->size(); ++b) {
       auto input = x.is_floating_point() ? x.detach().requires_grad_(true) : x;
       const auto start = std::chrono::steady_clock::now();
       auto y = block(model, b).forward(input);
+      if (y.is_cuda()) torch::cuda::synchronize();
+      forward[b].push_back(since(start));
       y.sum().backward();
       if (y.is_cuda()) torch::cuda::synchronize();
-      samples[b].push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count());
+      full[b].push_back(since(start));
       x = y.detach();
     }
   }
   for (auto& p : model->parameters()) p.mutable_grad().reset();
   if (was_training) model->train();
-  std::vector<double> ms;
-  for (auto& s : samples) {
+  const auto median = [](std::vector<double> s) {
     std::sort(s.begin(), s.end());
-    ms.push_back(s[s.size() / 2]);
-  }
+    return s[s.size() / 2];
+  };
+  std::vector<BlockCost> costs;
+  for (size_t b = 0; b < model->size(); ++b) costs.push_back({median(forward[b]), median(full[b])});
+  return costs;
+}
+
+std::vector<double> measure_block_ms(torch::nn::Sequential& model, const torch::Tensor& example) {
+  std::vector<double> ms;
+  for (const auto& cost : measure_block_costs(model, example)) ms.push_back(cost.full_ms);
   return ms;
+}
+
+std::vector<BlockCost> shared_block_costs(torch::nn::Sequential& model,
+                                          const torch::Tensor& example, Communicator& comm) {
+  const auto blocks = static_cast<int64_t>(model->size());
+  auto shared = torch::zeros({blocks, 2}, torch::kFloat64);
+  if (comm.rank() == 0) {
+    const auto costs = measure_block_costs(model, example);
+    for (int64_t b = 0; b < blocks; ++b) {
+      shared[b][0] = costs[size_t(b)].forward_ms;
+      shared[b][1] = costs[size_t(b)].full_ms;
+    }
+  }
+  auto device = model->parameters().empty() ? torch::Device(torch::kCPU)
+                                            : model->parameters().front().device();
+  std::vector<torch::Tensor> message{shared.to(device)};
+  {
+    Communicator::Uncounted bookkeeping(comm);
+    comm.broadcast(message, 0);
+  }
+  auto received = message[0].cpu();
+  std::vector<BlockCost> costs;
+  for (int64_t b = 0; b < blocks; ++b)
+    costs.push_back({received[b][0].item<double>(), received[b][1].item<double>()});
+  return costs;
 }
 
 std::vector<int64_t> measured_balance(torch::nn::Sequential& model, const torch::Tensor& example,

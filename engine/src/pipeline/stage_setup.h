@@ -9,6 +9,7 @@
 
 #include "comm/communicator.h"
 #include "flotilla/protocol/experiment_config.h"
+#include "pipeline/elastic_plan.h"
 
 namespace flotilla {
 
@@ -21,6 +22,15 @@ torch::Tensor shape_example(const torch::Tensor& samples);
 // Forward + backward milliseconds of each block on `example` (eval mode, so
 // that batch statistics are left alone), the median of a few repetitions.
 std::vector<double> measure_block_ms(torch::nn::Sequential& model, const torch::Tensor& example);
+
+// Forward alone and forward + backward milliseconds of each block on
+// `example`, as measure_block_ms times them: what AutoPipe weighs frozen and
+// training blocks by.
+std::vector<BlockCost> measure_block_costs(torch::nn::Sequential& model,
+                                           const torch::Tensor& example);
+// Rank 0's measure_block_costs, broadcast so that every rank decides alike.
+std::vector<BlockCost> shared_block_costs(torch::nn::Sequential& model,
+                                          const torch::Tensor& example, Communicator& comm);
 
 // The cut that minimises the slowest stage of measure_block_ms's times: what
 // rank 0 computes when no balance is given.

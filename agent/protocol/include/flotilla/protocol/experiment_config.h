@@ -59,13 +59,14 @@ struct FreezeConfig {
   std::vector<FreezeStage> schedule;  // fixed
 };
 
-// PipeTransformer's elastic pipeline (seed 000). `cache` (AutoCache) is built:
-// the frozen prefix's outputs are kept per training sample, in memory up to
+// PipeTransformer's elastic pipeline (seed 000). `cache` (AutoCache): the
+// frozen prefix's outputs are kept per training sample, in memory up to
 // cache_mb and in an unnamed file in the rank's run folder beyond it, and read
 // instead of recomputed; a frozen block then runs in evaluation mode (batch
 // norm's running statistics, no dropout), so that it is one fixed function of
-// its sample. `pipe` (AutoPipe) and `dp` (AutoDP) are parsed so that a config
-// naming them gets a clear refusal, not an unknown key: not built yet.
+// its sample. `pipe` and `dp` together (AutoPipe + AutoDP): as the frozen
+// prefix grows, the pipeline is halved while the halved one is no slower per
+// stage than the first, and the ranks freed become new replicas.
 struct ElasticConfig {
   bool pipe = false;
   bool dp = false;

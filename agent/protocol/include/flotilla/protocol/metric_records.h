@@ -125,10 +125,29 @@ struct Bench {
   int64_t ranks = 1;      // P
 };
 
+// An elastic pipeline changed its layout (elastic.pipe, PipeTransformer's
+// AutoPipe + AutoDP) before step `step`: every rank writes one.
+struct Transition {
+  int64_t rank = 0;
+  int64_t epoch = 0;
+  int64_t step = 0;           // the first step trained in the new layout
+  int64_t frozen_blocks = 0;  // the frozen prefix that made it
+  int64_t from_stages = 1, from_replicas = 1;
+  int64_t to_stages = 1, to_replicas = 1;
+  std::vector<int64_t> from_balance, balance;  // blocks per stage, before and after
+  int64_t stage = 0;                           // this rank's place from now on
+  int64_t replica = 0;
+  int64_t batch_per_replica = 0;  // the global batch, re-split
+  int64_t chunks = 1;
+  int64_t bytes_moved = 0;  // parameters, buffers and optimizer state this rank received
+  double ms = 0;            // how long the transition took on this rank
+};
+
 std::string to_line(const Start& r);
 std::string to_line(const Step& r);
 std::string to_line(const Epoch& r);
 std::string to_line(const End& r);
 std::string to_line(const Bench& r);
+std::string to_line(const Transition& r);
 
 }  // namespace flotilla::records
