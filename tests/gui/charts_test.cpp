@@ -462,6 +462,59 @@ TEST_F(StoredRun, ReferenceLabelsStayInsideThePlotAtAnySize) {
   EXPECT_TRUE(entries.contains("steady")) << entries.join(" | ").toStdString();
 }
 
+// An elastic pipeline's change of layout (one transition record a rank) is
+// one mark on every panel, at its step, or its time since the start.
+TEST_F(StoredRun, ALayoutChangeIsMarkedOnEveryPanelAtItsStepOrTime) {
+  {
+    Store store(database());
+    int64_t seq = 1000;
+    for (int rank : {0, 1}) {
+      const json body = {{"type", "transition"}, {"rank", rank},       {"step", 21},
+                         {"from_stages", 2},     {"from_replicas", 1}, {"to_stages", 1},
+                         {"to_replicas", 2},     {"time", kStartTime + 3}};
+      store.append_record("ddp-run", RecordRow{++seq, "local", rank, "transition", body.dump()});
+    }
+    store.flush();
+  }
+  const RunData run = load();
+  ASSERT_EQ(run.layout_changes.size(), 1u);
+  for (const PanelKind kind : kAllPanels) {
+    const auto panel = build_panel(kind, {&run}, {});
+    SCOPED_TRACE(panel.title);
+    if (!panel.empty_reason.empty()) continue;
+    ASSERT_EQ(panel.marks.size(), 1u);
+    EXPECT_EQ(panel.marks[0].x, 21);
+    EXPECT_EQ(panel.marks[0].label, "layout 2x1 \u2192 1x2");
+  }
+  PanelOptions relative;
+  relative.x = XMode::relative_time;
+  const auto by_time = build_panel(PanelKind::loss, {&run}, relative);
+  ASSERT_EQ(by_time.marks.size(), 1u);
+  EXPECT_DOUBLE_EQ(by_time.marks[0].x, 3.0);
+
+  // Drawn across the plot: a line of two points at step 21 spanning the axis.
+  PanelWidget widget(nullptr);
+  widget.setPanel(prepare(build_panel(PanelKind::throughput, {&run}, {})));
+  widget.resize(700, 360);
+  widget.show();
+  QCoreApplication::sendPostedEvents();
+  QCoreApplication::processEvents();
+  (void)widget.grab();
+  const QXYSeries* mark = nullptr;
+  for (auto* series : widget.chart()->series())
+    if (series->name() == "layout 2x1 \u2192 1x2") mark = qobject_cast<QXYSeries*>(series);
+  ASSERT_TRUE(mark);
+  ASSERT_EQ(mark->points().size(), 2);
+  EXPECT_EQ(mark->points()[0].x(), 21);
+  EXPECT_EQ(mark->points()[1].x(), 21);
+  const QPointF low = widget.chart()->mapToPosition(mark->points()[0], const_cast<QXYSeries*>(mark));
+  const QPointF high =
+      widget.chart()->mapToPosition(mark->points()[1], const_cast<QXYSeries*>(mark));
+  const QRectF plot = widget.chart()->plotArea();
+  EXPECT_NEAR(low.y(), plot.bottom(), 1.0);
+  EXPECT_NEAR(high.y(), plot.top(), 1.0);
+}
+
 // A sweep of 22 runs drew 22 throughput labels over each other and over the
 // plot, and four compared runs' two-line labels covered its upper half: a
 // comparison's legend entries carry the figures, with no label; one run

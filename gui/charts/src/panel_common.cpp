@@ -80,6 +80,35 @@ std::string_view palette_colour(int index) {
   return kPalette[((index % n) + n) % n];
 }
 
+namespace {
+
+// Every panel marks where an elastic pipeline changed layout, at its step
+// or its time, in grey (one run) or the run's colour (several).
+void add_layout_changes(PanelDescription& panel, const std::vector<const RunData*>& runs,
+                        const PanelOptions& options) {
+  for (size_t r = 0; r < runs.size(); ++r)
+    for (const auto& change : runs[r]->layout_changes) {
+      VerticalMark mark;
+      mark.label = "layout " + change.words;
+      if (runs.size() > 1) mark.label = detail::run_label(*runs[r]) + ": " + mark.label;
+      mark.colour = runs.size() > 1 ? int(r) : -1;
+      switch (options.x) {
+        case XMode::step:
+          mark.x = double(change.step);
+          break;
+        case XMode::wall_time:
+          mark.x = change.time;
+          break;
+        case XMode::relative_time:
+          mark.x = change.time - runs[r]->start_time(change.node);
+          break;
+      }
+      if (std::isfinite(mark.x)) panel.marks.push_back(mark);
+    }
+}
+
+}  // namespace
+
 PanelDescription build_panel(PanelKind kind, const std::vector<const RunData*>& runs,
                              const PanelOptions& options) {
   PanelDescription panel;
@@ -130,6 +159,7 @@ PanelDescription build_panel(PanelKind kind, const std::vector<const RunData*>& 
   if (runs.empty()) panel.empty_reason = "no run selected";
   if (panel.empty_reason.empty() && panel.series.empty() && panel.references.empty())
     panel.empty_reason = "nothing to draw for the ranks and nodes chosen";
+  if (panel.empty_reason.empty()) add_layout_changes(panel, runs, options);
   return panel;
 }
 

@@ -200,7 +200,8 @@ void PanelWidget::setPanel(std::shared_ptr<const PreparedPanel> panel) {
     if (!panel_ || !panel) return false;
     const auto &a = panel_->description, &b = panel->description;
     if (a.empty_reason != b.empty_reason || a.series.size() != b.series.size() ||
-        a.references.size() != b.references.size() || a.y_axes.size() != b.y_axes.size() ||
+        a.references.size() != b.references.size() || a.marks.size() != b.marks.size() ||
+        a.y_axes.size() != b.y_axes.size() ||
         a.x_mode != b.x_mode || a.title != b.title)
       return false;
     for (size_t i = 0; i < a.series.size(); ++i)
@@ -397,6 +398,18 @@ void PanelWidget::rebuild() {
     label->setZValue(10);
     label->setVisible(!r.label.empty());
     drawn_->reference_labels.push_back(label);
+  }
+  for (const auto& m : d.marks) {
+    // Across the plot, solid, 1 device pixel: a change of layout is a moment
+    // every panel shares, not a level.
+    auto* line = new QLineSeries;
+    line->setPen(cosmetic_pen(m.colour < 0 ? QColor(90, 90, 90) : colour_of(m.colour).darker(120),
+                              1.0, Qt::SolidLine));
+    line->setName(q(m.label));
+    c->addSeries(line);
+    line->attachAxis(drawn_->x_axis);
+    line->attachAxis(drawn_->y_axes.at(0));
+    drawn_->marks.push_back(line);
   }
   relabelReferences();
   // Raw values behind a smoothed line have no legend entry of their own; a
@@ -597,6 +610,22 @@ void PanelWidget::redraw() {
       }
       xy->replace(drawn_->points[i]);
     }
+  }
+  // Each mark spans the first axis's range as now set, inside the x range shown.
+  double y_low = 0, y_high = 1;
+  if (const auto* linear = qobject_cast<QValueAxis*>(drawn_->y_axes.at(0))) {
+    y_low = linear->min();
+    y_high = linear->max();
+  } else if (const auto* log = qobject_cast<QLogValueAxis*>(drawn_->y_axes.at(0))) {
+    y_low = log->min();
+    y_high = log->max();
+  }
+  for (size_t m = 0; m < d.marks.size(); ++m) {
+    const double x = d.marks[m].x;
+    if (x >= x0_ && x <= x1_)
+      drawn_->marks[m]->replace({{chart_x(x), y_low}, {chart_x(x), y_high}});
+    else
+      drawn_->marks[m]->clear();
   }
   placeLabels();
   if (hover_x_) showHover(*hover_x_);

@@ -29,6 +29,7 @@ struct PanelWidget::Drawn {
   std::vector<QAbstractAxis*> y_axes;
   QAbstractAxis* x_axis = nullptr;
   std::vector<QLineSeries*> references;
+  std::vector<QLineSeries*> marks;  // parallel to the description's marks
   std::vector<QGraphicsTextItem*> reference_labels;  // on a light box: readable over lines
   QGraphicsTextItem* empty_text = nullptr;
   QGraphicsLineItem* cursor = nullptr;

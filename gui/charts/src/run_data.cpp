@@ -161,6 +161,29 @@ void add_epoch(RunData& data, const controller::RecordRow& record, const json& j
   data.epochs.push_back(e);
 }
 
+void add_transition(RunData& data, const controller::RecordRow& record, const json& j) {
+  const auto step = number(j, "step");
+  if (!step) {
+    ++data.skipped_records["transition records without a step"];
+    return;
+  }
+  for (const auto& known : data.layout_changes)
+    if (known.step == int64_t(*step)) return;  // another rank's record of it
+  LayoutChange change;
+  change.step = int64_t(*step);
+  change.time = number(j, "time").value_or(kMissing);
+  change.node = record.node;
+  const auto layout = [&](const char* stages, const char* replicas) {
+    return std::to_string(int64_t(number(j, stages).value_or(0))) + "x" +
+           std::to_string(int64_t(number(j, replicas).value_or(0)));
+  };
+  change.words = layout("from_stages", "from_replicas") + " \u2192 " +
+                 layout("to_stages", "to_replicas");
+  data.layout_changes.push_back(change);
+  std::sort(data.layout_changes.begin(), data.layout_changes.end(),
+            [](const auto& a, const auto& b) { return a.step < b.step; });
+}
+
 // Rows [0, end) of `columns` (all of one length) regrouped by bucket,
 // floor(key / width): the rows of a bucket become one holding, per column,
 // the mean of its finite values, each row weighing what it holds (`weights`
@@ -403,6 +426,8 @@ void add_records(RunData& data, const std::vector<controller::RecordRow>& record
       add_start(data, record, j);
     else if (record.type == "epoch")
       add_epoch(data, record, j);
+    else if (record.type == "transition")
+      add_transition(data, record, j);
   }
 }
 

@@ -78,6 +78,14 @@ struct ReferenceLine {
   int colour = 0;
 };
 
+// A moment on the x axis drawn across the plot: an elastic pipeline's change
+// of layout.
+struct VerticalMark {
+  std::string label;  // its legend entry: "layout 2x2 -> 1x4"
+  double x = 0;
+  int colour = 0;
+};
+
 struct Axis {
   std::string title;  // with its unit: "samples/s", "time per step (ms)"
   bool percent = false;
@@ -91,6 +99,7 @@ struct PanelDescription {
   std::vector<Axis> y_axes;  // the first on the left, the others on the right
   std::vector<Series> series;
   std::vector<ReferenceLine> references;
+  std::vector<VerticalMark> marks;
   std::string empty_reason;        // when set, the panel shows this sentence instead of a plot
   std::vector<std::string> notes;  // said under the plot: "values <= 0 left out", "coarse"
   bool coarse = false;             // drawn from step buckets while full resolution loads

@@ -113,6 +113,14 @@ struct EpochPoint {
   double time = kMissing;
 };
 
+// An elastic pipeline's change of layout (a transition record), once for
+// every rank's record of it.
+struct LayoutChange {
+  int64_t step = 0;  // the first step trained in the new layout
+  double time = kMissing;
+  std::string node;   // whose clock `time` is
+  std::string words;  // "2x2 -> 1x4"
+};
 struct NodeInfo {
   std::string name, host;
   std::vector<std::pair<std::string, double>> probe_gpus;  // name, memory bytes (the last probe)
@@ -139,6 +147,7 @@ struct RunData {
   std::map<std::string, SystemColumns> systems;
   std::map<int64_t, StartInfo> starts;
   std::vector<EpochPoint> epochs;  // the lowest rank's that reports epochs
+  std::vector<LayoutChange> layout_changes;  // in step order
   int64_t epoch_rank = -1;
   // Per node: the last seq read, how many records, the newest record's time.
   std::map<std::string, int64_t> last_seq;
