@@ -469,8 +469,8 @@ TEST_F(StoredRun, ALayoutChangeIsMarkedOnEveryPanelAtItsStepOrTime) {
     Store store(database());
     int64_t seq = 1000;
     for (int rank : {0, 1}) {
-      const json body = {{"type", "transition"}, {"rank", rank},       {"step", 21},
-                         {"from_stages", 2},     {"from_replicas", 1}, {"to_stages", 1},
+      const json body = {{"type", "transition"}, {"rank", rank},          {"step", 21},
+                         {"from_stages", 2},     {"from_replicas", 1},    {"to_stages", 1},
                          {"to_replicas", 2},     {"time", kStartTime + 3}};
       store.append_record("ddp-run", RecordRow{++seq, "local", rank, "transition", body.dump()});
     }
@@ -507,7 +507,8 @@ TEST_F(StoredRun, ALayoutChangeIsMarkedOnEveryPanelAtItsStepOrTime) {
   ASSERT_EQ(mark->points().size(), 2);
   EXPECT_EQ(mark->points()[0].x(), 21);
   EXPECT_EQ(mark->points()[1].x(), 21);
-  const QPointF low = widget.chart()->mapToPosition(mark->points()[0], const_cast<QXYSeries*>(mark));
+  const QPointF low =
+      widget.chart()->mapToPosition(mark->points()[0], const_cast<QXYSeries*>(mark));
   const QPointF high =
       widget.chart()->mapToPosition(mark->points()[1], const_cast<QXYSeries*>(mark));
   const QRectF plot = widget.chart()->plotArea();

@@ -159,6 +159,41 @@ TEST(FlotillaCli, ARankThatThrowsFailsTheRunAndStopsTheOther) {
   expect_complete(f, runs[0].id);
 }
 
+// An elastic pipeline (2 pipelines x 2 stages becoming 4 replicas at step 6)
+// whose rank 2 is SIGKILLed in the middle of the change: the run fails with
+// words that name the transition, and no rank is left waiting.
+TEST(FlotillaCli, ARankLostInAnElasticTransitionFailsTheRunNamingTheTransition) {
+  Flotilla f;
+  const auto file = f.dir().write("exp.yaml", R"(
+name: elastic-lost-rank
+model: vit
+vit: {patch: 4, depth: 4, dim: 32, heads: 4, mlp_dim: 64}
+dataset: synthetic
+synthetic: {shape: [3, 16, 16], classes: 4, train_samples: 256, test_samples: 64}
+batch_size: 16
+chunks: 2
+epochs: 2
+strategy: pipeline_ddp
+ranks_per_node: 4
+replicas: 2
+balance: [3, 3]
+freeze: {method: fixed, schedule: [{at_step: 6, blocks: 5}]}
+elastic: {pipe: true, dp: true}
+seed: 5
+threads: 1
+)");
+  auto child = f.start({"run", file.string()}, "run.txt", {"FLOTILLA_FAULT=2:transition"});
+  ASSERT_EQ(child->wait(60s), 1) << child->output();
+  const auto runs = f.store().runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].state, RunState::failed);
+  EXPECT_NE(runs[0].reason.find("elastic transition before step 6 from 2x2 [3+3] to 1x4 [6]"),
+            std::string::npos)
+      << runs[0].reason;
+  EXPECT_TRUE(ranks_alive(runs[0].id).empty());
+  expect_complete(f, runs[0].id);
+}
+
 // A run cut by a rank's failure after its checkpoints of steps 4 and 8 goes
 // on with `flotilla resume`: a new attempt of the same run from step 9 to its
 // end, the records of both attempts stored once each, in order.

@@ -60,7 +60,8 @@ std::string shown_command(const StudyCommands& c) {
 }
 
 int command_list() {
-  std::cout << std::left << std::setw(22) << "STUDY" << std::setw(10) << "SCALES"
+  // "cpu,gpu,gpu1" is 12 wide: the columns keep a space between them.
+  std::cout << std::left << std::setw(22) << "STUDY" << std::setw(14) << "SCALES"
             << "DESCRIPTION\n";
   for (const auto& name : study_names()) {
     std::string scales, description;
@@ -68,7 +69,7 @@ int command_list() {
       scales += (scales.empty() ? "" : ",") + scale;
       if (description.empty()) description = load_study(name, scale).description;
     }
-    std::cout << std::left << std::setw(22) << name << std::setw(10) << scales << description
+    std::cout << std::left << std::setw(22) << name << std::setw(14) << scales << description
               << "\n";
   }
   return kExitDone;

@@ -146,8 +146,11 @@ PanelDescription build_panel(PanelKind kind, const std::vector<const RunData*>& 
     for (auto& note : detail::folded_notes(*run, steps, system, runs.size() > 1))
       panel.notes.push_back(note);
   }
+  if (panel.empty_reason.empty() && (!panel.series.empty() || !panel.references.empty()))
+    add_layout_changes(panel, runs, options);
   if (const std::string prefix = shared_name_prefix(runs); !prefix.empty()) {
     for (auto& series : panel.series) leave_out_prefix(series.name, prefix);
+    for (auto& mark : panel.marks) leave_out_prefix(mark.label, prefix);
     for (auto& reference : panel.references) {
       leave_out_prefix(reference.label, prefix);
       leave_out_prefix(reference.legend, prefix);
@@ -159,7 +162,6 @@ PanelDescription build_panel(PanelKind kind, const std::vector<const RunData*>& 
   if (runs.empty()) panel.empty_reason = "no run selected";
   if (panel.empty_reason.empty() && panel.series.empty() && panel.references.empty())
     panel.empty_reason = "nothing to draw for the ranks and nodes chosen";
-  if (panel.empty_reason.empty()) add_layout_changes(panel, runs, options);
   return panel;
 }
 

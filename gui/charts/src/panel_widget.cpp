@@ -201,8 +201,7 @@ void PanelWidget::setPanel(std::shared_ptr<const PreparedPanel> panel) {
     const auto &a = panel_->description, &b = panel->description;
     if (a.empty_reason != b.empty_reason || a.series.size() != b.series.size() ||
         a.references.size() != b.references.size() || a.marks.size() != b.marks.size() ||
-        a.y_axes.size() != b.y_axes.size() ||
-        a.x_mode != b.x_mode || a.title != b.title)
+        a.y_axes.size() != b.y_axes.size() || a.x_mode != b.x_mode || a.title != b.title)
       return false;
     for (size_t i = 0; i < a.series.size(); ++i)
       if (a.series[i].name != b.series[i].name || a.series[i].style != b.series[i].style)

@@ -177,8 +177,8 @@ void add_transition(RunData& data, const controller::RecordRow& record, const js
     return std::to_string(int64_t(number(j, stages).value_or(0))) + "x" +
            std::to_string(int64_t(number(j, replicas).value_or(0)));
   };
-  change.words = layout("from_stages", "from_replicas") + " \u2192 " +
-                 layout("to_stages", "to_replicas");
+  change.words =
+      layout("from_stages", "from_replicas") + " \u2192 " + layout("to_stages", "to_replicas");
   data.layout_changes.push_back(change);
   std::sort(data.layout_changes.begin(), data.layout_changes.end(),
             [](const auto& a, const auto& b) { return a.step < b.step; });

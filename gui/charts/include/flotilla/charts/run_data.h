@@ -146,7 +146,7 @@ struct RunData {
   std::map<int64_t, RankColumns> ranks;
   std::map<std::string, SystemColumns> systems;
   std::map<int64_t, StartInfo> starts;
-  std::vector<EpochPoint> epochs;  // the lowest rank's that reports epochs
+  std::vector<EpochPoint> epochs;            // the lowest rank's that reports epochs
   std::vector<LayoutChange> layout_changes;  // in step order
   int64_t epoch_rank = -1;
   // Per node: the last seq read, how many records, the newest record's time.
