@@ -125,6 +125,13 @@ PlanNumbers parse_plan(const QByteArray& printed) {
   for (const auto& b : array(j, "boundaries"))
     p.boundaries.push_back({integer(b, "boundary"), integers(b, "shape"),
                             transfer(b, "activations"), transfer(b, "gradients")});
+  if (const auto it = j.find("elastic"); it != j.end() && it->is_object()) {
+    p.elastic_costs = text(*it, "costs");
+    for (const auto& e : array(*it, "layouts"))
+      p.elastic.push_back({integer(e, "frozen_blocks"), integer(e, "at_step", -1),
+                           integer(e, "stages", 1), integer(e, "replicas", 1),
+                           integers(e, "balance")});
+  }
   if (p.blocks.isEmpty()) throw std::runtime_error("flotilla-train --plan listed no blocks");
   return p;
 }
@@ -306,6 +313,22 @@ void PlanPreview::render() {
             p.balance_source.toHtmlEscaped() + ")<br>codec " + p.codec.toHtmlEscaped();
   }
   html += "</p>";
+  if (!p.elastic_costs.isEmpty()) {
+    // The sequence AutoPipe + AutoDP is to go through, by the trainer's rule.
+    html += "<p><b>Elastic pipeline</b> (AutoPipe + AutoDP, block costs " +
+            p.elastic_costs.toHtmlEscaped() + ")<br>";
+    if (p.elastic.isEmpty())
+      html += "keeps " + QString::number(p.replicas) + " × " + QString::number(p.stages) +
+              ": no frozen prefix the freezing can reach lets the pipeline halve";
+    QStringList steps;
+    for (const auto& e : p.elastic)
+      steps << (e.at_step > 0 ? "from step " + QString::number(e.at_step) : QString("when")) +
+                   " (" + QString::number(e.frozen_blocks) +
+                   " blocks frozen): " + QString::number(e.replicas) + " replica" +
+                   (e.replicas > 1 ? "s" : "") + " × " + QString::number(e.stages) +
+                   (e.stages > 1 ? " stages " : " stage ") + list_text(e.balance);
+    html += steps.join("<br>") + "</p>";
+  }
 
   html +=
       "<p><b>Stages</b></p><table><tr><th>Stage</th><th>Blocks</th><th>Trainable</th>"

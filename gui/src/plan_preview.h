@@ -54,7 +54,16 @@ struct PlanNumbers {
     QVector<int64_t> shape;
     Transfer activations, gradients;
   };
+  // elastic.pipe: each layout the pipeline changes to as its prefix freezes.
+  struct ElasticStep {
+    int64_t frozen_blocks = 0;
+    int64_t at_step = -1;  // -1: whenever AutoFreeze gets there
+    int64_t stages = 1, replicas = 1;
+    QVector<int64_t> balance;
+  };
   QString model, strategy, schedule, codec;
+  QString elastic_costs;  // empty: not elastic; "measured" or "estimated"
+  QVector<ElasticStep> elastic;
   int64_t world_size = 0, replicas = 1, stages = 1, chunks = 1;
   int64_t batch_size = 0;
   QVector<int64_t> micro_batch_sizes;

@@ -12,6 +12,7 @@
 
 #include "experiment_designer.h"
 #include "plan_preview.h"
+#include "screenshot.h"
 #include "temp_dir.h"
 #include "wait_until.h"
 
@@ -172,6 +173,42 @@ INSTANTIATE_TEST_SUITE_P(Engine, PlanPreviewMatchesTheEngine, ::testing::ValuesI
                          [](const ::testing::TestParamInfo<PlanCase>& info) {
                            return std::string(info.param.label);
                          });
+
+// An elastic pipeline's preview says which layouts it will go through, as
+// the engine plans them by the trainer's own rule.
+TEST(PlanPreview, ShowsTheLayoutsAnElasticPipelineGoesThrough) {
+  const char* yaml =
+      "name: plan-elastic\nmodel: vit\nvit: {patch: 4, depth: 4, dim: 32, heads: 4, mlp_dim: 64}\n"
+      "dataset: synthetic\nsynthetic: {shape: [3, 16, 16], classes: 4}\nbatch_size: 16\n"
+      "chunks: 2\nstrategy: pipeline_ddp\nranks_per_node: 4\nreplicas: 2\nbalance: [3, 3]\n"
+      "freeze: {method: fixed, schedule: [{at_step: 6, blocks: 5}]}\n"
+      "elastic: {pipe: true, dp: true}\n";
+  ExperimentDesigner designer;
+  PlanPreview* preview = designer.planPreview();
+  preview->setProgram(FLOTILLA_TRAIN_BINARY);
+  preview->setDelay(0);
+  ASSERT_TRUE(designer.setConfigText(yaml));
+  ASSERT_TRUE(designer.problems().isEmpty()) << designer.problems().join("; ").toStdString();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return preview->state() == PlanPreview::State::shown ||
+               preview->state() == PlanPreview::State::failed ||
+               preview->state() == PlanPreview::State::unavailable;
+      },
+      120s));
+  ASSERT_EQ(preview->state(), PlanPreview::State::shown) << preview->statusText().toStdString();
+  const auto& shown = preview->numbers();
+  EXPECT_EQ(shown.elastic_costs, "estimated");
+  ASSERT_EQ(shown.elastic.size(), 1);
+  EXPECT_EQ(shown.elastic[0].at_step, 6);
+  EXPECT_EQ(shown.elastic[0].replicas, 4);
+  const QString text = preview->shownText();
+  EXPECT_TRUE(text.contains("from step 6 (5 blocks frozen): 4 replicas × 1 stage [6]"))
+      << text.toStdString();
+  designer.resize(1200, 800);
+  designer.show();
+  save_screenshot(designer, "designer-elastic-plan");
+}
 
 }  // namespace
 }  // namespace flotilla::gui

@@ -217,6 +217,39 @@ freeze: {method: fixed, schedule: [{at_step: 1, blocks: 2}, {at_step: 50, blocks
   EXPECT_EQ(plan.stages[1].allreduce->bytes_per_step, 4 * plan.stages[1].parameters);
 }
 
+// The layouts an elastic pipeline is to go through, by the trainer's own
+// rule: the ViT of the elastic process test (6 blocks, 2 stages x 2
+// replicas) becomes 4 replicas of the whole model when 5 blocks freeze at
+// step 6, not before (2 frozen at step 3 leave the halved pipeline too slow).
+TEST(RunPlan, AnElasticPipelinesLayoutsFollowItsFreezeSchedule) {
+  auto config = parse_experiment(R"(
+model: vit
+vit: {patch: 4, depth: 4, dim: 32, heads: 4, mlp_dim: 64}
+dataset: synthetic
+synthetic: {shape: [3, 16, 16], classes: 4}
+batch_size: 16
+chunks: 2
+strategy: pipeline_ddp
+ranks_per_node: 4
+replicas: 2
+balance: [3, 3]
+freeze: {method: fixed, schedule: [{at_step: 3, blocks: 2}, {at_step: 6, blocks: 5}]}
+elastic: {pipe: true, dp: true}
+)");
+  const auto plan = make_run_plan(config, {});
+  EXPECT_EQ(plan.elastic_costs, "estimated");
+  ASSERT_EQ(plan.elastic.size(), 1u);
+  EXPECT_EQ(plan.elastic[0].at_step, 6);
+  EXPECT_EQ(plan.elastic[0].frozen_blocks, 5);
+  EXPECT_EQ(plan.elastic[0].layout, (ElasticLayout{1, 4, {6}}));
+  const auto doc = nlohmann::json::parse(plan_json(config));
+  EXPECT_EQ(doc["elastic"]["layouts"][0]["replicas"], 4);
+  EXPECT_EQ(doc["elastic"]["layouts"][0]["at_step"], 6);
+  // Without elastic.pipe there is no sequence to show.
+  config.elastic = {};
+  EXPECT_TRUE(nlohmann::json::parse(plan_json(config))["elastic"].is_null());
+}
+
 TEST(RunPlan, WithoutABalanceEstimatesOneAndSaysSo) {
   auto config = parse_experiment(R"(
 model: small_cnn

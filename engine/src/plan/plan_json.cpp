@@ -65,31 +65,41 @@ json to_json(const RunPlan& p) {
     balance["block_ms"] = p.block_ms;
     balance["took_ms"] = p.measure_ms;
   }
-  return {{"type", "plan"},
-          {"name", p.name},
-          {"model", p.model},
-          {"dataset", p.dataset},
-          {"input", {{"sample_shape", p.input_shape}, {"vocab", p.vocab}, {"classes", p.classes}}},
-          {"blocks", std::move(blocks)},
-          {"parameters", p.parameters},
-          {"trainable_parameters", p.trainable},
-          {"frozen_blocks", p.frozen_blocks},
-          {"strategy", p.strategy},
-          {"device", p.device},
-          {"world_size", p.layout.world_size},
-          {"replicas", p.layout.replicas},
-          {"stages", p.layout.stages},
-          {"schedule", p.layout.pipelined ? json(p.schedule) : json(nullptr)},
-          {"batch_size", p.batch_size},
-          {"global_batch", p.batch_size * p.layout.replicas},
-          {"chunks", p.chunks},
-          {"micro_batch_sizes", p.micro_batch_sizes},
-          {"balance", std::move(balance)},
-          {"codec", p.codec},
-          {"stage_plans", std::move(stages)},
-          {"ranks", std::move(ranks)},
-          {"boundaries", std::move(boundaries)},
-          {"elapsed_ms", p.elapsed_ms}};
+  json elastic = json::array();
+  for (const auto& e : p.elastic)
+    elastic.push_back({{"frozen_blocks", e.frozen_blocks},
+                       {"at_step", e.at_step > 0 ? json(e.at_step) : json(nullptr)},
+                       {"stages", e.layout.stages},
+                       {"replicas", e.layout.replicas},
+                       {"balance", e.layout.balance}});
+  return {
+      {"type", "plan"},
+      {"name", p.name},
+      {"model", p.model},
+      {"dataset", p.dataset},
+      {"input", {{"sample_shape", p.input_shape}, {"vocab", p.vocab}, {"classes", p.classes}}},
+      {"blocks", std::move(blocks)},
+      {"parameters", p.parameters},
+      {"trainable_parameters", p.trainable},
+      {"frozen_blocks", p.frozen_blocks},
+      {"strategy", p.strategy},
+      {"device", p.device},
+      {"world_size", p.layout.world_size},
+      {"replicas", p.layout.replicas},
+      {"stages", p.layout.stages},
+      {"schedule", p.layout.pipelined ? json(p.schedule) : json(nullptr)},
+      {"batch_size", p.batch_size},
+      {"global_batch", p.batch_size * p.layout.replicas},
+      {"chunks", p.chunks},
+      {"micro_batch_sizes", p.micro_batch_sizes},
+      {"balance", std::move(balance)},
+      {"codec", p.codec},
+      {"elastic", p.elastic_costs.empty() ? json(nullptr)
+                                          : json{{"costs", p.elastic_costs}, {"layouts", elastic}}},
+      {"stage_plans", std::move(stages)},
+      {"ranks", std::move(ranks)},
+      {"boundaries", std::move(boundaries)},
+      {"elapsed_ms", p.elapsed_ms}};
 }
 
 }  // namespace

@@ -70,6 +70,39 @@ std::vector<double> estimate_block_ms(torch::nn::Sequential& model, const torch:
   return best;
 }
 
+// The layouts an elastic pipeline goes through as its prefix freezes, by the
+// trainer's rule (next_elastic_layout) on measured costs, or on estimated
+// forward times with backward taken as twice the forward.
+void plan_elastic_layouts(RunPlan& plan, const ExperimentConfig& config,
+                          torch::nn::Sequential& model, const torch::Tensor& samples,
+                          bool measuring) {
+  std::vector<BlockCost> costs;
+  if (measuring) {
+    costs = measure_block_costs(model, measuring_example(samples, config));
+    plan.elastic_costs = "measured";
+  } else {
+    for (double forward : estimate_block_ms(model, samples))
+      costs.push_back({forward, 3 * forward});
+    plan.elastic_costs = "estimated";
+  }
+  ElasticLayout layout{plan.layout.stages, plan.layout.replicas, plan.balance};
+  const double budget = slowest_stage(costs_with_frozen(costs, 0), plan.balance);
+  const auto consider = [&](int64_t frozen, int64_t at_step) {
+    const auto next = next_elastic_layout(costs, frozen, layout, budget);
+    if (next == layout) return;
+    plan.elastic.push_back({frozen, at_step, next});
+    layout = next;
+  };
+  const auto blocks = static_cast<int64_t>(model->size());
+  Freezer freezer(config.freeze, blocks);
+  if (config.freeze.method == FreezeMethod::fixed) {
+    for (const auto& entry : config.freeze.schedule)
+      consider(std::min(entry.blocks, freezer.limit()), entry.at_step);
+  } else {
+    for (int64_t frozen = 1; frozen <= freezer.limit(); ++frozen) consider(frozen, -1);
+  }
+}
+
 // Payload of one direction across a boundary whose tensors hold `per_sample`
 // values a sample, for micro-batches of `sizes`; uncompressed, each value
 // takes `value_bytes` (the compute dtype's: 2 in bf16 and fp16).
@@ -214,6 +247,9 @@ RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options)
     }
     plan.measure_ms = ms_since(start);
   }
+
+  if (config.elastic.pipe && plan.layout.pipelined)
+    plan_elastic_layouts(plan, config, model, samples, measuring);
 
   const auto codec = make_codec(config.compression);
   plan.codec = codec ? codec->describe() : "none";

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+
 #include <vector>
+#include "pipeline/elastic_plan.h"
 
 #include "flotilla/engine/plan.h"
 #include "flotilla/protocol/rank_placement.h"
@@ -59,6 +61,14 @@ struct BoundaryPlan {
   TransferPlan activations, gradients;
 };
 
+// elastic.pipe: a layout the pipeline changes to once `frozen_blocks` are
+// frozen (at `at_step` on a fixed schedule; -1: whenever AutoFreeze gets there).
+struct ElasticPlanStep {
+  int64_t frozen_blocks = 0;
+  int64_t at_step = -1;
+  ElasticLayout layout;
+};
+
 struct RunPlan {
   std::string name, model, dataset, strategy, schedule, device;
   std::vector<int64_t> input_shape;  // per sample
@@ -76,6 +86,11 @@ struct RunPlan {
   std::vector<double> block_ms;  // the costs a measured or estimated balance was cut by
   double measure_ms = 0;         // how long measuring (or estimating) took
   std::string codec;             // the codec's description; "none"
+  // elastic.pipe: the layouts AutoPipe + AutoDP go through, by the costs in
+  // `elastic_costs` ("measured": forward and backward timed; "estimated":
+  // forward timed, backward taken as twice it).
+  std::vector<ElasticPlanStep> elastic;
+  std::string elastic_costs;
   std::vector<StagePlan> stages;
   std::vector<RankPlacement> ranks;
   std::vector<BoundaryPlan> boundaries;
