@@ -259,6 +259,8 @@ void fill_own_cells(CompareRow& row, const ConfigFacts& facts, const LoadedRun& 
   }
   set_number(row, "busbw_gbps", s.busbw_gbps);
   set_number(row, "comm_hidden_pct", percent(s.comm_hidden));
+  set_number(row, "recv_ms", s.recv_ms);
+  set_number(row, "recv_gbps", s.recv_gbps);
   if (s.peak_memory)
     set_number(row, "peak_mem_mib", static_cast<double>(*s.peak_memory) / 1048576.0);
   set_text(row, "nic_mb_epoch", nic_per_epoch(loaded.nics, loaded.records.epochs.size()));

@@ -38,6 +38,13 @@ const std::vector<CompareColumn>& compare_columns() {
        "bytes a rank puts on the wire per step: ring all-reduce 2(P-1)/P x payload, MB"},
       {"busbw_gbps", "busbw GB/s", 3, "median all-reduce bus bandwidth of the lead rank"},
       {"comm_hidden_pct", "comm hidden %", 1, "1 - comm_ms / comm_busy_ms"},
+      {"recv_ms", "stage recv ms", 2,
+       "a pipeline rank's mean time per step from posting its stage receives (activations from "
+       "the stage before, gradients from the stage after) to holding their bytes, any wait for "
+       "the sender included"},
+      {"recv_gbps", "stage recv GB/s", 3,
+       "bytes of every pipeline rank's stage receives over their time after warm-up (recv_ms's "
+       "time, the wait for the sender included: a lower bound on the links' bandwidth)"},
       {"peak_mem_mib", "peak mem MiB", 0,
        "largest rank's peak memory (GPU: mem_peak; CPU: RSS), MiB"},
       {"nic_mb_epoch", "NIC rx/tx MB/epoch per node", -1,
@@ -74,7 +81,7 @@ std::vector<std::string> default_compare_columns() {
   for (const auto& c : compare_columns())
     if (c.key != "compute_s" && c.key != "comm_s" && c.key != "ring_gbps" &&
         c.key != "seed_ring_gbps" && c.key != "link_busbw_gbps" && c.key != "nic_mb_epoch" &&
-        c.key != "steady_epoch_s")
+        c.key != "steady_epoch_s" && c.key != "recv_ms" && c.key != "recv_gbps")
       keys.push_back(c.key);
   return keys;
 }

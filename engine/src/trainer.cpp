@@ -573,6 +573,10 @@ void Trainer::finish_step(PendingStep& pending, const PhaseTimes& times) {
     r.idle_ms = std::max(0.0, r.step_ms - r.data_ms - r.optimizer_ms - r.busy_ms);
   }
   const auto& link = pending.link;
+  r.recv_act_bytes = link.activation_recv_bytes;
+  r.recv_act_ms = link.activation_recv_ms;
+  r.recv_grad_bytes = link.gradient_recv_bytes;
+  r.recv_grad_ms = link.gradient_recv_ms;
   if (config_.compression.method != CompressionMethod::none && link.wire_bytes > 0) {
     r.compression_ratio = static_cast<double>(link.raw_bytes) / link.wire_bytes;
     r.encode_ms = link.encode_ms;

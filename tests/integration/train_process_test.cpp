@@ -298,6 +298,17 @@ TEST(TrainProcess, ThreeStageOneFOneBWithUniformCodecReportsItsLinks) {
     EXPECT_GT(step["compression_ratio"].get<double>(), 3.9);
     EXPECT_GE(step["encode_ms"].get<double>(), 0.0);
     EXPECT_GT(step["bytes_sent"].get<int64_t>(), 0);
+    // Stage receives, timed: activations from the stage before, gradients
+    // from the stage after; together all this pipeline's ranks receive.
+    const int64_t stage = step["stage"];
+    EXPECT_EQ(step.contains("recv_act_bytes"), stage > 0) << step;
+    EXPECT_EQ(step.contains("recv_grad_bytes"), stage < 2) << step;
+    EXPECT_EQ(step.value("recv_act_bytes", int64_t(0)) + step.value("recv_grad_bytes", int64_t(0)),
+              step["bytes_recv"].get<int64_t>())
+        << step;
+    if (stage > 0) {
+      EXPECT_GT(step["recv_act_ms"].get<double>(), 0.0) << step;
+    }
   }
 }
 

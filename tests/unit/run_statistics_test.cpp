@@ -198,6 +198,30 @@ TEST(RunStatistics, PipelineEfficiencyIsBusyOverStagesTimesTheStep) {
   EXPECT_DOUBLE_EQ(s.step_ms.value(), 12.0);
 }
 
+// Seed 001's bandwidth, recv_bytes / recv_time, over every rank's steps after
+// warm-up (20 steps, the first 5 warm-up): stage 1 receives 4 MB of activations in
+// 2 ms a step, stage 0 2 MB of gradients in 3 ms, so 6 MB / 5 ms = 1.2 GB/s
+// and 2.5 ms a receiving rank's step; warm-up steps' 1 MB in 100 ms left out.
+TEST(RunStatistics, StageReceiveBandwidthIsBytesOverReceiveTimeAfterWarmUp) {
+  auto run = pipeline_run();
+  for (auto& s : run.steps) {
+    const bool measured = s.step > 5;
+    if (s.stage == 1) {
+      s.recv_act_bytes = measured ? 4'000'000 : 1'000'000;
+      s.recv_act_ms = measured ? 2.0 : 100.0;
+    } else {
+      s.recv_grad_bytes = measured ? 2'000'000 : 1'000'000;
+      s.recv_grad_ms = measured ? 3.0 : 100.0;
+    }
+    s = read_back(s);
+  }
+  const auto stats = run_statistics(run);
+  EXPECT_DOUBLE_EQ(stats.recv_gbps.value(), 1.2);
+  EXPECT_DOUBLE_EQ(stats.recv_ms.value(), 2.5);
+  // A run whose ranks receive nothing from stages has neither.
+  EXPECT_FALSE(run_statistics(ddp_run()).recv_gbps.has_value());
+}
+
 TEST(RunStatistics, PipelineStepMissingAStageIsLeftOut) {
   auto run = pipeline_run();
   // Step 20 of stage 0 lost, and stage 1's busy there would give 8/24.

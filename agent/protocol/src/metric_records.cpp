@@ -85,6 +85,14 @@ std::string to_line(const Step& r) {
     j["encode_ms"] = r.encode_ms;
     j["decode_ms"] = r.decode_ms;
   }
+  if (r.recv_act_bytes > 0) {
+    j["recv_act_bytes"] = r.recv_act_bytes;
+    j["recv_act_ms"] = r.recv_act_ms;
+  }
+  if (r.recv_grad_bytes > 0) {
+    j["recv_grad_bytes"] = r.recv_grad_bytes;
+    j["recv_grad_ms"] = r.recv_grad_ms;
+  }
   if (r.loss_scale > 0) {
     j["loss_scale"] = r.loss_scale;
     j["skipped"] = r.skipped;

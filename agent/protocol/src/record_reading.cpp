@@ -119,6 +119,10 @@ std::optional<Step> step_from_line(std::string_view line) {
   f.read("idle_ms", r.idle_ms);
   f.read("compression_ratio", r.compression_ratio);
   f.read("encode_ms", r.encode_ms);
+  f.read("recv_act_bytes", r.recv_act_bytes);
+  f.read("recv_act_ms", r.recv_act_ms);
+  f.read("recv_grad_bytes", r.recv_grad_bytes);
+  f.read("recv_grad_ms", r.recv_grad_ms);
   f.read("decode_ms", r.decode_ms);
   f.read("loss_scale", r.loss_scale);
   f.read("skipped", r.skipped);

@@ -128,6 +128,20 @@ RunStatistics run_statistics(const RunRecords& in) {
     out.message_bytes = median(message);
     if (comm_busy > 0) out.comm_hidden = std::clamp(1.0 - comm / comm_busy, 0.0, 1.0);
 
+    double received = 0, receiving_ms = 0;
+    int64_t receiving_steps = 0;
+    for (const auto& [rank, list] : by_rank)
+      for (const auto* s : after_warmup(list)) {
+        if (s->recv_act_bytes + s->recv_grad_bytes <= 0) continue;
+        received += static_cast<double>(s->recv_act_bytes + s->recv_grad_bytes);
+        receiving_ms += s->recv_act_ms + s->recv_grad_ms;
+        ++receiving_steps;
+      }
+    if (receiving_ms > 0) {
+      out.recv_gbps = received / 1e9 / (receiving_ms / 1000.0);
+      out.recv_ms = receiving_ms / static_cast<double>(receiving_steps);
+    }
+
     std::vector<double> rank_bytes;
     for (const auto& [rank, list] : by_rank)
       if (auto m = median(series(after_warmup(list),

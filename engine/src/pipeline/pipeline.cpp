@@ -219,8 +219,18 @@ torch::Tensor Pipeline::receive(std::vector<int64_t> shape, int64_t from, int ta
   const auto options = torch::TensorOptions().device(device_);
   auto buffer = codec_ ? torch::empty({codec_->encoded_bytes(numel)}, options.dtype(torch::kUInt8))
                        : torch::empty(shape, options.dtype(plan_.compute_dtype));
+  const auto posted = std::chrono::steady_clock::now();
   auto operation = comm_.start_recv(buffer, from, tag);
   comm_.finish(operation);
+  const double waited = ms_since(posted);
+  const int64_t bytes = buffer.numel() * buffer.element_size();
+  if (tag == kActivationTag) {
+    link_stats_.activation_recv_ms += waited;
+    link_stats_.activation_recv_bytes += bytes;
+  } else {
+    link_stats_.gradient_recv_ms += waited;
+    link_stats_.gradient_recv_bytes += bytes;
+  }
   if (!codec_) return buffer;
   const auto start = std::chrono::steady_clock::now();
   auto values = codec_->decode(buffer, numel).view(shape);

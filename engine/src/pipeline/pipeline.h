@@ -49,6 +49,12 @@ struct LinkStats {
   int64_t wire_bytes = 0;  // bytes they took on the wire
   double encode_ms = 0;
   double decode_ms = 0;
+  // Receives, by what they carry: activations from the stage before,
+  // gradients from the stage after. Bytes as they came off the wire, and the
+  // time from posting the receive to holding them, any wait for the sender
+  // included (so bytes / time is a lower bound on the link's bandwidth).
+  int64_t activation_recv_bytes = 0, gradient_recv_bytes = 0;
+  double activation_recv_ms = 0, gradient_recv_ms = 0;
 };
 
 class Pipeline {

@@ -218,6 +218,26 @@ PanelDescription bandwidth_panel(const std::vector<const RunData*>& runs, const 
                {rank_label(rank) + " received", run.run.id, "MB/s", "bytes_recv / step_ms / 1000",
                 SeriesStyle::dashed, int(r)},
                frame, take_rows(frame, mb_s(rank, "bytes_recv")), o);
+      if (!rank.has("recv_act_bytes") && !rank.has("recv_grad_bytes")) continue;
+      // A pipeline stage's receives, as seed 001 measured bandwidth: bytes
+      // received over the time from posting each receive to holding it.
+      add_line(panel,
+               {rank_label(rank) + " stage recv", run.run.id, "MB/s",
+                "(recv_act_bytes + recv_grad_bytes) / (recv_act_ms + recv_grad_ms) / 1000",
+                SeriesStyle::dotted, int(r)},
+               frame,
+               take_rows(frame,
+                         [&rank](size_t row) {
+                           const auto at = [&](const char* name) {
+                             const auto* column = rank.field(name);
+                             return column && std::isfinite((*column)[row]) ? (*column)[row] : 0.0;
+                           };
+                           const double ms = at("recv_act_ms") + at("recv_grad_ms");
+                           return ms > 0
+                                      ? (at("recv_act_bytes") + at("recv_grad_bytes")) / ms / 1000
+                                      : kMissing;
+                         }),
+               o);
     }
   // The all-reduces' algbw and busbw, as nccl-tests define them: one figure
   // of the whole collective, read from the lead rank, or from the lowest

@@ -83,6 +83,11 @@ struct Step {
   double compression_ratio = 0;
   double encode_ms = 0;
   double decode_ms = 0;
+  // Pipeline ranks that receive (written when above 0): bytes received from
+  // the stage before (activations) and after (gradients), and the time from
+  // posting each receive to holding its bytes, waiting for the sender included.
+  int64_t recv_act_bytes = 0, recv_grad_bytes = 0;
+  double recv_act_ms = 0, recv_grad_ms = 0;
   // precision fp16 only (0 elsewhere): the loss scale this step used, and
   // whether its optimizer step was skipped for a non-finite gradient.
   double loss_scale = 0;

@@ -43,7 +43,13 @@ struct RunStatistics {
   std::optional<double> busbw_gbps;       // median over lead steps that all-reduced
   std::optional<double> message_bytes;    // median payload of one communication operation
   std::optional<double> comm_hidden;      // 1 - Σ comm_ms / Σ comm_busy_ms, in 0..1
-  std::optional<int64_t> peak_memory;     // bytes, the largest rank's
+  // A pipeline's stage receives over every rank's steps after warm-up:
+  // Σ bytes / Σ time from posting a receive to holding its bytes, GB/s (any
+  // wait for the sender included: a lower bound on the links' bandwidth),
+  // and the mean receive time a rank spends per step, ms.
+  std::optional<double> recv_gbps;
+  std::optional<double> recv_ms;
+  std::optional<int64_t> peak_memory;  // bytes, the largest rank's
   MemorySource memory_source = MemorySource::none;
   std::optional<double> epoch_s;  // median epoch_s, the first left out when ≥ 2
   // The samples of one epoch (the lead rank's steps of its last recorded
