@@ -476,7 +476,7 @@ TEST_F(StoredRun, ALayoutChangeIsMarkedOnEveryPanelAtItsStepOrTime) {
     }
     store.flush();
   }
-  const RunData run = load();
+  RunData run = load();
   ASSERT_EQ(run.layout_changes.size(), 1u);
   for (const PanelKind kind : kAllPanels) {
     const auto panel = build_panel(kind, {&run}, {});
@@ -486,6 +486,14 @@ TEST_F(StoredRun, ALayoutChangeIsMarkedOnEveryPanelAtItsStepOrTime) {
     EXPECT_EQ(panel.marks[0].x, 21);
     EXPECT_EQ(panel.marks[0].label, "layout 2x1 \u2192 1x2");
   }
+  // A rank the change moved is named by where it started and where it went.
+  auto& moved = run.ranks.at(1);
+  moved.stage = 1;
+  moved.replica = 0;
+  moved.last_stage = 0;
+  moved.last_replica = 1;
+  EXPECT_TRUE(has_series(build_panel(PanelKind::throughput, {&run}, {}),
+                         "rank 1 (stage 1\u21920, replica 0\u21921)"));
   PanelOptions relative;
   relative.x = XMode::relative_time;
   const auto by_time = build_panel(PanelKind::loss, {&run}, relative);

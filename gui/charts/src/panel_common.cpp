@@ -342,11 +342,19 @@ std::string run_label(const RunData& run) {
 
 std::string rank_label(const RankColumns& rank) {
   std::string label = "rank " + std::to_string(rank.rank);
-  if (rank.stage) {
-    label += " (stage " + std::to_string(*rank.stage);
-    if (rank.replica > 0) label += ", replica " + std::to_string(rank.replica);
-    label += ")";
+  if (!rank.stage) return label;
+  const bool moved =
+      rank.last_stage && (*rank.last_stage != *rank.stage || rank.last_replica != rank.replica);
+  if (moved) {
+    // An elastic pipeline's rank: where it started, where it is now.
+    label += " (stage " + std::to_string(*rank.stage) + "\u2192" +
+             std::to_string(*rank.last_stage) + ", replica " + std::to_string(rank.replica) +
+             "\u2192" + std::to_string(rank.last_replica) + ")";
+    return label;
   }
+  label += " (stage " + std::to_string(*rank.stage);
+  if (rank.replica > 0) label += ", replica " + std::to_string(rank.replica);
+  label += ")";
   return label;
 }
 

@@ -53,11 +53,14 @@ void add_step(RunData& data, const controller::RecordRow& record, const json& j)
     column.push_back(value.get<double>());
   }
   pad(rank.fields, row + 1);
-  if (!rank.stage)
-    if (const auto stage = number(j, "stage")) {
-      rank.stage = int64_t(*stage);
-      rank.replica = int64_t(number(j, "replica").value_or(0));
+  if (const auto stage = number(j, "stage")) {
+    rank.last_stage = int64_t(*stage);
+    rank.last_replica = int64_t(number(j, "replica").value_or(0));
+    if (!rank.stage) {
+      rank.stage = rank.last_stage;
+      rank.replica = rank.last_replica;
     }
+  }
 }
 
 void add_system(RunData& data, const controller::RecordRow& record, const json& j) {

@@ -48,8 +48,11 @@ struct RowLimits {
 struct RankColumns {
   std::string node;
   int64_t rank = 0;
-  std::optional<int64_t> stage;  // pipeline ranks
+  std::optional<int64_t> stage;  // pipeline ranks: the first place the rank had
   int64_t replica = 0;
+  // An elastic pipeline moves ranks: the place of its newest step record.
+  std::optional<int64_t> last_stage;
+  int64_t last_replica = 0;
   std::vector<double> step;
   std::vector<double> time;  // the node's clock, seconds since the Unix epoch (NaN: not stamped)
   std::map<std::string, std::vector<double>> fields;
