@@ -85,24 +85,34 @@ QString grouped(int64_t n) {
   return digits;
 }
 
-class PlanPreviewMatchesTheEngine : public ::testing::TestWithParam<PlanCase> {};
-
-TEST_P(PlanPreviewMatchesTheEngine, BlocksPerStageAllReduceAndBoundaryBytes) {
-  const PlanCase& c = GetParam();
-  ExperimentDesigner designer;
+// `yaml` typed into the designer, its preview computed by flotilla-train
+// --plan at once: whether it came to be shown (the failure says why not).
+::testing::AssertionResult previewed(ExperimentDesigner& designer, const char* yaml) {
   PlanPreview* preview = designer.planPreview();
   preview->setProgram(FLOTILLA_TRAIN_BINARY);
   preview->setDelay(0);
-  ASSERT_TRUE(designer.setConfigText(c.yaml));
-  ASSERT_TRUE(designer.problems().isEmpty()) << designer.problems().join("; ").toStdString();
-  ASSERT_TRUE(wait_until(
+  if (!designer.setConfigText(yaml)) return ::testing::AssertionFailure() << "not taken: " << yaml;
+  if (!designer.problems().isEmpty())
+    return ::testing::AssertionFailure() << designer.problems().join("; ").toStdString();
+  wait_until(
       [&] {
         return preview->state() == PlanPreview::State::shown ||
                preview->state() == PlanPreview::State::failed ||
                preview->state() == PlanPreview::State::unavailable;
       },
-      120s));
-  ASSERT_EQ(preview->state(), PlanPreview::State::shown) << preview->statusText().toStdString();
+      120s);
+  if (preview->state() != PlanPreview::State::shown)
+    return ::testing::AssertionFailure() << preview->statusText().toStdString();
+  return ::testing::AssertionSuccess();
+}
+
+class PlanPreviewMatchesTheEngine : public ::testing::TestWithParam<PlanCase> {};
+
+TEST_P(PlanPreviewMatchesTheEngine, BlocksPerStageAllReduceAndBoundaryBytes) {
+  const PlanCase& c = GetParam();
+  ExperimentDesigner designer;
+  ASSERT_TRUE(previewed(designer, c.yaml));
+  const PlanPreview* preview = designer.planPreview();
   const PlanNumbers& shown = preview->numbers();
   const QString text = preview->shownText();
   const json engine = engine_plan(c.yaml);
@@ -184,19 +194,8 @@ TEST(PlanPreview, ShowsTheLayoutsAnElasticPipelineGoesThrough) {
       "freeze: {method: fixed, schedule: [{at_step: 6, blocks: 5}]}\n"
       "elastic: {pipe: true, dp: true}\n";
   ExperimentDesigner designer;
-  PlanPreview* preview = designer.planPreview();
-  preview->setProgram(FLOTILLA_TRAIN_BINARY);
-  preview->setDelay(0);
-  ASSERT_TRUE(designer.setConfigText(yaml));
-  ASSERT_TRUE(designer.problems().isEmpty()) << designer.problems().join("; ").toStdString();
-  ASSERT_TRUE(wait_until(
-      [&] {
-        return preview->state() == PlanPreview::State::shown ||
-               preview->state() == PlanPreview::State::failed ||
-               preview->state() == PlanPreview::State::unavailable;
-      },
-      120s));
-  ASSERT_EQ(preview->state(), PlanPreview::State::shown) << preview->statusText().toStdString();
+  ASSERT_TRUE(previewed(designer, yaml));
+  const PlanPreview* preview = designer.planPreview();
   const auto& shown = preview->numbers();
   EXPECT_EQ(shown.elastic_costs, "estimated");
   ASSERT_EQ(shown.elastic.size(), 1);

@@ -4,6 +4,7 @@
 
 #include "cli_fixture.h"
 #include "local_sshd.h"
+#include "tiny_vit.h"
 
 namespace flotilla::testing {
 namespace {
@@ -164,24 +165,9 @@ TEST(FlotillaCli, ARankThatThrowsFailsTheRunAndStopsTheOther) {
 // words that name the transition, and no rank is left waiting.
 TEST(FlotillaCli, ARankLostInAnElasticTransitionFailsTheRunNamingTheTransition) {
   Flotilla f;
-  const auto file = f.dir().write("exp.yaml", R"(
-name: elastic-lost-rank
-model: vit
-vit: {patch: 4, depth: 4, dim: 32, heads: 4, mlp_dim: 64}
-dataset: synthetic
-synthetic: {shape: [3, 16, 16], classes: 4, train_samples: 256, test_samples: 64}
-batch_size: 16
-chunks: 2
-epochs: 2
-strategy: pipeline_ddp
-ranks_per_node: 4
-replicas: 2
-balance: [3, 3]
-freeze: {method: fixed, schedule: [{at_step: 6, blocks: 5}]}
-elastic: {pipe: true, dp: true}
-seed: 5
-threads: 1
-)");
+  const auto file = f.dir().write(
+      "exp.yaml",
+      tiny_vit_pipeline_ddp("name: elastic-lost-rank\nelastic: {pipe: true, dp: true}\n"));
   auto child = f.start({"run", file.string()}, "run.txt", {"FLOTILLA_FAULT=2:transition"});
   ASSERT_EQ(child->wait(60s), 1) << child->output();
   const auto runs = f.store().runs();

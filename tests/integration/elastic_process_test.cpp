@@ -9,30 +9,10 @@
 #include <map>
 
 #include "run_helpers.h"
+#include "tiny_vit.h"
 
 namespace flotilla::testing {
 namespace {
-
-// Six blocks (patch embedding, four encoder blocks, head) in two stages of
-// three, two replicas of 16 samples; blocks 0-4 frozen from step 6 on.
-std::string vit_pipeline(const std::string& extra) {
-  return R"(
-model: vit
-vit: {patch: 4, depth: 4, dim: 32, heads: 4, mlp_dim: 64}
-dataset: synthetic
-synthetic: {shape: [3, 16, 16], classes: 4, train_samples: 256, test_samples: 64}
-batch_size: 16
-chunks: 2
-epochs: 2
-strategy: pipeline_ddp
-ranks_per_node: 4
-replicas: 2
-balance: [3, 3]
-freeze: {method: fixed, schedule: [{at_step: 6, blocks: 5}]}
-seed: 5
-threads: 1
-)" + extra;
-}
 
 constexpr int64_t kTransitionStep = 6;
 constexpr int64_t kSteps = 16;  // 2 epochs of 128 samples a replica, 16 a step
@@ -54,9 +34,9 @@ std::map<int64_t, double> global_losses(const std::vector<nlohmann::json>& recor
 
 TEST(ElasticPipeline, GoesFromTwoByTwoToFourByOneAsItsPrefixFreezesAndTrainsOnAsTheFixedOneWould) {
   TempDir fixed_dir, elastic_dir;
-  const auto fixed = run_train_ranks(fixed_dir, vit_pipeline(""), 4);
+  const auto fixed = run_train_ranks(fixed_dir, tiny_vit_pipeline_ddp(""), 4);
   const auto elastic =
-      run_train_ranks(elastic_dir, vit_pipeline("elastic: {pipe: true, dp: true}\n"), 4);
+      run_train_ranks(elastic_dir, tiny_vit_pipeline_ddp("elastic: {pipe: true, dp: true}\n"), 4);
   ASSERT_EQ(fixed.exit_code, 0) << fixed.stderr_text;
   ASSERT_EQ(elastic.exit_code, 0) << elastic.stderr_text;
 
@@ -130,7 +110,7 @@ TEST(ElasticPipeline, ARankKilledInTheMiddleOfTheTransitionFailsEveryRankNamingI
   TrainRun run;
   {
     InjectedFault lost("2:transition");
-    run = run_train_ranks(dir, vit_pipeline("elastic: {pipe: true, dp: true}\n"), 4);
+    run = run_train_ranks(dir, tiny_vit_pipeline_ddp("elastic: {pipe: true, dp: true}\n"), 4);
   }
   const auto took = std::chrono::steady_clock::now() - started;
   EXPECT_NE(run.exit_code, 0);

@@ -9,6 +9,19 @@ namespace {
 torch::nn::AnyModule& block(torch::nn::Sequential model, int64_t index) {
   return *(model->begin() + index);
 }
+
+// Rank 0's `shared` on every rank, back on the CPU: the engine's own
+// bookkeeping, not training traffic. Gloo broadcasts CPU tensors, NCCL
+// device ones (the model's device).
+torch::Tensor from_rank_zero(const torch::Tensor& shared, torch::nn::Sequential& model,
+                             Communicator& comm) {
+  auto device = model->parameters().empty() ? torch::Device(torch::kCPU)
+                                            : model->parameters().front().device();
+  std::vector<torch::Tensor> message{shared.to(device)};
+  Communicator::Uncounted bookkeeping(comm);
+  comm.broadcast(message, 0);
+  return message[0].cpu();
+}
 }  // namespace
 
 torch::Tensor measuring_example(const torch::Tensor& samples, const ExperimentConfig& config) {
@@ -72,14 +85,7 @@ std::vector<BlockCost> shared_block_costs(torch::nn::Sequential& model,
       shared[b][1] = costs[size_t(b)].full_ms;
     }
   }
-  auto device = model->parameters().empty() ? torch::Device(torch::kCPU)
-                                            : model->parameters().front().device();
-  std::vector<torch::Tensor> message{shared.to(device)};
-  {
-    Communicator::Uncounted bookkeeping(comm);
-    comm.broadcast(message, 0);
-  }
-  auto received = message[0].cpu();
+  const auto received = from_rank_zero(shared, model, comm);
   std::vector<BlockCost> costs;
   for (int64_t b = 0; b < blocks; ++b)
     costs.push_back({received[b][0].item<double>(), received[b][1].item<double>()});
@@ -103,15 +109,7 @@ std::vector<int64_t> resolve_balance(std::vector<int64_t> balance, int64_t stage
     const auto cut = measured_balance(model, example, stages);
     for (int64_t s = 0; s < stages; ++s) shared[s] = cut[s];
   }
-  // Gloo broadcasts CPU tensors, NCCL device ones.
-  auto device = model->parameters().empty() ? torch::Device(torch::kCPU)
-                                            : model->parameters().front().device();
-  std::vector<torch::Tensor> message{shared.to(device)};
-  {
-    Communicator::Uncounted bookkeeping(comm);
-    comm.broadcast(message, 0);
-  }
-  auto received = message[0].cpu();
+  const auto received = from_rank_zero(shared, model, comm);
   balance.assign(received.data_ptr<int64_t>(), received.data_ptr<int64_t>() + stages);
   return balance;
 }
