@@ -7,25 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace flotilla::agent {
+#include "flotilla/protocol/nic_counters.h"
 
-std::map<std::string, NicBytes> read_nic_bytes(const std::string& proc_net_dev) {
-  std::map<std::string, NicBytes> out;
-  std::ifstream in(proc_net_dev);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;  // the two header lines
-    std::string name = line.substr(0, colon);
-    name.erase(0, name.find_first_not_of(' '));
-    std::istringstream fields(line.substr(colon + 1));
-    uint64_t v[9] = {};
-    for (auto& x : v) fields >> x;
-    // Receive: bytes packets errs drop fifo frame compressed multicast; then transmit bytes.
-    out[name] = {v[0], v[8]};
-  }
-  return out;
-}
+namespace flotilla::agent {
 
 namespace {
 
@@ -122,17 +106,12 @@ SystemSampler::~SystemSampler() = default;
 
 std::string SystemSampler::sample(const std::map<int64_t, pid_t>& rank_pids, double time) {
   nlohmann::json record{{"type", "system"}, {"time", time}};
-  uint64_t rx = 0, tx = 0;
+  const auto interfaces = protocol::read_nic_bytes();
   nlohmann::json nics = nlohmann::json::object();
-  for (const auto& [name, bytes] : read_nic_bytes()) {
-    nics[name] = {{"rx", bytes.rx}, {"tx", bytes.tx}};
-    if (name != "lo") {
-      rx += bytes.rx;
-      tx += bytes.tx;
-    }
-  }
-  record["nic_rx"] = rx;  // all interfaces but loopback, cumulative, as vnstat counts
-  record["nic_tx"] = tx;
+  for (const auto& [name, bytes] : interfaces) nics[name] = {{"rx", bytes.rx}, {"tx", bytes.tx}};
+  const auto external = protocol::external_nic_bytes(interfaces);
+  record["nic_rx"] = external.rx;  // all interfaces but loopback, cumulative, as vnstat counts
+  record["nic_tx"] = external.tx;
   record["nics"] = nics;
   uint64_t busy = 0, total = 0;
   read_cpu(busy, total);

@@ -14,11 +14,6 @@
 
 namespace flotilla::agent {
 
-struct NicBytes {
-  uint64_t rx = 0, tx = 0;
-};
-std::map<std::string, NicBytes> read_nic_bytes(const std::string& proc_net_dev = "/proc/net/dev");
-
 struct GpuSample {
   int index = 0;
   std::string name;

@@ -93,9 +93,16 @@ struct NicSpan {
   int64_t least_rx = 0, most_rx = 0, least_tx = 0, most_tx = 0;
 };
 
+// A node's traffic over its last epoch's training, as the engine read the
+// node's counters around it (the lowest rank on the node said it).
+struct NicEpoch {
+  int64_t rank = 0, epoch = -1, rx = 0, tx = 0;
+};
+
 struct LoadedRun {
   metrics::RunRecords records;
-  std::map<std::string, NicSpan> nics;  // by node
+  std::map<std::string, NicSpan> nics;         // by node
+  std::map<std::string, NicEpoch> nic_epochs;  // by node, where the engine read them
   int64_t steps_per_epoch = 0;
   int64_t trainable_parameters = 0;  // rank 0's: the whole model's but in a pipeline
   std::vector<int64_t> balance;      // a pipeline's blocks per stage, as rank 0 ran them
@@ -118,6 +125,14 @@ LoadedRun load(const Store& store, const RunRow& run, bool gpu) {
        [&](records::Step s) { out.records.steps.push_back(std::move(s)); });
   read("epoch", 0, records::epoch_from_line,
        [&](records::Epoch e) { out.records.epochs.push_back(e); });
+  for (const auto& r : store.records(run.id, RecordFilter{"epoch", std::nullopt, std::nullopt})) {
+    const auto e = records::epoch_from_line(r.body);
+    if (!e || e->nic_rx_bytes < 0 || e->nic_tx_bytes < 0) continue;
+    const auto [it, first] = out.nic_epochs.try_emplace(r.node);
+    auto& kept = it->second;
+    if (first || e->epoch > kept.epoch || (e->epoch == kept.epoch && e->rank < kept.rank))
+      kept = {e->rank, e->epoch, e->nic_rx_bytes, e->nic_tx_bytes};
+  }
   read("end", std::nullopt, records::end_from_line,
        [&](records::End e) { out.records.ends.push_back(std::move(e)); });
   read("start", 0, records::start_from_line, [&](records::Start s) {
@@ -163,15 +178,24 @@ void set_text(CompareRow& row, const std::string& key, std::string value) {
 
 // "flh1 612.3/611.9, flh2 ...": each node's rx/tx MB an epoch, as seed 003
 // tabulated vnstat's rx/tx per server per epoch; empty without epochs.
-std::string nic_per_epoch(const std::map<std::string, NicSpan>& nics, size_t epochs) {
-  if (epochs == 0) return {};
-  const auto per_epoch = [&](int64_t bytes) {
-    return format_fixed(static_cast<double>(bytes) / 1e6 / static_cast<double>(epochs), 1);
-  };
+std::string nic_per_epoch(const LoadedRun& loaded) {
+  const auto mb = [](double bytes) { return format_fixed(bytes / 1e6, 1); };
   std::string text;
-  for (const auto& [node, span] : nics)
-    text += (text.empty() ? "" : ", ") + node + " " + per_epoch(span.most_rx - span.least_rx) +
-            "/" + per_epoch(span.most_tx - span.least_tx);
+  const auto add = [&](const std::string& node, double rx, double tx) {
+    text += (text.empty() ? "" : ", ") + node + " " + mb(rx) + "/" + mb(tx);
+  };
+  // The engine's reading of the last epoch where it made one; runs from
+  // before it made them: the agents' span over the run, shared by its epochs.
+  if (!loaded.nic_epochs.empty()) {
+    for (const auto& [node, e] : loaded.nic_epochs)
+      add(node, static_cast<double>(e.rx), static_cast<double>(e.tx));
+    return text;
+  }
+  const auto epochs = static_cast<double>(loaded.records.epochs.size());
+  if (epochs == 0) return {};
+  for (const auto& [node, span] : loaded.nics)
+    add(node, static_cast<double>(span.most_rx - span.least_rx) / epochs,
+        static_cast<double>(span.most_tx - span.least_tx) / epochs);
   return text;
 }
 
@@ -263,7 +287,7 @@ void fill_own_cells(CompareRow& row, const ConfigFacts& facts, const LoadedRun& 
   set_number(row, "recv_gbps", s.recv_gbps);
   if (s.peak_memory)
     set_number(row, "peak_mem_mib", static_cast<double>(*s.peak_memory) / 1048576.0);
-  set_text(row, "nic_mb_epoch", nic_per_epoch(loaded.nics, loaded.records.epochs.size()));
+  set_text(row, "nic_mb_epoch", nic_per_epoch(loaded));
   set_number(row, "epoch_s", s.epoch_s);
   set_number(row, "steady_epoch_s", s.steady_epoch_s);
   std::optional<double> run_s = s.run_s;

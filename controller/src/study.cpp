@@ -1,5 +1,6 @@
 #include "flotilla/controller/study.h"
 
+#include "flotilla/controller/seed_findings.h"
 #include "flotilla/controller/seed_table.h"
 
 #include <QDir>
@@ -167,12 +168,14 @@ std::vector<std::string> study_report_problems(const SweepSpec& spec) {
                        "peak_mem_mib, acc_test_pct, sent_mb, ...)");
   // The seed table, refused before anything runs rather than after.
   try {
-    if (const auto seed = carried_seed_table(spec))
+    if (const auto seed = carried_seed_table(spec)) {
       for (const auto& key : seed->keys)
         if (!is_axis(spec, key) && !find_config_key(key) && !find_compare_column(key))
           problems.push_back("report.seed: " + spec.report.seed + ".seed.csv's \"" + key +
                              "\" is neither an axis or config key of the study nor a compare "
                              "column");
+      carried_seed_findings(spec, *seed);
+    }
   } catch (const ConfigError& e) {
     problems.insert(problems.end(), e.problems().begin(), e.problems().end());
   }
@@ -347,8 +350,10 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
   std::ostringstream lead;
   // The seed's own numbers first, beside ours, made again with the report.
   std::optional<SeedComparison> seed;
+  std::vector<FindingVerdict> verdicts;
   if (const auto carried = carried_seed_table(spec)) {
     seed = compare_with_seed(*carried, spec, table, points);
+    verdicts = judge_findings(carried_seed_findings(spec, *carried), *seed);
     lead << "## Seed vs ours\n\n"
          << "The seed's published figures (`" << spec.report.seed
          << ".seed.csv`) beside this study's, matched on " << joined(seed->match_keys)
@@ -358,6 +363,12 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
          << "The seed ran its own hardware and sizes (the study's file says what this scale "
             "changes): read shapes and ratios, not absolute times.\n\n"
          << seed_comparison_markdown(*seed) << "\n";
+    if (!verdicts.empty())
+      lead << "### The seed's findings\n\n"
+           << "Each is an ordering the seed's table shows (`" << spec.report.seed
+           << ".findings.csv`): it **agrees** when this study's figures keep the seed's order, "
+              "**differs** when they do not, with the reason this scale may change it.\n\n"
+           << findings_markdown(verdicts) << "\n";
   }
   // The study's chart in the seed's shape, before the long tables.
   std::error_code error;

@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/tensor_flatten.h>
 
 #include "codec/activation_codec.h"
+#include "flotilla/protocol/nic_counters.h"
 #include "flotilla/protocol/rank_placement.h"
 #include "flotilla/protocol/run_metrics.h"
 #include "models/layers.h"
@@ -354,8 +355,14 @@ TrainResult Trainer::run() {
   const auto started = std::chrono::steady_clock::now();
   for (int64_t epoch = start_epoch_; epoch < config_.epochs && !done(); ++epoch) {
     const auto epoch_started = std::chrono::steady_clock::now();
+    // The node's counters around the training alone: set-up's broadcast and
+    // the evaluation stay out, as they did of the seed's per-epoch readings.
+    const auto nic_before = protocol::external_nic_bytes(protocol::read_nic_bytes());
     const bool saves_at_end = train_epoch(epoch, epoch == start_epoch_ ? start_batch_ : 0);
+    const auto nic_after = protocol::external_nic_bytes(protocol::read_nic_bytes());
     records::Epoch record;
+    record.nic_rx_bytes = static_cast<int64_t>(nic_after.rx - nic_before.rx);
+    record.nic_tx_bytes = static_cast<int64_t>(nic_after.tx - nic_before.tx);
     record.rank = options_.env.rank;
     record.epoch = epoch;
     record.steps = global_step_;

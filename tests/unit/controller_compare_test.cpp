@@ -399,9 +399,40 @@ TEST(Compare, CpuMemoryIsTheLargestRankRssTheAgentsSaw) {
   EXPECT_DOUBLE_EQ(*number(t, "mem", "peak_mem_mib"), 200.0);
 }
 
-// Seed 003's rx/tx per server per epoch: each node's counter span over the
-// run's epochs; a node's readings out of order still give the span.
-TEST(Compare, NicTrafficIsEachNodesCounterSpanPerEpoch) {
+// Seed 003's rx/tx per server per epoch, as the engine read each node's
+// counters around its epochs: the last epoch, said by the lowest rank on the
+// node; the agents' samples are not used when the engine's readings exist.
+TEST(Compare, NicTrafficIsEachNodesLastEpochAsTheEngineReadIt) {
+  ScratchDb db;
+  auto config = ddp(2);
+  config.nodes = {"flh1", "flh2"};
+  db.add_run("nic", config);
+  db.add_steps("nic", 0, 6, 0);
+  const auto epoch = [&](const std::string& node, int64_t rank, int64_t index, int64_t rx,
+                         int64_t tx) {
+    records::Epoch e;
+    e.rank = rank;
+    e.epoch = index;
+    e.epoch_s = 1;
+    e.nic_rx_bytes = rx;
+    e.nic_tx_bytes = tx;
+    db.add("nic", rank, "epoch", records::to_line(e), node);
+  };
+  epoch("flh1", 0, 0, 900'000'000, 900'000'000);  // the first epoch: not the one shown
+  epoch("flh1", 1, 1, 7'000'000, 8'000'000);      // the node's second rank says the same later
+  epoch("flh1", 0, 1, 801'000'000, 802'500'000);
+  epoch("flh2", 2, 1, 803'000'000, 804'000'000);
+  epoch("flh2", 3, 1, 1'000'000, 1'000'000);
+  db.add("nic", -1, "system", R"({"type":"system","nic_rx":5,"nic_tx":6})", "flh1");
+  db.add("nic", -1, "system", R"({"type":"system","nic_rx":5000000005,"nic_tx":6})", "flh1");
+  db.store.flush();
+  const auto t = compare_runs(db.store, {"nic"}, {std::nullopt, {"run", "nic_mb_epoch"}});
+  EXPECT_EQ(text(t, "nic", "nic_mb_epoch"), "flh1 801.0/802.5, flh2 803.0/804.0");
+}
+
+// Runs recorded before the engine read its counters: each node's counter
+// span over the run's epochs; a node's readings out of order still give the span.
+TEST(Compare, NicTrafficOfAnOlderRunIsEachNodesCounterSpanPerEpoch) {
   ScratchDb db;
   auto config = ddp(1);
   config.nodes = {"flh1", "flh2"};

@@ -162,6 +162,24 @@ TEST(Sweep, NodesGivenReplaceTheBasesNodes) {
   EXPECT_EQ(config_of(points.at(0))["nodes"], json::array({"b"}));
 }
 
+TEST(Sweep, OnNodesAppliesOnlyWhenTheSweepIsGivenNodes) {
+  const auto spec = parse_sweep(std::string(kBase) + R"(  strategy: ddp
+  ranks_per_node: 3
+on_nodes: {ranks_per_node: 1, synthetic: {train_samples: 96}}
+axes:
+  batch_size: [8]
+)");
+  const auto here = config_of(expand_sweep(spec).at(0));
+  EXPECT_EQ(here["ranks_per_node"], 3);
+  EXPECT_EQ(here["synthetic"]["train_samples"], 64);
+  const auto spread = config_of(expand_sweep(spec, {"a", "b", "c"}).at(0));
+  EXPECT_EQ(spread["nodes"], json::array({"a", "b", "c"}));
+  EXPECT_EQ(spread["ranks_per_node"], 1);
+  EXPECT_EQ(spread["synthetic"]["train_samples"], 96);
+  EXPECT_EQ(spread["synthetic"]["classes"], 10);  // merged into its section, not replacing it
+  EXPECT_EQ(parse_sweep(sweep_to_json(spec), "stored").on_nodes_json, spec.on_nodes_json);
+}
+
 TEST(Sweep, BaseFileIsReadRelativeToTheSweepFile) {
   testing::TempDir dir;
   std::filesystem::create_directories(dir.path() / "presets");
@@ -373,7 +391,15 @@ const BadSweep kBadSweeps[] = {
     {"RepeatZero", "axes: {batch_size: [8]}\nrepeat: 0",
      "repeat: must be an integer from 1 to 1000 (runs of each point), got 0"},
     {"UnknownTopKey", "axes: {batch_size: [8]}\nrepeats: 3",
-     "repeats: unknown key; allowed: axes, base, base_file, description, name, repeat, report"},
+     "repeats: unknown key; allowed: axes, base, base_file, description, name, on_nodes, repeat, "
+     "report"},
+    {"OnNodesNotAMapping", "axes: {batch_size: [8]}\non_nodes: [ranks_per_node]",
+     "on_nodes: expected a mapping of config keys to set when the sweep runs on named nodes "
+     "(--nodes), e.g. {ranks_per_node: 1}, got [\"ranks_per_node\"]"},
+    {"OnNodesUnknownKey", "axes: {batch_size: [8]}\non_nodes: {ranks: 1}",
+     "on_nodes.ranks: not a config key (docs/config.md)"},
+    {"OnNodesSettingNodes", "axes: {batch_size: [8]}\non_nodes: {nodes: [a]}",
+     "on_nodes.nodes: cannot be set here (--nodes gives the nodes, the sweep names its runs)"},
     {"BaseAndBaseFile", "base_file: x.yaml\naxes: {batch_size: [8]}",
      "base_file: give base or base_file, not both"},
     {"ReportNotAMapping", "axes: {batch_size: [8]}\nreport: [speedup]",

@@ -101,10 +101,14 @@ std::string to_line(const Step& r) {
 }
 
 std::string to_line(const Epoch& r) {
-  return json{{"type", "epoch"},        {"rank", r.rank},       {"epoch", r.epoch},
-              {"steps", r.steps},       {"loss", r.loss},       {"acc_train", r.acc_train},
-              {"acc_test", r.acc_test}, {"epoch_s", r.epoch_s}, {"samples_per_s", r.samples_per_s}}
-      .dump();
+  json j{{"type", "epoch"},        {"rank", r.rank},       {"epoch", r.epoch},
+         {"steps", r.steps},       {"loss", r.loss},       {"acc_train", r.acc_train},
+         {"acc_test", r.acc_test}, {"epoch_s", r.epoch_s}, {"samples_per_s", r.samples_per_s}};
+  if (r.nic_rx_bytes >= 0 && r.nic_tx_bytes >= 0) {
+    j["nic_rx_bytes"] = r.nic_rx_bytes;
+    j["nic_tx_bytes"] = r.nic_tx_bytes;
+  }
+  return j.dump();
 }
 
 std::string to_line(const End& r) {

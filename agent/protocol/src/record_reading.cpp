@@ -141,6 +141,8 @@ std::optional<Epoch> epoch_from_line(std::string_view line) {
   f.read("acc_test", r.acc_test);
   f.read("epoch_s", r.epoch_s);
   f.read("samples_per_s", r.samples_per_s);
+  f.read("nic_rx_bytes", r.nic_rx_bytes);
+  f.read("nic_tx_bytes", r.nic_tx_bytes);
   if (!f.ok()) return std::nullopt;
   return r;
 }

@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 using Ordered = nlohmann::ordered_json;
 
-const char* kTopKeys = "axes, base, base_file, description, name, repeat, report";
+const char* kTopKeys = "axes, base, base_file, description, name, on_nodes, repeat, report";
 
 // Every dotted key an experiment has, mapped to whether it is a section (a
 // mapping whose keys an axis value may set together).
@@ -110,6 +110,7 @@ class SweepReader {
         fail("description", "expected text, got " + describe(*d));
     }
     read_base(root, spec);
+    if (const auto* on_nodes = find(root, "on_nodes")) read_on_nodes(*on_nodes, spec);
     if (const auto* r = find(root, "repeat")) {
       if (r->is_number_integer() && r->get<int64_t>() >= 1 && r->get<int64_t>() <= 1000)
         spec.repeat = r->get<int64_t>();
@@ -130,8 +131,8 @@ class SweepReader {
 
  private:
   static bool is_top_key(const std::string& key) {
-    static const std::set<std::string> keys{"axes", "base",   "base_file", "description",
-                                            "name", "repeat", "report"};
+    static const std::set<std::string> keys{"axes", "base",     "base_file", "description",
+                                            "name", "on_nodes", "repeat",    "report"};
     return keys.count(key) > 0;
   }
 
@@ -192,6 +193,22 @@ class SweepReader {
     } catch (const std::runtime_error& e) {
       fail("base_file", e.what());
     }
+  }
+
+  void read_on_nodes(const Ordered& v, SweepSpec& spec) {
+    if (!v.is_object())
+      return fail("on_nodes",
+                  "expected a mapping of config keys to set when the sweep runs on named "
+                  "nodes (--nodes), e.g. {ranks_per_node: 1}, got " +
+                      describe(v));
+    const auto& keys = config_keys();
+    for (const auto& [key, value] : v.items())
+      if (keys.count(key) == 0 || key == "nodes" || key == "name")
+        fail("on_nodes." + key,
+             key == "nodes" || key == "name"
+                 ? "cannot be set here (--nodes gives the nodes, the sweep names its runs)"
+                 : "not a config key (docs/config.md)");
+    spec.on_nodes_json = v.dump();
   }
 
   void read_axis(const std::string& key, const Ordered& v, SweepSpec& spec) {
@@ -442,6 +459,7 @@ std::string sweep_to_json(const SweepSpec& spec) {
     out["base"] = Ordered::parse(spec.base_json);
   else
     out["base"] = spec.base_experiment;
+  if (!spec.on_nodes_json.empty()) out["on_nodes"] = Ordered::parse(spec.on_nodes_json);
   Ordered axes = Ordered::object();
   for (const auto& axis : spec.axes) {
     Ordered a;
@@ -529,7 +547,10 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, const std::vector<st
     throw ConfigError({"base: the stored experiment \"" + spec.base_experiment +
                        "\" has not been resolved into the sweep"});
   Ordered base = Ordered::parse(spec.base_json);
-  if (!nodes.empty()) base["nodes"] = nodes;
+  if (!nodes.empty()) {
+    base["nodes"] = nodes;
+    if (!spec.on_nodes_json.empty()) merge_into(base, Ordered::parse(spec.on_nodes_json));
+  }
   std::vector<std::vector<Ordered>> values(spec.axes.size());
   for (size_t a = 0; a < spec.axes.size(); ++a) {
     const auto& axis = spec.axes[a];

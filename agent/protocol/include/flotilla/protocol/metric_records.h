@@ -103,6 +103,10 @@ struct Epoch {
   double acc_test = 0;
   double epoch_s = 0;
   double samples_per_s = 0;
+  // The node's traffic over the epoch's training (every interface but the
+  // loopback, as /proc/net/dev counts it); -1 where not read.
+  int64_t nic_rx_bytes = -1;
+  int64_t nic_tx_bytes = -1;
 };
 
 struct End {

@@ -91,6 +91,10 @@ struct SweepSpec {
   // Or the name of a stored experiment, for the controller to resolve into
   // base_json (empty once resolved, or when the base is inline).
   std::string base_experiment;
+  // What changes when the sweep runs on nodes given to it (`--nodes`): a
+  // mapping of config keys merged into the base, e.g. {ranks_per_node: 1}
+  // for a study whose ranks share one node unless nodes are named. Empty: none.
+  std::string on_nodes_json;
   std::vector<SweepAxis> axes;  // in file order: the last one varies fastest
   int64_t repeat = 1;           // runs of each point, with seeds seed, seed+1, ...
   SweepReportSpec report;       // a study's table; empty for a plain sweep
@@ -126,7 +130,8 @@ int64_t sweep_size(const SweepSpec& spec);
 // with its values applied in axis order (a mapping is merged into the section
 // its key names, variants into the whole config), named "<sweep>#<n>", its
 // seed raised by its repeat, then validated by parse_experiment. `nodes`, when
-// given, replaces the base's nodes. Needs base_json (a resolved base).
+// given, replaces the base's nodes and on_nodes is merged into the base.
+// Needs base_json (a resolved base).
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec,
                                      const std::vector<std::string>& nodes = {});
 
