@@ -178,25 +178,43 @@ void set_text(CompareRow& row, const std::string& key, std::string value) {
 
 // "flh1 612.3/611.9, flh2 ...": each node's rx/tx MB an epoch, as seed 003
 // tabulated vnstat's rx/tx per server per epoch; empty without epochs.
-std::string nic_per_epoch(const LoadedRun& loaded) {
-  const auto mb = [](double bytes) { return format_fixed(bytes / 1e6, 1); };
-  std::string text;
-  const auto add = [&](const std::string& node, double rx, double tx) {
-    text += (text.empty() ? "" : ", ") + node + " " + mb(rx) + "/" + mb(tx);
-  };
-  // The engine's reading of the last epoch where it made one; runs from
-  // before it made them: the agents' span over the run, shared by its epochs.
+struct NicEpochBytes {
+  double rx = 0, tx = 0;
+};
+
+// Each node's bytes in one epoch: the engine's reading of the last epoch
+// where it made one; for runs from before it made them, the agents' span
+// over the run, shared by its epochs. Empty without epochs or counters.
+std::map<std::string, NicEpochBytes> nic_per_epoch(const LoadedRun& loaded) {
+  std::map<std::string, NicEpochBytes> out;
   if (!loaded.nic_epochs.empty()) {
     for (const auto& [node, e] : loaded.nic_epochs)
-      add(node, static_cast<double>(e.rx), static_cast<double>(e.tx));
-    return text;
+      out[node] = {static_cast<double>(e.rx), static_cast<double>(e.tx)};
+    return out;
   }
   const auto epochs = static_cast<double>(loaded.records.epochs.size());
-  if (epochs == 0) return {};
+  if (epochs == 0) return out;
   for (const auto& [node, span] : loaded.nics)
-    add(node, static_cast<double>(span.most_rx - span.least_rx) / epochs,
-        static_cast<double>(span.most_tx - span.least_tx) / epochs);
+    out[node] = {static_cast<double>(span.most_rx - span.least_rx) / epochs,
+                 static_cast<double>(span.most_tx - span.least_tx) / epochs};
+  return out;
+}
+
+std::string nic_text(const std::map<std::string, NicEpochBytes>& nodes) {
+  const auto mb = [](double bytes) { return format_fixed(bytes / 1e6, 1); };
+  std::string text;
+  for (const auto& [node, bytes] : nodes)
+    text += (text.empty() ? "" : ", ") + node + " " + mb(bytes.rx) + "/" + mb(bytes.tx);
   return text;
+}
+
+// The mean over the nodes of one direction's MB, as seed 003's per-server
+// table averages.
+std::optional<double> nic_mean_mb(const std::map<std::string, NicEpochBytes>& nodes, bool rx) {
+  if (nodes.empty()) return std::nullopt;
+  double sum = 0;
+  for (const auto& [node, bytes] : nodes) sum += rx ? bytes.rx : bytes.tx;
+  return sum / 1e6 / static_cast<double>(nodes.size());
 }
 
 std::optional<double> percent(std::optional<double> fraction) {
@@ -287,7 +305,10 @@ void fill_own_cells(CompareRow& row, const ConfigFacts& facts, const LoadedRun& 
   set_number(row, "recv_gbps", s.recv_gbps);
   if (s.peak_memory)
     set_number(row, "peak_mem_mib", static_cast<double>(*s.peak_memory) / 1048576.0);
-  set_text(row, "nic_mb_epoch", nic_per_epoch(loaded));
+  const auto nic = nic_per_epoch(loaded);
+  set_text(row, "nic_mb_epoch", nic_text(nic));
+  set_number(row, "nic_rx_mb_epoch", nic_mean_mb(nic, true));
+  set_number(row, "nic_tx_mb_epoch", nic_mean_mb(nic, false));
   set_number(row, "epoch_s", s.epoch_s);
   set_number(row, "steady_epoch_s", s.steady_epoch_s);
   std::optional<double> run_s = s.run_s;

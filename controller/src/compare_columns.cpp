@@ -48,7 +48,12 @@ const std::vector<CompareColumn>& compare_columns() {
       {"peak_mem_mib", "peak mem MiB", 0,
        "largest rank's peak memory (GPU: mem_peak; CPU: RSS), MiB"},
       {"nic_mb_epoch", "NIC rx/tx MB/epoch per node", -1,
-       "each node's NIC bytes received/sent (agents' counters, loopback left out) / epochs, MB"},
+       "each node's NIC bytes received/sent in its last epoch's training (the engine's reading "
+       "of the node's counters, loopback left out), MB"},
+      {"nic_rx_mb_epoch", "NIC rx MB/epoch (node mean)", 1,
+       "nic_mb_epoch's received MB, the mean over the run's nodes"},
+      {"nic_tx_mb_epoch", "NIC tx MB/epoch (node mean)", 1,
+       "nic_mb_epoch's sent MB, the mean over the run's nodes"},
       {"epoch_s", "epoch s", 1, "median epoch time, the first epoch left out when there are more"},
       {"steady_epoch_s", "epoch s (steady)", 2,
        "one epoch's samples / throughput: the epoch at the steady rate"},
@@ -81,7 +86,8 @@ std::vector<std::string> default_compare_columns() {
   for (const auto& c : compare_columns())
     if (c.key != "compute_s" && c.key != "comm_s" && c.key != "ring_gbps" &&
         c.key != "seed_ring_gbps" && c.key != "link_busbw_gbps" && c.key != "nic_mb_epoch" &&
-        c.key != "steady_epoch_s" && c.key != "recv_ms" && c.key != "recv_gbps")
+        c.key != "nic_rx_mb_epoch" && c.key != "nic_tx_mb_epoch" && c.key != "steady_epoch_s" &&
+        c.key != "recv_ms" && c.key != "recv_gbps")
       keys.push_back(c.key);
   return keys;
 }

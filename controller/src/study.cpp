@@ -415,7 +415,8 @@ ReportResult write_study_report(Store& store, const SweepRow& sweep,
   // from their records, and the report written again, once the database
   // they ran in is gone.
   keep_runs(store, table.runs, sweep.id, options.directory / kStudyDatabase);
-  lead << "Its runs are kept beside this report in `" << kStudyDatabase
+  // A blank line first: a line right under a table would be read as its row.
+  lead << "\nIts runs are kept beside this report in `" << kStudyDatabase
        << "` (records, states, the sweep): `flotilla --db " << kStudyDatabase << " study report "
        << sweep.name << " -o .` writes it again.\n\n";
 

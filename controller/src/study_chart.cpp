@@ -80,7 +80,9 @@ StudyChart study_chart(const SweepSpec& spec, const StudyTable& table,
     for (const auto& point : points) {
       const auto value = json::parse(
           point_value_json(spec, point.values_json, point.config_json, chart.x), nullptr, false);
-      if (!value.is_number()) return false;
+      // A variant's label that is a number ("0" frozen blocks) is one too.
+      if (!value.is_number() && !(value.is_string() && parse_number(value.get<std::string>())))
+        return false;
     }
     return true;
   }();

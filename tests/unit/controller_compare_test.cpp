@@ -428,6 +428,11 @@ TEST(Compare, NicTrafficIsEachNodesLastEpochAsTheEngineReadIt) {
   db.store.flush();
   const auto t = compare_runs(db.store, {"nic"}, {std::nullopt, {"run", "nic_mb_epoch"}});
   EXPECT_EQ(text(t, "nic", "nic_mb_epoch"), "flh1 801.0/802.5, flh2 803.0/804.0");
+  // As numbers, the mean over the nodes (seed 003's table's figure).
+  const auto nic_table =
+      compare_runs(db.store, {"nic"}, {std::nullopt, {"nic_rx_mb_epoch", "nic_tx_mb_epoch"}});
+  EXPECT_DOUBLE_EQ(*number(nic_table, "nic", "nic_rx_mb_epoch"), 802.0);
+  EXPECT_DOUBLE_EQ(*number(nic_table, "nic", "nic_tx_mb_epoch"), 803.25);
 }
 
 // Runs recorded before the engine read its counters: each node's counter

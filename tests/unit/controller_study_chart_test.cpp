@@ -80,6 +80,33 @@ report:
   EXPECT_FALSE((*eight)["points"][1].value("oom", false));
 }
 
+// Variants labelled by numbers (frozen blocks "0".."3") are a numeric x
+// axis; labels that are words stay categories.
+TEST(StudyChart, VariantsLabelledByNumbersAreANumericAxis) {
+  const auto numbered = parse_sweep(R"(
+name: chart
+base: {model: small_cnn, dataset: synthetic, epochs: 1, max_steps: 2}
+axes:
+  frozen: {variants: {"0": {batch_size: 8}, "2": {batch_size: 16}}}
+report:
+  chart: {x: frozen, y: sent_mb}
+)");
+  auto study = fake_study(numbered, [](int64_t i) { return 1.0 + i; });
+  auto chart = json::parse(study_chart(numbered, study.table, study.points, std::nullopt).json);
+  EXPECT_EQ(chart["series"][0]["points"][1]["x"], 2.0) << chart.dump(1);
+  const auto worded = parse_sweep(R"(
+name: chart
+base: {model: small_cnn, dataset: synthetic, epochs: 1, max_steps: 2}
+axes:
+  algorithm: {variants: {DDP: {batch_size: 8}, "2 GPUs": {batch_size: 16}}}
+report:
+  chart: {x: algorithm, y: sent_mb}
+)");
+  study = fake_study(worded, [](int64_t i) { return 1.0 + i; });
+  chart = json::parse(study_chart(worded, study.table, study.points, std::nullopt).json);
+  EXPECT_EQ(chart["series"][0]["points"][1]["x"], "2 GPUs") << chart.dump(1);
+}
+
 TEST(StudyChart, TheSeedsPointsJoinAsTheirOwnLinesWithTheirOutOfMemoryRows) {
   const auto spec = load_study("pipe-vs-ddp-memory", "gpu");
   const auto seed = carried_seed_table(spec);

@@ -132,6 +132,7 @@ QChart* build_points_chart(const PointsChartData& data) {
   // Categories in the order they first appear; numbers as themselves.
   std::vector<QString> categories;
   double x_low = INFINITY, x_high = -INFINITY;
+  bool whole_x = true;  // counts (frozen blocks, stages): ticks on the counts
   for (const auto& line : data.lines)
     for (const auto& p : line.points) {
       if (!data.numeric_x) {
@@ -139,6 +140,7 @@ QChart* build_points_chart(const PointsChartData& data) {
           categories.push_back(p.x);
       } else {
         x_low = std::min(x_low, *p.x_value), x_high = std::max(x_high, *p.x_value);
+        whole_x = whole_x && *p.x_value == std::round(*p.x_value);
       }
     }
   const auto x_of = [&](const ChartPoint& p) {
@@ -164,8 +166,15 @@ QChart* build_points_chart(const PointsChartData& data) {
     x_axis = axis;
   } else {
     auto* axis = new QValueAxis;
-    const double pad = x_high > x_low ? (x_high - x_low) * 0.05 : 1;
-    axis->setRange(x_low - pad, x_high + pad);
+    if (whole_x && x_high - x_low <= 12) {
+      axis->setRange(x_low - 0.25, x_high + 0.25);
+      axis->setTickType(QValueAxis::TicksDynamic);
+      axis->setTickAnchor(0);
+      axis->setTickInterval(1);
+    } else {
+      const double pad = x_high > x_low ? (x_high - x_low) * 0.05 : 1;
+      axis->setRange(x_low - pad, x_high + pad);
+    }
     axis->setLabelFormat("%g");
     x_axis = axis;
   }
