@@ -235,7 +235,8 @@ std::optional<double> wire_bytes(const ConfigFacts& f, int64_t world_size, doubl
 
 // Seed 004's bandwidth column as the seed computed it: 2 N (P - 1) / P with N
 // the model's parameter count (not bytes), times its iterations per epoch
-// ceil(epoch samples / batch) (the seed's batch was DataParallel's, global),
+// ceil(epoch samples / batch) with the job's batch (the seed's was
+// DataParallel's, global: a replica's batch would count N times the steps),
 // over the communication time, / 1e9. Its unit is parameters, not bytes.
 std::optional<double> seed_ring_bandwidth(int64_t parameters, int64_t ranks,
                                           std::optional<double> epoch_samples, int64_t batch,
@@ -425,7 +426,7 @@ CompareTable compare_runs(const Store& store, const std::vector<std::string>& ru
                                                 split->comm_s));
         set_number(row, "seed_ring_gbps",
                    seed_ring_bandwidth(parameters[i], ranks, row.stats.epoch_samples,
-                                       facts[i].batch, split->comm_s));
+                                       global_batch(facts[i], ranks), split->comm_s));
       }
     }
     if (row.stats.busbw_gbps && row.stats.message_bytes) {

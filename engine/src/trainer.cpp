@@ -87,8 +87,14 @@ Trainer::Trainer(const TrainOptions& options)
   if (pipelined) {
     set_up_pipeline(full_model, stages);
   } else if (config_.strategy == Strategy::dp) {
+    const int64_t visible = visible_cuda_devices();
+    if (config_.devices > visible)
+      throw std::runtime_error("devices: " + std::to_string(config_.devices) +
+                               " GPUs asked for, this node has " + std::to_string(visible) +
+                               " visible");
     std::vector<torch::Device> devices;
-    for (int64_t d = 0; d < visible_cuda_devices(); ++d) devices.emplace_back(torch::kCUDA, d);
+    for (int64_t d = 0; d < (config_.devices > 0 ? config_.devices : visible); ++d)
+      devices.emplace_back(torch::kCUDA, d);
     data_parallel_ = std::make_unique<DataParallel>(
         [&] {
           torch::manual_seed(config_.seed);

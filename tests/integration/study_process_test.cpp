@@ -20,6 +20,11 @@ using controller::PointState;
 using controller::SweepStore;
 using nlohmann::json;
 
+// A point's GPU count: the seed's gpu_nums, a variant label.
+int gpus_of(const json& values) {
+  return std::stoi(values["gpu_nums"].get<std::string>());
+}
+
 TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfSteadyThroughputs) {
   Flotilla f;
   f.store().create_run(minimal_run("not-of-the-study"));  // the database holds other runs too
@@ -58,12 +63,33 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStead
   }
   ASSERT_EQ(values_of_run.size(), 12u);
 
+  // The batch is global, as the seed's DataParallel batch: at every GPU
+  // count an epoch is 8192 / b steps (the seed's 50000 / b iterations) of b
+  // samples, each of the N ranks training b / N of them.
+  for (const auto& [run, values] : values_of_run) {
+    const int64_t batch = values["batch_size"].get<int64_t>(), gpus = gpus_of(values);
+    std::set<int64_t> ranks_seen;
+    for (const auto& record : store.records(run)) {
+      const auto body = json::parse(record.body);
+      if (record.type == "start") {
+        EXPECT_EQ(body["steps_per_epoch"].get<int64_t>(), 8192 / batch) << run;
+      }
+      if (record.type == "step") {
+        EXPECT_EQ(body["samples"].get<int64_t>(), batch) << run;
+      }
+      if (record.type == "end") {
+        EXPECT_EQ(body["batch_size"].get<int64_t>(), batch / gpus) << run;
+        ranks_seen.insert(record.rank);
+      }
+    }
+    EXPECT_EQ(static_cast<int64_t>(ranks_seen.size()), gpus) << run;
+  }
+
   // Speed-up (summary.csv: numbers in full) is each run's steady throughput
   // over that of the one-rank run of the same batch.
   std::map<int, double> one_rank;  // batch -> throughput
   for (const auto& [run, values] : values_of_run)
-    if (values["ranks_per_node"] == 1)
-      one_rank[values["batch_size"]] = stored_throughput(store, run);
+    if (gpus_of(values) == 1) one_rank[values["batch_size"]] = stored_throughput(store, run);
   ASSERT_EQ(one_rank.size(), 4u);
   size_t checked = 0;
   for (const auto& row : csv_rows(read_text(dir / "summary.csv"))) {
@@ -73,7 +99,7 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStead
         stored_throughput(store, found->first) / one_rank.at(found->second["batch_size"]);
     const double shown = std::stod(row.at("speedup"));
     EXPECT_NEAR(shown, expected, 1e-9 * expected) << found->first << " " << found->second;
-    if (found->second["ranks_per_node"] == 1) {
+    if (gpus_of(found->second) == 1) {
       EXPECT_DOUBLE_EQ(shown, 1.0);
     }
     ++checked;
@@ -89,10 +115,10 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStead
       {{2, 32}, 0.567164}, {{2, 128}, 0.888889}, {{4, 512}, 1.181818}, {{1, 2048}, 1.0}};
   size_t compared = 0;
   for (const auto& row : csv_rows(read_text(dir / "seed_vs_ours.csv"))) {
-    const int ranks = std::stoi(row.at("ranks_per_node")), batch = std::stoi(row.at("batch_size"));
+    const int ranks = std::stoi(row.at("gpu_nums")), batch = std::stoi(row.at("batch_size"));
     std::string run;
     for (const auto& [id, values] : values_of_run)
-      if (values["ranks_per_node"] == ranks && values["batch_size"] == batch) run = id;
+      if (gpus_of(values) == ranks && values["batch_size"] == batch) run = id;
     ASSERT_FALSE(run.empty()) << ranks << " " << batch;
     const double ours = stored_throughput(store, run) / one_rank.at(batch);
     EXPECT_NEAR(std::stod(row.at("speedup ours")), ours, 1e-9 * ours) << run;
@@ -125,8 +151,7 @@ TEST(FlotillaStudy, DpScalingCpuReportsSeed004sColumnsWithSpeedUpTheRatioOfStead
     for (const auto& point : line["points"]) {
       std::string run;
       for (const auto& [id, values] : values_of_run)
-        if (values["ranks_per_node"] == point["x"].get<double>() && values["batch_size"] == batch)
-          run = id;
+        if (gpus_of(values) == point["x"].get<double>() && values["batch_size"] == batch) run = id;
       ASSERT_FALSE(run.empty()) << line.dump();
       const double ours = stored_throughput(store, run) / one_rank.at(batch);
       EXPECT_NEAR(point["y"].get<double>(), ours, 1e-9 * ours) << run;

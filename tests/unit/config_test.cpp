@@ -136,6 +136,11 @@ const BadConfig kBadConfigs[] = {
     {"strategy: dp\ndevice: cuda\nranks_per_node: 2",
      "strategy: \"dp\" is one process driving every GPU of its node, but ranks_per_node x nodes "
      "is 2"},
+    {"strategy: dp\ndevice: cuda\ndevices: -1",
+     "devices: must be 0 (every visible GPU) or a positive count, got -1"},
+    {"strategy: ddp\nranks_per_node: 2\ndevices: 2",
+     "devices: is how many GPUs strategy dp's one process drives; with strategy \"ddp\" each "
+     "rank has one (ranks_per_node)"},
     {"checkpoint: true", "checkpoint: recomputes pipeline stages; strategy \"single\" has none"},
     {"freeze: {method: auto, tolerance: 0}",
      "freeze.tolerance: must be above 0 and below 1, got 0.0"},
@@ -147,7 +152,7 @@ const BadConfig kBadConfigs[] = {
     {"optimiser: {lr: 0.1}",
      "optimiser: unknown key; allowed: augment, balance, batch_scope, batch_size, bucket_mb, "
      "channels_last, "
-     "checkpoint, chunks, compression, data_dir, dataset, device, dropout, elastic, epochs, "
+     "checkpoint, chunks, compression, data_dir, dataset, device, devices, dropout, elastic, epochs, "
      "freeze, "
      "limits, lr_schedule, max_steps, model, name, nodes, optimizer, precision, ranks_per_node, "
      "replicas, save, schedule, seed, slurm, stall_timeout_s, strategy, synthetic, threads, "

@@ -216,9 +216,9 @@ TEST_F(TwoDdpRuns, RingBandwidthUsesTheStepsOfAnEpoch) {
   const double comm_s = 320.0 / 158.0 - 160.0 / 108.0;
   // Bytes: 2 x 4e6 x 1/2 on the wire a step x 1563 steps over the comm time.
   EXPECT_DOUBLE_EQ(*number(t, "two", "ring_gbps"), 4e6 * 1563 / comm_s / 1e9);
-  // Seed 004's way: 2 x 1e6 parameters x 1/2 x ceil(320 samples / batch 32)
-  // iterations over the same time.
-  EXPECT_DOUBLE_EQ(*number(t, "two", "seed_ring_gbps"), 1e6 * 10 / comm_s / 1e9);
+  // Seed 004's way: 2 x 1e6 parameters x 1/2 x ceil(320 samples / the job's
+  // batch, 2 ranks x 32) iterations over the same time: the steps it took.
+  EXPECT_DOUBLE_EQ(*number(t, "two", "seed_ring_gbps"), 1e6 * 5 / comm_s / 1e9);
 }
 
 TEST_F(TwoDdpRuns, OomRowKeepsTheBatchThatFailedAndNoNumbers) {

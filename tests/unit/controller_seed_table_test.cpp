@@ -78,7 +78,8 @@ TEST(SeedTable, EveryCarriedSeedRowFindsTheStudysPoints) {
       const auto seed = carried_seed_table(spec);
       ASSERT_TRUE(seed);
       for (const auto& axis : spec.axes) {
-        if (!axis.has_variants()) continue;
+        // One GPU holds the seed's 1-GPU rows only (dp-scaling's gpu_nums "1").
+        if (!axis.has_variants() || scale == "gpu1") continue;
         const auto at = std::find(seed->keys.begin(), seed->keys.end(), axis.key);
         if (at == seed->keys.end()) continue;
         const auto k = static_cast<size_t>(at - seed->keys.begin());

@@ -93,6 +93,7 @@ std::vector<ConfigKey> build_table() {
   const auto replicated = [](const ExperimentConfig& c) {
     return c.strategy == Strategy::pipeline_ddp;
   };
+  const auto data_parallel = [](const ExperimentConfig& c) { return c.strategy == Strategy::dp; };
   const auto all_reduces = [](const ExperimentConfig& c) {
     return c.strategy == Strategy::ddp || c.strategy == Strategy::pipeline_ddp;
   };
@@ -223,6 +224,10 @@ std::vector<ConfigKey> build_table() {
       {"ranks_per_node", G::strategy, T::integer, "a positive integer",
        "Training processes on each node; the world size is ranks_per_node x nodes (x slurm.nodes "
        "on a SLURM login node)."},
+      {"devices", G::strategy, T::integer, "0 (every visible GPU) or a positive integer",
+       "GPUs of the node that strategy dp's one process drives (nn.DataParallel: the batch "
+       "split over them, the gradients summed on the first).",
+       "strategy dp", data_parallel},
       {"replicas", G::strategy, T::integer, "at least 2, dividing the world size",
        "Pipeline replicas that train on their own shard; rank = replica x stages + stage.",
        "strategy pipeline_ddp", replicated},

@@ -440,6 +440,13 @@ std::vector<std::string> validate(const ExperimentConfig& c) {
                                 std::to_string(c.world_size()));
     if (is_pipeline(c.strategy)) check_pipeline(c, check);
   }
+  if (c.devices < 0)
+    check.add("devices", "must be 0 (every visible GPU) or a positive count, got " +
+                             std::to_string(c.devices));
+  else if (c.devices > 0 && c.strategy != Strategy::dp)
+    check.add("devices", "is how many GPUs strategy dp's one process drives; with strategy " +
+                             in_quotes(name_of(c.strategy)) +
+                             " each rank has one (ranks_per_node)");
   if (c.strategy == Strategy::dp && c.device != DeviceKind::cuda)
     check.add("strategy", "\"dp\" drives several GPUs from one process and needs device \"cuda\"");
   if (c.strategy == Strategy::dp && c.ranks_per_node > 0 && c.world_size() != 1)

@@ -101,6 +101,7 @@ ExperimentConfig read_config(const json& root, std::string_view source,
   r.read_enum("strategy", c.strategy);
   r.read_enum("schedule", c.schedule);
   r.read("ranks_per_node", c.ranks_per_node);
+  r.read("devices", c.devices);
   r.read("nodes", c.nodes);
   r.read("replicas", c.replicas);
   r.read("batch_size", c.batch_size);
@@ -245,6 +246,7 @@ static json to_json_value(const ExperimentConfig& c) {
       {"strategy", name_of(c.strategy)},
       {"schedule", name_of(c.schedule)},
       {"ranks_per_node", c.ranks_per_node},
+      {"devices", c.devices},
       {"nodes", c.nodes},
       {"replicas", c.replicas},
       {"batch_size", c.batch_size},

@@ -170,6 +170,9 @@ struct ExperimentConfig {
   Strategy strategy = Strategy::single;
   Schedule schedule = Schedule::gpipe;
   int64_t ranks_per_node = 1;
+  // strategy dp: how many of the node's GPUs DataParallel drives (cuda:0 ..
+  // cuda:devices-1); 0: every visible one.
+  int64_t devices = 0;
   std::vector<std::string> nodes = {"local"};
   int64_t replicas = 1;  // pipeline_ddp: number of pipeline replicas
   int64_t batch_size = 64;
