@@ -131,6 +131,15 @@ TEST(PipelinePartition, OfTheCutsWithTheFastestSlowestStageTheLightestStageIsHea
   EXPECT_EQ(balance_by_cost({0, 0, 0, 0}, 2), (std::vector<int64_t>{1, 3}));
 }
 
+// Block costs are timings: a cut 0.6 % slower at its slowest stage is as
+// fast as the least one, and is taken when it balances the rest far better
+// ([2, 1, 2] is least, 8 | 6.05 | 2; [1, 1, 3] is 4 | 4 | 8.05). Beyond 2 %
+// the least slowest stage wins.
+TEST(PipelinePartition, ACutWithinTwoPercentOfTheFastestIsTakenForABetterBalance) {
+  EXPECT_EQ(balance_by_cost({4, 4, 6.05, 1, 1}, 3), (std::vector<int64_t>{1, 1, 3}));
+  EXPECT_EQ(balance_by_cost({4, 4, 6.5, 1, 1}, 3), (std::vector<int64_t>{2, 1, 2}));
+}
+
 class PipelineEquivalence
     : public ::testing::TestWithParam<std::tuple<Schedule, int64_t, int64_t>> {};
 
