@@ -96,7 +96,7 @@ BUILD_TYPE=${BUILD_TYPE:-Release}
 # The GPU tests, the precision tests (engine_tests: autocast, loss scale, bf16
 # and fp16 buckets; train_process_tests: the bf16 runs' bytes, on the CPU
 # with this LibTorch's Gloo); the train stage is the Fashion-MNIST run on the GPU.
-DEFAULT_FILTER='Gpu.*:Autocast.*:Precision.*:LossScaler.*:ChannelsLast.*:*ReducedPrecisionBuckets*:TrainProcess.Bf16*:TrainProcess.Fp16*'
+DEFAULT_FILTER='Gpu.*:Autocast.*:Precision.*:LossScaler.*:ChannelsLast.*:*ReducedPrecisionBuckets*:TrainProcess.Bf16*:TrainProcess.Fp16*:TrainProcess.DataParallelOverItsDevices*'
 if [[ ${FULL:-0} == 1 ]]; then
   TARGETS=${TARGETS:-flotilla-train flotilla-agent engine_tests protocol_tests agent_tests train_process_tests}
   TESTS=${TESTS:-engine_tests protocol_tests agent_tests train_process_tests}

@@ -176,8 +176,6 @@ void set_text(CompareRow& row, const std::string& key, std::string value) {
   row.cells[key].text = std::move(value);
 }
 
-// "flh1 612.3/611.9, flh2 ...": each node's rx/tx MB an epoch, as seed 003
-// tabulated vnstat's rx/tx per server per epoch; empty without epochs.
 struct NicEpochBytes {
   double rx = 0, tx = 0;
 };
@@ -200,6 +198,8 @@ std::map<std::string, NicEpochBytes> nic_per_epoch(const LoadedRun& loaded) {
   return out;
 }
 
+// "flh1 612.3/611.9, flh2 ...": each node's rx/tx MB an epoch, as seed 003
+// tabulated vnstat's rx/tx per server per epoch; empty without them.
 std::string nic_text(const std::map<std::string, NicEpochBytes>& nodes) {
   const auto mb = [](double bytes) { return format_fixed(bytes / 1e6, 1); };
   std::string text;

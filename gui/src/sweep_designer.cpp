@@ -338,6 +338,7 @@ Ordered SweepDesigner::document(QStringList* problems) const {
   doc["name"] = name_->text().trimmed().toStdString();
   if (rest_.contains("description")) doc["description"] = rest_["description"];
   doc["base"] = rest_.contains("base") ? rest_["base"] : Ordered::object();
+  if (rest_.contains("on_nodes")) doc["on_nodes"] = rest_["on_nodes"];
   Ordered axes = Ordered::object();
   for (int row = 0; row < axes_->rowCount(); ++row) {
     const QString key = keyBox(row)->currentText().trimmed();

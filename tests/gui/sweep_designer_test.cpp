@@ -171,7 +171,7 @@ TEST_F(SweepDesignerTest, OpensAStudyAndSavesASweepThatOpensAgainTheSame) {
     return qobject_cast<QCheckBox*>(axes->cellWidget(row, SweepDesigner::kUntilColumn))
         ->isChecked();
   };
-  EXPECT_EQ(key(0), "ranks_per_node");
+  EXPECT_EQ(key(0), "gpu_nums");  // the seed's own axis, variants of ranks_per_node
   EXPECT_EQ(values(0), "1, 2, 4");
   EXPECT_FALSE(until(0));
   EXPECT_EQ(key(1), "batch_size");

@@ -558,5 +558,32 @@ TEST(TrainProcess, DataParallelWithoutAGpuIsRefusedClearly) {
   EXPECT_EQ(message.rfind("device: \"cuda\" requested, but ", 0), 0u) << message;
 }
 
+// Seed 004's nn.DataParallel on a GPU machine: strategy dp over `devices`
+// GPUs of the node trains the whole batch a step, so an epoch is samples / b
+// steps whatever the GPU count; more devices than the node has is refused
+// naming the key. (scripts/gpu_check.sh runs it; without a GPU it skips.)
+TEST(TrainProcess, DataParallelOverItsDevicesTakesSamplesOverBatchStepsAnEpoch) {
+  if (!std::filesystem::exists("/dev/nvidiactl")) GTEST_SKIP() << "no GPU here";
+  const std::string base = R"(
+name: dp
+model: small_cnn
+dataset: synthetic
+synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 512, test_samples: 64}
+strategy: dp
+device: cuda
+batch_size: 64
+epochs: 1
+)";
+  TempDir one_dir, many_dir;
+  const auto one = run_train(one_dir, base + "devices: 1\n");
+  ASSERT_EQ(one.exit_code, 0) << one.stderr_text;
+  EXPECT_EQ(of_type(one.records, "start").at(0)["steps_per_epoch"], 8);  // 512 / 64
+  for (const auto& step : of_type(one.records, "step")) EXPECT_EQ(step["samples"], 64);
+  const auto too_many = run_train(many_dir, base + "devices: 64\n");
+  EXPECT_EQ(too_many.exit_code, 1);
+  const std::string message = too_many.records.back()["message"];
+  EXPECT_EQ(message.rfind("devices: 64 GPUs asked for, this node has ", 0), 0u) << message;
+}
+
 }  // namespace
 }  // namespace flotilla::testing

@@ -1,0 +1,95 @@
+// The step model (issue 27) on cases whose answer is known by hand: GPipe's
+// and 1F1B's (m + S - 1)(f + b) on equal stages and a free link, a link's
+// latency on the critical path, the ring all-reduce's time from a measured
+// bus bandwidth, and DDP's buckets overlapping the backward.
+#include <gtest/gtest.h>
+
+#include "plan/step_prediction.h"
+
+namespace flotilla::predict {
+namespace {
+
+PipelineInputs equal_stages(Schedule schedule, int64_t stages, int64_t micro_batches) {
+  PipelineInputs in;
+  in.schedule = schedule;
+  in.micro_batches = micro_batches;
+  in.stages.assign(static_cast<size_t>(stages), StageCost{1.0, 2.0, 0.0, 0.0});
+  in.boundary_bytes.assign(static_cast<size_t>(stages - 1), 1e6);
+  return in;
+}
+
+class EqualStages : public ::testing::TestWithParam<Schedule> {};
+
+TEST_P(EqualStages, TakeMPlusSMinusOneForwardBackwardsOnAFreeLink) {
+  const auto p = predict_pipeline(equal_stages(GetParam(), 4, 8));
+  EXPECT_DOUBLE_EQ(p.step_ms, (8 + 4 - 1) * 3.0);
+  EXPECT_DOUBLE_EQ(p.compute_ms, 8 * 3.0);
+  EXPECT_DOUBLE_EQ(p.exposed_comm_ms, 3 * 3.0);
+  EXPECT_DOUBLE_EQ(p.bubble_fraction, 3.0 / 11.0);  // GPipe's (S - 1) / (m + S - 1)
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, EqualStages,
+                         ::testing::Values(Schedule::gpipe, Schedule::one_f_one_b),
+                         [](const auto& info) {
+                           return std::string(info.param == Schedule::gpipe ? "GPipe" : "OneFOneB");
+                         });
+
+// Two stages, one micro-batch, 0.5 ms each way: F0 0-1, F1 1.5-2.5, B1
+// 2.5-4.5, B0 5-7; then stage 0's optimizer, 0.25 ms.
+TEST(PipelinePrediction, ALinksTimeLiesOnTheCriticalPathBothWays) {
+  auto in = equal_stages(Schedule::gpipe, 2, 1);
+  in.link = {0.5, std::numeric_limits<double>::infinity()};
+  in.stages[0].optimizer_ms = 0.25;
+  const auto p = predict_pipeline(in);
+  EXPECT_DOUBLE_EQ(p.step_ms, 7.25);
+  // A codec's encode + decode at the boundary adds to each crossing.
+  in.boundary_codec_ms = {0.1};
+  EXPECT_DOUBLE_EQ(predict_pipeline(in).step_ms, 7.45);
+  // Bytes at a bandwidth: 1 MB at 1 MB/ms is 1 ms more each way.
+  in.boundary_codec_ms.clear();
+  in.link = {0.5, 1e6};
+  EXPECT_DOUBLE_EQ(predict_pipeline(in).step_ms, 9.25);
+}
+
+TEST(PipelinePrediction, ASlowStageSetsThePace) {
+  auto in = equal_stages(Schedule::gpipe, 2, 4);
+  in.stages[1] = {2.0, 4.0, 0.0, 0.0};
+  // Stage 1 runs its 4 forwards back to back from t = 1, then 4 backwards:
+  // 1 + 4 x 2 + 4 x 4 = 25; stage 0's last backward follows the last of its.
+  const auto p = predict_pipeline(in);
+  EXPECT_DOUBLE_EQ(p.step_ms, 25.0 + 2.0);
+  EXPECT_DOUBLE_EQ(p.compute_ms, 4 * 6.0);
+}
+
+TEST(AllReducePrediction, RingTimeFromTheBusBandwidthAtTheMessageSize) {
+  AllReduceModel model{{{1e6, 1.0}, {1e8, 3.0}}};
+  // 4 ranks: 2 x 3/4 x bytes / busbw.
+  EXPECT_DOUBLE_EQ(model.time_ms(1e6, 4), 1.5 * 1e6 / 1e9 * 1e3);
+  EXPECT_DOUBLE_EQ(model.time_ms(1e10, 4), 1.5 * 1e10 / 3e9 * 1e3);  // held past the last point
+  EXPECT_DOUBLE_EQ(model.time_ms(1e7, 4), 1.5 * 1e7 / 2e9 * 1e3);    // halfway in log size
+  EXPECT_DOUBLE_EQ(model.time_ms(1e7, 1), 0.0);
+  EXPECT_DOUBLE_EQ(AllReduceModel{}.time_ms(1e7, 4), 0.0);
+}
+
+// Three blocks of 1 ms backward each, in reverse: block 2's gradients are
+// ready at 1, block 0's at 3. Buckets closing with blocks 2 and 0, 1 ms of
+// all-reduce each on 2 ranks (1e6 bytes at 1 GB/s): the first hides under
+// the backward, the second is exposed, 1 ms.
+TEST(DdpPrediction, BucketsOverlapTheBackwardAndTheLastIsExposed) {
+  DdpInputs in;
+  in.block_forward_ms = {0.5, 0.5, 0.5};
+  in.block_backward_ms = {1, 1, 1};
+  in.buckets = {{2, 1e6}, {0, 1e6}};
+  in.optimizer_ms = 0.5;
+  in.allreduce = AllReduceModel{{{1e6, 1.0}}};
+  in.ranks = 2;
+  const auto p = predict_ddp(in);
+  EXPECT_DOUBLE_EQ(p.compute_ms, 1.5 + 3 + 0.5);
+  EXPECT_DOUBLE_EQ(p.step_ms, 1.5 + 4 + 0.5);
+  EXPECT_DOUBLE_EQ(p.exposed_comm_ms, 1.0);
+  in.ranks = 1;  // nothing to all-reduce
+  EXPECT_DOUBLE_EQ(predict_ddp(in).step_ms, 5.0);
+}
+
+}  // namespace
+}  // namespace flotilla::predict
