@@ -123,10 +123,16 @@ LoadedRun load(const Store& store, const RunRow& run, bool gpu) {
   };
   read("step", std::nullopt, records::step_from_line,
        [&](records::Step s) { out.records.steps.push_back(std::move(s)); });
-  read("epoch", 0, records::epoch_from_line,
-       [&](records::Epoch e) { out.records.epochs.push_back(e); });
+  // Every rank's epochs, read once: rank 0's are the run's; each node's
+  // lowest rank's last one carries the node's traffic.
   for (const auto& r : store.records(run.id, RecordFilter{"epoch", std::nullopt, std::nullopt})) {
     const auto e = records::epoch_from_line(r.body);
+    if (r.rank == 0) {
+      if (e)
+        out.records.epochs.push_back(*e);
+      else
+        ++out.malformed;
+    }
     if (!e || e->nic_rx_bytes < 0 || e->nic_tx_bytes < 0) continue;
     const auto [it, first] = out.nic_epochs.try_emplace(r.node);
     auto& kept = it->second;

@@ -139,9 +139,10 @@ TEST_P(PublishedStudy, ReadsBackFromTheDatabaseKeptBesideIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Reports, PublishedStudy,
-                         ::testing::Values("dp-scaling", "pipe-vs-ddp-memory", "pipeline-vs-dp",
-                                           "pipetransformer", "sort-quantization",
-                                           "vgg-freeze-traffic"),
+                         // The reports whose database is in the repository (no file
+                         // there is over 2 MiB: dp-scaling's, pipeline-vs-dp's,
+                         // pipetransformer's and sort-quantization's are not).
+                         ::testing::Values("pipe-vs-ddp-memory", "vgg-freeze-traffic"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
