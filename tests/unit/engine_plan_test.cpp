@@ -12,6 +12,7 @@
 #include "flotilla/engine/allreduce_bench.h"
 #include "flotilla/protocol/rank_placement.h"
 #include "models/model_factory.h"
+#include "pipeline/partition.h"
 #include "pipeline/schedule.h"
 #include "plan/run_plan.h"
 #include "runtime/thread_pools.h"
@@ -272,11 +273,31 @@ ranks_per_node: 2
   EXPECT_TRUE(doc["stage_plans"][0]["allreduce"].is_null()) << "one replica averages nothing";
 }
 
-// Seed 002's 4-stage MobileNetV2 without a given cut: the cut found from the
-// estimated block costs keeps its stages within 1.5x of each other (ties
-// once went to the later cut, [3, 1, 15, 1]: issue 25).
+// Seed 002's 4-stage MobileNetV2 without a given cut: its 20 blocks' costs
+// as the plan estimated them on a quiet machine (flotilla-train --plan,
+// 3x32x32, batch 64 in 4 chunks) are cut within 1.5x between stages (ties
+// once went to the later cut, [3, 1, 15, 1]: issue 25). Recorded, not timed
+// here: under a loaded CI the live estimate itself is noise.
 TEST(RunPlan, FourStageMobileNetV2IsCutWithinOneAndAHalfTimesBetweenStages) {
-  const auto config = parse_experiment(R"(
+  const std::vector<double> block_ms{0.384716, 0.456775, 0.868365, 1.822415, 0.93754,
+                                     0.956714, 0.557305, 0.475827, 0.53656,  0.390828,
+                                     0.375695, 0.483543, 1.29319,  0.829976, 0.866174,
+                                     1.170319, 1.289738, 1.77064,  1.209308, 0.18147};
+  const auto balance = balance_by_cost(block_ms, 4);
+  ASSERT_EQ(balance.size(), 4u);
+  std::vector<double> stage_ms;
+  size_t block = 0;
+  for (const int64_t blocks : balance) {
+    double sum = 0;
+    for (int64_t i = 0; i < blocks; ++i) sum += block_ms.at(block++);
+    stage_ms.push_back(sum);
+  }
+  EXPECT_EQ(block, 20u);
+  const auto [lightest, heaviest] = std::minmax_element(stage_ms.begin(), stage_ms.end());
+  EXPECT_LE(*heaviest / *lightest, 1.5)
+      << ::testing::PrintToString(balance) << " " << ::testing::PrintToString(stage_ms);
+  // The plan of that config cuts the model's 20 blocks into 4 stages by the estimate.
+  const auto plan = make_run_plan(parse_experiment(R"(
 model: mobilenet_v2
 dataset: synthetic
 synthetic: {shape: [3, 32, 32], classes: 10, train_samples: 256, test_samples: 32}
@@ -284,22 +305,11 @@ strategy: pipeline
 ranks_per_node: 4
 batch_size: 64
 chunks: 4
-)");
-  const auto plan = make_run_plan(config, {});
+)"),
+                                  {});
   EXPECT_EQ(plan.balance_source, "estimated");
-  ASSERT_EQ(plan.balance.size(), 4u);
   ASSERT_EQ(plan.block_ms.size(), 20u);
-  std::vector<double> stage_ms;
-  size_t block = 0;
-  for (const int64_t blocks : plan.balance) {
-    double sum = 0;
-    for (int64_t i = 0; i < blocks; ++i) sum += plan.block_ms.at(block++);
-    stage_ms.push_back(sum);
-  }
-  EXPECT_EQ(block, 20u);
-  const auto [lightest, heaviest] = std::minmax_element(stage_ms.begin(), stage_ms.end());
-  EXPECT_LE(*heaviest / *lightest, 1.5)
-      << ::testing::PrintToString(plan.balance) << " " << ::testing::PrintToString(stage_ms);
+  EXPECT_EQ(plan.balance, balance_by_cost(plan.block_ms, 4));
 }
 
 TEST(RunPlan, WithMeasureTimesTheBlocksAsRankZeroDoes) {
