@@ -13,7 +13,7 @@ packages=(
   # RLIMIT_DATA, under which OpenBLAS spun on its failed buffer mmap.
   libopenblas0-pthread
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libqt6sql6-sqlite libsqlite3-dev libgl-dev libglx-dev libopengl-dev
-  sqlite3
+  sqlite3 xz-utils
   libssh-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
