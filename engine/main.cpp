@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 
@@ -45,10 +46,17 @@ int exit_status(flotilla::records::Outcome outcome) {
   }
 }
 
-int print_plan(const std::string& config_path, bool measure) {
+int print_plan(const std::string& config_path, flotilla::PlanOptions options,
+               const std::string& links_path) {
   try {
     const auto config = load_config(config_path);
-    std::cout << flotilla::plan_json(config, {measure}) << "\n";
+    if (!links_path.empty()) {
+      std::ifstream in(links_path);
+      if (!in) throw flotilla::ConfigError({"--links: cannot read " + links_path});
+      options.links_json.assign(std::istreambuf_iterator<char>(in), {});
+      options.links_origin = links_path;
+    }
+    std::cout << flotilla::plan_json(config, options) << "\n";
     return 0;
   } catch (const flotilla::ConfigError& e) {
     return refuse(config_path, e);
@@ -66,7 +74,8 @@ int main(int argc, char** argv) {
       "variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."};
   std::string config_path, records = "-";
   bool no_measure = false, quiet = false, plan = false, measure = false, bench = false,
-       resume = false;
+       resume = false, predict = false;
+  std::string links_path;
   std::string min_bytes = "8", max_bytes = "256M";
   flotilla::AllreduceBenchOptions bench_options;
   app.add_option("--config", config_path, "experiment or run file (YAML or JSON); - reads stdin")
@@ -81,6 +90,14 @@ int main(int argc, char** argv) {
                                  "print the run's plan as JSON (docs/plan.md) instead of training");
   app.add_flag("--measure", measure,
                "with --plan and no balance: measure the balance as rank 0 does at start")
+      ->needs(plan_flag);
+  app.add_flag("--predict", predict,
+               "with --plan: time every block, the optimizer and the codec here and predict "
+               "the step (docs/predict.md)")
+      ->needs(plan_flag);
+  app.add_option("--links", links_path,
+                 "with --predict: the link bench to count communication by (JSON, "
+                 "docs/predict.md); without it communication is not counted")
       ->needs(plan_flag);
   auto* bench_flag = app.add_flag("--allreduce-bench", bench,
                                   "time all-reduces of every message size instead of training "
@@ -99,8 +116,13 @@ int main(int argc, char** argv) {
 
   // A plan that measures runs blocks as a rank does; one that does not
   // leaves its large allocations as the kernel's untouched zero pages.
-  if (measure || !plan) keep_freed_memory_for_reuse();
-  if (plan) return print_plan(config_path, measure);
+  if (measure || predict || !plan) keep_freed_memory_for_reuse();
+  if (plan) {
+    flotilla::PlanOptions options;
+    options.measure = measure;
+    options.predict = predict;
+    return print_plan(config_path, options, links_path);
+  }
 
   std::unique_ptr<flotilla::FileRecordSink> sink;
   flotilla::ExperimentConfig config;

@@ -1,5 +1,6 @@
 #include "flotilla/controller/link_bench.h"
 
+#include <QDateTime>
 #include <QSqlDatabase>
 
 #include <algorithm>
@@ -116,6 +117,24 @@ std::optional<LinkBench> latest_link_bench(const Store& store,
     if (!fallback) fallback = std::move(bench);
   }
   return fallback;
+}
+
+std::string link_measurements_json(const LinkBench& bench) {
+  const int64_t ranks = bench.points.empty() ? 0 : bench.points.front().ranks;
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto& p : bench.points)
+    points.push_back({{"bytes", p.bytes}, {"time_us", p.time_us}, {"busbw_gbps", p.busbw_gbps}});
+  const auto measured = QDateTime::fromMSecsSinceEpoch(bench.row.created_ms)
+                            .toString("yyyy-MM-dd hh:mm")
+                            .toStdString();
+  return nlohmann::json{{"source", "flotilla nodes bench over " + bench.row.node_set + " (" +
+                                       std::to_string(ranks) + " ranks, " + bench.row.device +
+                                       ", run " + bench.row.run_id + ", " + measured + ")"},
+                        {"run", bench.row.run_id},
+                        {"measured_ms", bench.row.created_ms},
+                        {"ranks", ranks},
+                        {"allreduce", points}}
+      .dump();
 }
 
 std::string byte_size_text(double bytes) {

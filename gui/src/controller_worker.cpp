@@ -1,5 +1,7 @@
 #include "controller_worker.h"
 
+#include "flotilla/controller/link_bench.h"
+
 #include "flotilla/controller/sweep_store.h"
 
 #include <algorithm>
@@ -19,6 +21,7 @@ ControllerWorker::ControllerWorker(QString database, std::filesystem::path agent
   qRegisterMetaType<QVector<ExperimentItem>>();
   qRegisterMetaType<QVector<RunItem>>();
   qRegisterMetaType<QVector<NodeItem>>();
+  qRegisterMetaType<QHash<QString, QString>>();
   qRegisterMetaType<NodeItem>();
   qRegisterMetaType<NodeProbeResult>();
   qRegisterMetaType<SweepPlanItem>();
@@ -332,6 +335,15 @@ void ControllerWorker::emitNodes(bool only_changes) {
   }
   if (!only_changes || nodes != nodes_) emit nodesChanged(nodes);
   nodes_ = nodes;
+  QHash<QString, QString> benches;
+  for (const auto& row : controller::link_benches(*store_)) {
+    const auto key = QString::fromStdString(row.node_set);
+    if (row.state != controller::RunState::finished || benches.contains(key)) continue;
+    if (const auto bench = controller::latest_link_bench(*store_, split_list(row.node_set)))
+      benches.insert(key, QString::fromStdString(controller::link_measurements_json(*bench)));
+  }
+  if (!only_changes || benches != link_benches_) emit linkBenchesChanged(benches);
+  link_benches_ = benches;
 }
 
 controller::NodeRow node_row_of(const NodeItem& n) {

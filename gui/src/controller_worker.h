@@ -3,6 +3,7 @@
 // SQL, starting agents and waiting on them never block the GUI thread), and
 // every result comes back as a queued signal.
 
+#include <QHash>
 #include <QObject>
 #include <QString>
 #include <QStringList>
@@ -166,6 +167,9 @@ class ControllerWorker : public QObject,
   void hostKeyUnknown(const QString& node, const QString& fingerprint, const QString& config_json);
   void runStateChanged(const QString& run, const QString& state, const QString& reason);
   void nodesChanged(const QVector<flotilla::gui::NodeItem>& nodes);
+  // The newest finished link bench of each node set (node_set_key -> the
+  // --links JSON of docs/predict.md), for the plan preview's prediction.
+  void linkBenchesChanged(const QHash<QString, QString>& benches);
   // The store refused an add, edit or removal: its words.
   void nodeRefused(const QString& message);
   void nodeProbed(const flotilla::gui::NodeProbeResult& result);
@@ -216,6 +220,7 @@ class ControllerWorker : public QObject,
   QVector<ExperimentItem> experiments_;
   QVector<RunItem> runs_;
   QVector<NodeItem> nodes_;
+  QHash<QString, QString> link_benches_;
 };
 
 }  // namespace flotilla::gui

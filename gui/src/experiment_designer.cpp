@@ -165,6 +165,10 @@ QString ExperimentDesigner::name() const {
                                                   : QString();
 }
 
+void ExperimentDesigner::setLinkBenches(const QHash<QString, QString>& benches) {
+  plan_->setLinkBenches(benches);
+}
+
 void ExperimentDesigner::setNodes(const QVector<NodeItem>& nodes) {
   std::vector<controller::NodeRow> rows;
   QVector<NodeChoice> choices;

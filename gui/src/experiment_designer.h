@@ -48,6 +48,8 @@ class ExperimentDesigner : public QWidget {
   // The stored nodes: the node picker lists them with their GPUs and the
   // placement check refuses what they cannot run.
   void setNodes(const QVector<NodeItem>& nodes);
+  // The stored link benches by node set, for the plan preview's prediction.
+  void setLinkBenches(const QHash<QString, QString>& benches);
 
   // Shows the field a message is about, focused and marked (the YAML tab at
   // the error's line for a syntax error); false when nothing shows it.

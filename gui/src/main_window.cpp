@@ -448,6 +448,8 @@ void MainWindow::connectWorker() {
   connect(nodes_view_, &NodesView::requestTrustAndProbe, this, &MainWindow::requestTrustAndProbe);
   connect(worker_, &ControllerWorker::nodesChanged, nodes_view_, &NodesView::showNodes);
   connect(worker_, &ControllerWorker::nodesChanged, form_, &ExperimentDesigner::setNodes);
+  connect(worker_, &ControllerWorker::linkBenchesChanged, form_,
+          &ExperimentDesigner::setLinkBenches);
   connect(worker_, &ControllerWorker::nodeProbed, nodes_view_, &NodesView::nodeProbed);
   connect(worker_, &ControllerWorker::nodeRefused, nodes_view_, &NodesView::showRefusal);
   connect(worker_, &ControllerWorker::opened, this,

@@ -1,6 +1,7 @@
 #include "plan_preview.h"
 
 #include <QCheckBox>
+#include <QDateTime>
 #include <QFileInfo>
 #include <QLabel>
 #include <QTextBrowser>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "flotilla/controller/link_bench.h"
 #include "flotilla/controller/paths.h"
 #include "flotilla/protocol/numbers.h"
 
@@ -63,6 +65,28 @@ QString bytes_text(int64_t bytes) {
   else
     return grouped(bytes) + " B";
   return grouped(bytes) + " B (" + scaled + ")";
+}
+
+// The node set a link bench is stored under (link_bench.h's node_set_key).
+QString links_key(const ExperimentConfig& config) {
+  return QString::fromStdString(controller::node_set_key(config.nodes));
+}
+
+// "measured 5 minutes ago" from the --links JSON's measured_ms.
+QString bench_age(const QString& links_json) {
+  const auto doc = json::parse(links_json.toStdString(), nullptr, false);
+  if (!doc.is_object() || !doc.contains("measured_ms") || !doc["measured_ms"].is_number())
+    return {};
+  const double minutes =
+      double(QDateTime::currentMSecsSinceEpoch() - doc["measured_ms"].get<int64_t>()) / 60000.0;
+  if (minutes < 1) return "measured just now";
+  if (minutes < 120) return "measured " + QString::number(int(minutes)) + " min ago";
+  if (minutes < 48 * 60) return "measured " + QString::number(int(minutes / 60)) + " h ago";
+  return "measured " + QString::number(int(minutes / 1440)) + " days ago";
+}
+
+QString ms_text(double ms) {
+  return QString::fromStdString(format_fixed(ms, ms < 10 ? 2 : 1)) + " ms";
 }
 
 QString list_text(const QVector<int64_t>& v) {
@@ -133,6 +157,23 @@ PlanNumbers parse_plan(const QByteArray& printed) {
                            integers(e, "balance")});
   }
   if (p.blocks.isEmpty()) throw std::runtime_error("flotilla-train --plan listed no blocks");
+  if (const auto& pr = j.value("prediction", json()); pr.is_object()) {
+    PlanNumbers::Prediction prediction;
+    prediction.step_ms = pr.value("step_ms", 0.0);
+    prediction.samples_per_s = pr.value("samples_per_s", 0.0);
+    prediction.compute_ms = pr.value("compute_ms", 0.0);
+    prediction.exposed_ms = pr.value("exposed_comm_ms", 0.0);
+    prediction.bubble = pr.value("bubble_fraction", 0.0);
+    prediction.samples_per_step = pr.value("samples_per_step", int64_t{0});
+    prediction.micro_batch = pr.value("micro_batch", int64_t{0});
+    if (pr.contains("links") && pr["links"].is_string())
+      prediction.links = QString::fromStdString(pr["links"].get<std::string>());
+    for (const auto& note : pr.value("notes", json::array()))
+      if (note.is_string()) prediction.notes << QString::fromStdString(note.get<std::string>());
+    for (const auto& stage : pr.value("stages", json::array()))
+      prediction.stage_ms << stage.value("forward_ms", 0.0) + stage.value("backward_ms", 0.0);
+    p.prediction = prediction;
+  }
   return p;
 }
 
@@ -148,6 +189,12 @@ PlanPreview::PlanPreview(QWidget* parent)
       "Without a balance the engine's rank 0 times every block and cuts the model where the "
       "slowest stage is fastest; checked, the preview does the same. Unchecked it shows an "
       "estimate from parameter counts, marked as such.");
+  predict_ = new QCheckBox("Predict the step (times every block and the optimizer here)");
+  predict_->setObjectName("planPredict");
+  predict_->setToolTip(
+      "Times each block's forward and backward, the optimizer and the codec on this machine, "
+      "as a rank would, and replays the step's schedule on them and on the newest link bench "
+      "of the experiment's nodes (`flotilla nodes bench`). docs/predict.md says what it assumes.");
   view_ = new QTextBrowser;
   view_->setObjectName("planView");
   view_->setOpenLinks(false);
@@ -157,12 +204,16 @@ PlanPreview::PlanPreview(QWidget* parent)
   layout->addWidget(title);
   layout->addWidget(status_);
   layout->addWidget(measure_);
+  layout->addWidget(predict_);
   layout->addWidget(view_, 1);
   layout->addStretch();
   debounce_.setSingleShot(true);
   debounce_.setInterval(400);
   connect(&debounce_, &QTimer::timeout, this, &PlanPreview::start);
   connect(measure_, &QCheckBox::toggled, this, [this] {
+    if (pending_) debounce_.start(0);
+  });
+  connect(predict_, &QCheckBox::toggled, this, [this] {
     if (pending_) debounce_.start(0);
   });
   setState(State::idle, "The plan appears once the experiment is valid.");
@@ -178,6 +229,19 @@ PlanPreview::~PlanPreview() {
 
 void PlanPreview::setProgram(const QString& program) {
   program_ = program;
+}
+
+void PlanPreview::setPredicting(bool on) {
+  predict_->setChecked(on);
+}
+
+void PlanPreview::setLinkBenches(const QHash<QString, QString>& benches) {
+  if (benches == link_benches_) return;
+  link_benches_ = benches;
+  // A bench measured for the nodes shown changes the prediction.
+  if (pending_ && predict_->isChecked() &&
+      benches.value(links_key(*pending_)) != link_benches_.value(links_used_))
+    debounce_.start(0);
 }
 
 void PlanPreview::request(const std::optional<ExperimentConfig>& config) {
@@ -220,6 +284,17 @@ void PlanPreview::start() {
   }
   QStringList args{"--plan", "--config", file};
   if (measure_->isChecked()) args << "--measure";
+  links_used_.clear();
+  if (predict_->isChecked()) {
+    args << "--predict";
+    const QString key = links_key(*pending_);
+    if (link_benches_.contains(key)) {
+      const QString links = dir_.filePath(QString("links-%1.json").arg(serial));
+      std::ofstream(links.toStdString()) << link_benches_.value(key).toStdString();
+      args << "--links" << links;
+      links_used_ = key;
+    }
+  }
   process_ = std::make_unique<QProcess>();
   process_->setProgram(program_);
   process_->setArguments(args);
@@ -294,6 +369,35 @@ QString PlanPreview::shownText() const {
   return view_->toPlainText();
 }
 
+QString PlanPreview::prediction_html() const {
+  const auto& pr = *numbers_.prediction;
+  QString html = "<p><b>Predicted step</b>: " + ms_text(pr.step_ms) + " = <b>" +
+                 grouped(static_cast<int64_t>(pr.samples_per_s + 0.5)) + " samples/s</b> (" +
+                 QString::number(pr.samples_per_step) +
+                 " samples a step)<br>busiest rank computes " + ms_text(pr.compute_ms) +
+                 ", waits or communicates " + ms_text(pr.exposed_ms);
+  if (numbers_.stages > 1) {
+    html += ", bubble " + QString::fromStdString(format_fixed(100 * pr.bubble, 1)) + " %<br>";
+    QStringList stages;
+    for (double ms : pr.stage_ms) stages << ms_text(ms);
+    html += "stage forward + backward a micro-batch: " + stages.join(", ");
+  }
+  html += "<br>blocks timed on this machine on " + QString::number(pr.micro_batch) + " samples";
+  if (!pr.links.isEmpty()) {
+    const QString age = bench_age(link_benches_.value(links_used_));
+    html += "<br>links: " + pr.links.toHtmlEscaped() + (age.isEmpty() ? "" : "; " + age);
+  } else if (numbers_.world_size > 1) {
+    const QString nodes = pending_ ? links_key(*pending_) : QString();
+    html += "<br><span style='color:#c62828'>No link bench for " + nodes.toHtmlEscaped() +
+            ": communication is not counted. <code>flotilla nodes bench " + nodes.toHtmlEscaped() +
+            " --ranks-per-node " + QString::number(pending_ ? pending_->ranks_per_node : 1) +
+            "</code> measures it.</span>";
+  }
+  for (const auto& note : pr.notes)
+    if (!note.startsWith("no link bench")) html += "<br><i>" + note.toHtmlEscaped() + "</i>";
+  return html + "</p>";
+}
+
 void PlanPreview::render() {
   const auto& p = numbers_;
   QString html =
@@ -313,6 +417,7 @@ void PlanPreview::render() {
             p.balance_source.toHtmlEscaped() + ")<br>codec " + p.codec.toHtmlEscaped();
   }
   html += "</p>";
+  if (p.prediction) html += prediction_html();
   if (!p.elastic_costs.isEmpty()) {
     // The sequence AutoPipe + AutoDP is to go through, by the trainer's rule.
     html += "<p><b>Elastic pipeline</b> (AutoPipe + AutoDP, block costs " +

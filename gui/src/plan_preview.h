@@ -1,21 +1,25 @@
 #pragma once
 // The plan preview beside the designer: what the engine will do with the
 // config, in the engine's own numbers. The window never links Torch, so it
-// runs the sibling `flotilla-train --plan --config FILE [--measure]` as a
+// runs the sibling `flotilla-train --plan --config FILE [--measure]
+// [--predict --links BENCH]` as a
 // process, never waiting for it: a change of the form restarts a short
 // timer, and when it fires the plan is computed ("computing…") and shown
 // when the process answers. A newer config replaces an older one still
 // being computed. Without flotilla-train (a gui-only build) it says so.
 
 #include <QElapsedTimer>
+#include <QHash>
 #include <QProcess>
 #include <QString>
+#include <QStringList>
 #include <QTemporaryDir>
 #include <QTimer>
 #include <QVector>
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 
 #include "flotilla/protocol/experiment_config.h"
 
@@ -75,6 +79,15 @@ struct PlanNumbers {
   QVector<Stage> stage_list;
   QVector<Rank> ranks;
   QVector<Boundary> boundaries;
+  // --predict (docs/predict.md): the step on this machine's block times.
+  struct Prediction {
+    double step_ms = 0, samples_per_s = 0, compute_ms = 0, exposed_ms = 0, bubble = 0;
+    int64_t samples_per_step = 0, micro_batch = 0;
+    QString links;  // what the link model came from; empty: none
+    QStringList notes;
+    QVector<double> stage_ms;  // each stage's forward + backward of a micro-batch
+  };
+  std::optional<Prediction> prediction;
 };
 
 // Reads flotilla-train --plan's JSON; throws std::runtime_error naming what is missing.
@@ -90,6 +103,11 @@ class PlanPreview : public QWidget {
   void setProgram(const QString& program);
   // How long the form must stay still before a plan is computed.
   void setDelay(int milliseconds) { debounce_.setInterval(milliseconds); }
+  // The newest link bench of each node set (node_set_key -> the --links
+  // JSON), from the store, read by the controller worker.
+  void setLinkBenches(const QHash<QString, QString>& benches);
+  // Predict the step (flotilla-train --predict), as the checkbox does.
+  void setPredicting(bool on);
   // The config to plan; nothing: the config is invalid (shown as such).
   void request(const std::optional<ExperimentConfig>& config);
 
@@ -109,6 +127,7 @@ class PlanPreview : public QWidget {
   void finished(int exit_code, QProcess::ExitStatus status);
   void setState(State state, const QString& text);
   void render();
+  QString prediction_html() const;
 
   QString program_;
   QTimer debounce_;
@@ -121,6 +140,9 @@ class PlanPreview : public QWidget {
   PlanNumbers numbers_;
   QLabel* status_;
   QCheckBox* measure_;
+  QCheckBox* predict_;
+  QHash<QString, QString> link_benches_;
+  QString links_used_;  // the node set whose bench the shown prediction used; empty: none
   QTextBrowser* view_;
 };
 

@@ -4,6 +4,7 @@
 // boundary bytes, fp32 and after the codec; and the preview shows them.
 #include <gtest/gtest.h>
 
+#include <QDateTime>
 #include <QProcess>
 #include <QTest>
 #include <nlohmann/json.hpp>
@@ -207,6 +208,58 @@ TEST(PlanPreview, ShowsTheLayoutsAnElasticPipelineGoesThrough) {
   designer.resize(1200, 800);
   designer.show();
   save_screenshot(designer, "designer-elastic-plan");
+}
+
+// The prediction beside the counts: without a link bench of the nodes it
+// says that communication is not counted; given one (as the controller
+// worker reads them from the store), the step is predicted again on it and
+// the preview names the bench and its age.
+TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
+  const char* yaml =
+      "name: plan-predict\nmodel: small_cnn\ndataset: synthetic\n"
+      "synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 64, test_samples: 32}\n"
+      "strategy: ddp\nnodes: [gpu-a, gpu-b]\nbatch_size: 16\nthreads: 1\n";
+  ExperimentDesigner designer;
+  PlanPreview* preview = designer.planPreview();
+  preview->setPredicting(true);
+  ASSERT_TRUE(previewed(designer, yaml));
+  ASSERT_TRUE(preview->numbers().prediction);
+  EXPECT_TRUE(preview->numbers().prediction->links.isEmpty());
+  EXPECT_TRUE(preview->shownText().contains("No link bench for gpu-a,gpu-b"))
+      << preview->shownText().toStdString();
+  const double alone_ms = preview->numbers().prediction->step_ms;
+
+  const auto measured_ms = QDateTime::currentMSecsSinceEpoch() - 5 * 60 * 1000 - 30000;
+  const json bench{
+      {"source", "flotilla nodes bench over gpu-a,gpu-b (2 ranks)"},
+      {"measured_ms", measured_ms},
+      {"ranks", 2},
+      {"allreduce", json::array({{{"bytes", 1024}, {"time_us", 40}, {"busbw_gbps", 0.2}},
+                                 {{"bytes", 1 << 26}, {"time_us", 3.4e5}, {"busbw_gbps", 0.2}}})}};
+  preview->setLinkBenches({{"gpu-a,gpu-b", QString::fromStdString(bench.dump())}});
+  wait_until(
+      [&] {
+        return preview->state() == PlanPreview::State::shown && preview->numbers().prediction &&
+               !preview->numbers().prediction->links.isEmpty();
+      },
+      120s);
+  ASSERT_TRUE(preview->numbers().prediction);
+  const auto& predicted = *preview->numbers().prediction;
+  const QString text = preview->shownText();
+  EXPECT_TRUE(
+      text.contains("links: flotilla nodes bench over gpu-a,gpu-b (2 ranks); measured 5 min ago"))
+      << text.toStdString();
+  EXPECT_FALSE(text.contains("No link bench")) << text.toStdString();
+  EXPECT_TRUE(
+      text.contains(grouped(static_cast<int64_t>(predicted.samples_per_s + 0.5)) + " samples/s"))
+      << text.toStdString();
+  // 1.7 MB of gradients at 0.2 GB/s: the all-reduce's tail outlasts any timing noise.
+  EXPECT_GT(predicted.exposed_ms, 1.0);
+  EXPECT_GT(predicted.step_ms, 0.0);
+  EXPECT_GT(alone_ms, 0.0);
+  designer.resize(1200, 800);
+  designer.show();
+  save_screenshot(designer, "designer-plan-prediction");
 }
 
 }  // namespace

@@ -322,11 +322,106 @@ ranks_per_node: 2
 batch_size: 16
 chunks: 2
 )");
-  const auto plan = make_run_plan(config, {true});
+  PlanOptions measuring;
+  measuring.measure = true;
+  const auto plan = make_run_plan(config, measuring);
   EXPECT_EQ(plan.balance_source, "measured");
   ASSERT_EQ(plan.block_ms.size(), 4u);
   for (double ms : plan.block_ms) EXPECT_GT(ms, 0.0);
   EXPECT_GE(plan.measure_ms, plan.block_ms[0]);
+}
+
+ExperimentConfig small_cnn(const std::string& layout) {
+  return parse_experiment(R"(
+model: small_cnn
+dataset: synthetic
+synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 64, test_samples: 32}
+batch_size: 16
+threads: 1
+)" + layout);
+}
+
+// A link bench as the controller hands it over: busbw 0.5 GB/s at every size.
+std::string slow_links() {
+  return R"({"source": "bench of a,b", "ranks": 2, "measured_ms": 0, "allreduce": [
+    {"bytes": 1024, "time_us": 40, "busbw_gbps": 0.5},
+    {"bytes": 67108864, "time_us": 134217.7, "busbw_gbps": 0.5}]})";
+}
+
+TEST(RunPlanPrediction, APipelinesStepIsItsScheduleReplayedOnTheTimedStages) {
+  PlanOptions options;
+  options.predict = true;
+  const auto plan =
+      make_run_plan(small_cnn("strategy: pipeline\nranks_per_node: 2\nchunks: 2\n"), options);
+  ASSERT_TRUE(plan.prediction);
+  const auto& p = *plan.prediction;
+  EXPECT_EQ(plan.balance_source, "measured");  // as rank 0 would cut it
+  EXPECT_EQ(p.micro_batch, 8);
+  EXPECT_EQ(p.samples_per_step, 16);
+  ASSERT_EQ(p.stages.size(), 2u);
+  predict::PipelineInputs in;
+  in.micro_batches = 2;
+  for (const auto& stage : p.stages) {
+    EXPECT_GT(stage.forward_ms, 0.0);
+    EXPECT_GT(stage.backward_ms, 0.0);
+    in.stages.push_back({stage.forward_ms, stage.backward_ms, stage.optimizer_ms, 0});
+  }
+  in.boundary_bytes = {0};
+  EXPECT_DOUBLE_EQ(p.step.step_ms, predict::predict_pipeline(in).step_ms);
+  EXPECT_DOUBLE_EQ(p.samples_per_s, 16 / (p.step.step_ms / 1000));
+  EXPECT_GE(p.step.step_ms, p.step.compute_ms);
+  EXPECT_TRUE(p.links.empty());
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes.front().find("no link bench"), std::string::npos) << p.notes.front();
+}
+
+TEST(RunPlanPrediction, DdpAllReducesEachBucketAtTheBenchsBandwidth) {
+  PlanOptions options;
+  options.predict = true;
+  options.links_json = slow_links();
+  const auto plan = make_run_plan(small_cnn("strategy: ddp\nnodes: [a, b]\n"), options);
+  ASSERT_TRUE(plan.prediction);
+  const auto& p = *plan.prediction;
+  EXPECT_EQ(p.links, "bench of a,b");
+  for (const auto& note : p.notes) EXPECT_EQ(note.find("no link bench"), std::string::npos);
+  ASSERT_EQ(p.stages.size(), 1u);
+  const auto& allreduce = *plan.stages.front().allreduce;
+  // Two ranks: a ring moves the bucket once each way, at 0.5 GB/s.
+  double expected_ms = 0;
+  for (int64_t bytes : allreduce.bucket_bytes) expected_ms += double(bytes) / 0.5e9 * 1e3;
+  EXPECT_NEAR(p.stages.front().allreduce_ms, expected_ms, 1e-9 * expected_ms);
+  EXPECT_GT(expected_ms, 0.0);
+  // The last bucket (the first blocks' gradients) cannot overlap the backward.
+  const auto& stage = p.stages.front();
+  EXPECT_GT(p.step.step_ms, stage.forward_ms + stage.backward_ms + stage.optimizer_ms);
+  EXPECT_DOUBLE_EQ(p.samples_per_s, 32 / (p.step.step_ms / 1000));
+}
+
+TEST(RunPlanPrediction, ALinksFileThatIsNotABenchIsRefusedNamingTheField) {
+  PlanOptions options;
+  options.predict = true;
+  options.links_origin = "links.json";
+  options.links_json =
+      R"({"ranks": 2, "allreduce": [{"bytes": 1024, "time_us": 40, "busbw_gbps": 0}]})";
+  try {
+    make_run_plan(small_cnn("strategy: ddp\nnodes: [a, b]\n"), options);
+    FAIL() << "a busbw of 0 was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("links.json: allreduce[0].busbw_gbps"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(RunPlan, EachBucketIsClosedByTheLowestBlockOfItsGradients) {
+  const auto plan = make_run_plan(resnet18_pipeline_ddp(), {});
+  for (const auto& stage : plan.stages) {
+    const auto& a = *stage.allreduce;
+    ASSERT_EQ(a.bucket_closing_block.size(), a.bucket_bytes.size());
+    // Launched as backward reaches them: from the stage's last block down.
+    EXPECT_TRUE(std::is_sorted(a.bucket_closing_block.rbegin(), a.bucket_closing_block.rend()));
+    EXPECT_GE(a.bucket_closing_block.back(), 0);
+    EXPECT_LT(a.bucket_closing_block.front(), stage.blocks);
+  }
 }
 
 // A global batch is each replica's batch times the replicas: DDP's every

@@ -3,6 +3,7 @@
 #include "cli_compare.h"
 #include "cli_console.h"
 #include "cli_nodes.h"
+#include "cli_plan.h"
 #include "cli_plot.h"
 #include "cli_study.h"
 #include "cli_sweeps.h"
@@ -290,6 +291,8 @@ int run_cli(int argc, char** argv) {
   add_compare_commands(app, compare_commands);
   StudyCommands study_commands;
   add_study_commands(app, study_commands);
+  PlanCommand plan_command;
+  add_plan_command(app, plan_command);
 
   try {
     app.parse(argc, argv);
@@ -316,6 +319,7 @@ int run_cli(int argc, char** argv) {
     if (auto status = run_sweep_commands(store, sweep_commands, options)) return *status;
     if (auto status = run_compare_commands(store, compare_commands)) return *status;
     if (auto status = run_study_commands(store, study_commands, options)) return *status;
+    if (auto status = run_plan_command(store, plan_command)) return *status;
     if (*list) return command_experiments_list(store);
     if (*import) return command_experiments_import(store, import_files, import_name);
     if (*export_) return command_experiments_export(store, export_name, export_output);

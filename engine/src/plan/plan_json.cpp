@@ -17,6 +17,28 @@ json transfer_json(const TransferPlan& t) {
           {"wire_bytes_per_step", t.wire_bytes_per_step}};
 }
 
+json prediction_json(const PredictionPlan& p) {
+  json stages = json::array();
+  for (const auto& s : p.stages)
+    stages.push_back({{"forward_ms", s.forward_ms},
+                      {"backward_ms", s.backward_ms},
+                      {"optimizer_ms", s.optimizer_ms},
+                      {"allreduce_ms", s.allreduce_ms}});
+  return {{"step_ms", p.step.step_ms},
+          {"samples_per_step", p.samples_per_step},
+          {"samples_per_s", p.samples_per_s},
+          {"compute_ms", p.step.compute_ms},
+          {"exposed_comm_ms", p.step.exposed_comm_ms},
+          {"bubble_fraction", p.step.bubble_fraction},
+          {"micro_batch", p.micro_batch},
+          {"stages", std::move(stages)},
+          {"boundary_ms", p.boundary_ms},
+          {"codec_ms", p.codec_ms},
+          {"links", p.links.empty() ? json(nullptr) : json(p.links)},
+          {"notes", p.notes},
+          {"took_ms", p.took_ms}};
+}
+
 json to_json(const RunPlan& p) {
   json blocks = json::array();
   for (const auto& b : p.blocks)
@@ -99,6 +121,7 @@ json to_json(const RunPlan& p) {
       {"stage_plans", std::move(stages)},
       {"ranks", std::move(ranks)},
       {"boundaries", std::move(boundaries)},
+      {"prediction", p.prediction ? prediction_json(*p.prediction) : json(nullptr)},
       {"elapsed_ms", p.elapsed_ms}};
 }
 

@@ -16,6 +16,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/schedule.h"
 #include "pipeline/stage_setup.h"
+#include "plan/plan_prediction.h"
 #include "precision/mixed_precision.h"
 #include "runtime/thread_pools.h"
 #include "torch_adapter.h"
@@ -133,18 +134,28 @@ AllreducePlan allreduce_of(const torch::nn::Sequential& blocks, int64_t ranks, d
                            int64_t value_bytes) {
   AllreducePlan a;
   a.ranks = ranks;
-  std::vector<int64_t> bytes, values;
-  for (const auto& p : blocks->parameters())
-    if (p.requires_grad()) {
-      bytes.push_back(p.numel() * p.element_size());
-      values.push_back(p.numel());
-    }
+  std::vector<int64_t> bytes, values, block_of;
+  int64_t index = 0;
+  for (const auto& block : *blocks) {
+    for (const auto& p : block.ptr()->parameters())
+      if (p.requires_grad()) {
+        bytes.push_back(p.numel() * p.element_size());
+        values.push_back(p.numel());
+        block_of.push_back(index);
+      }
+    ++index;
+  }
   if (bytes.empty()) return a;  // a wholly frozen stage averages nothing
   for (const auto& bucket :
        GradientBuckets::assign(bytes, static_cast<int64_t>(bucket_mb * 1024 * 1024))) {
     int64_t total = 0;
-    for (size_t i : bucket) total += values[i] * value_bytes;
+    int64_t closing = index;
+    for (size_t i : bucket) {
+      total += values[i] * value_bytes;
+      closing = std::min(closing, block_of[i]);
+    }
     a.bucket_bytes.push_back(total);
+    a.bucket_closing_block.push_back(closing);
     a.bytes_per_step += total;
   }
   return a;
@@ -170,7 +181,13 @@ RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options)
   plan.chunks = plan.layout.pipelined ? config.chunks : 1;
   plan.micro_batch_sizes = micro_batch_sizes(config.batch_size, plan.chunks);
   const int64_t stages = plan.layout.stages;
-  const bool measuring = options.measure && plan.layout.pipelined && config.balance.empty();
+  // A links file that is not a bench is refused before anything is measured.
+  std::optional<LinkMeasurements> links;
+  if (options.predict && !options.links_json.empty())
+    links = parse_link_measurements(options.links_json, options.links_origin);
+  // Predicting times every block of the model a rank builds, on its data.
+  const bool measuring =
+      options.predict || (options.measure && plan.layout.pipelined && config.balance.empty());
 
   // Measuring builds the model and reads the data exactly as a rank does;
   // otherwise only the model's structure and shapes matter, not its values.
@@ -320,6 +337,7 @@ RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options)
     plan.stages.push_back(std::move(stage));
   }
   plan.ranks = rank_placements(config);
+  if (options.predict) plan.prediction = predict_run_plan(plan, config, model, samples, links);
   plan.elapsed_ms = ms_since(started);
   return plan;
 }

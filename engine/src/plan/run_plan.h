@@ -9,10 +9,11 @@
 #include <string>
 
 #include <vector>
-#include "pipeline/elastic_plan.h"
 
 #include "flotilla/engine/plan.h"
 #include "flotilla/protocol/rank_placement.h"
+#include "pipeline/elastic_plan.h"
+#include "plan/step_prediction.h"
 
 namespace flotilla {
 
@@ -28,6 +29,9 @@ struct BlockPlan {
 struct AllreducePlan {
   int64_t ranks = 0;                  // P, the group's size
   std::vector<int64_t> bucket_bytes;  // in launch order
+  // Per bucket, the block (of the group's blocks) whose gradients close it:
+  // its lowest, as backward runs the blocks in reverse.
+  std::vector<int64_t> bucket_closing_block;
   int64_t bytes_per_step = 0;  // what a step record reports (4, or 2 in bf16/fp16, x trainable)
 };
 
@@ -69,6 +73,24 @@ struct ElasticPlanStep {
   ElasticLayout layout;
 };
 
+// The step predicted before the run (--predict; docs/predict.md).
+struct PredictionPlan {
+  predict::StepPrediction step;
+  int64_t samples_per_step = 0;  // the job's: batch x replicas
+  double samples_per_s = 0;
+  int64_t micro_batch = 0;  // the blocks were timed on this many samples
+  struct Stage {
+    double forward_ms = 0, backward_ms = 0;     // per micro-batch (DDP: the batch)
+    double optimizer_ms = 0, allreduce_ms = 0;  // per step
+  };
+  std::vector<Stage> stages;
+  std::vector<double> boundary_ms;  // per crossing: link + codec
+  double codec_ms = 0;              // one encode + decode of a boundary's micro-batch
+  std::string links;                // what the link model came from; "" none
+  std::vector<std::string> notes;   // what the prediction leaves out here
+  double took_ms = 0;
+};
+
 struct RunPlan {
   std::string name, model, dataset, strategy, schedule, device;
   std::vector<int64_t> input_shape;  // per sample
@@ -94,6 +116,7 @@ struct RunPlan {
   std::vector<StagePlan> stages;
   std::vector<RankPlacement> ranks;
   std::vector<BoundaryPlan> boundaries;
+  std::optional<PredictionPlan> prediction;
   double elapsed_ms = 0;  // computing this plan, in this process
 };
 

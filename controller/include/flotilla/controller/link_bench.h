@@ -53,6 +53,11 @@ std::optional<LinkBench> latest_link_bench(const Store& store,
                                            const std::vector<std::string>& nodes,
                                            std::optional<int64_t> ranks = std::nullopt);
 
+// The sweep as flotilla-train --plan --predict's --links file
+// (docs/predict.md): its source in words, its ranks, when it was measured,
+// and each size's time and busbw.
+std::string link_measurements_json(const LinkBench& bench);
+
 // The sweep as an aligned table for the console: size, time, algbw, busbw.
 std::string link_bench_table(const LinkBench& bench);
 // "8 B", "64 KiB", "256 MiB".

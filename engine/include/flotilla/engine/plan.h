@@ -17,6 +17,14 @@ struct PlanOptions {
   // at start (random initialisation, the data set's first evaluation batch,
   // forward and backward of every block); otherwise it is estimated.
   bool measure = false;
+  // Predict the step (docs/predict.md): time every block, the optimizer and
+  // the codec here, as a rank would, and replay the step on them and on
+  // `links_json` (the --links file: `flotilla nodes bench`'s busbw over the
+  // run's nodes; empty: communication is not counted and the plan says so).
+  // Implies measure.
+  bool predict = false;
+  std::string links_json;
+  std::string links_origin = "--links";  // named in errors
 };
 
 // The plan as one JSON document. Throws ConfigError for what the engine

@@ -1,0 +1,32 @@
+#pragma once
+// `flotilla plan FILE [--measure] [--predict] [--json]`: what the engine will
+// do with an experiment, computed by the sibling `flotilla-train --plan`
+// (the controller links no Torch); with --predict its step predicted on this
+// machine's block times and the newest link bench stored for the
+// experiment's nodes (docs/predict.md).
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "flotilla/controller/store.h"
+
+namespace flotilla::controller {
+
+struct PlanCommand {
+  CLI::App* command = nullptr;
+  std::string file;
+  std::string nodes;  // replaces the file's nodes, as `run --nodes` does
+  bool measure = false;
+  bool predict = false;
+  bool json = false;
+};
+
+void add_plan_command(CLI::App& app, PlanCommand& plan);
+
+// The exit status of `plan` when it was given: 0, 2 for an experiment the
+// engine refuses (its words printed), 1 when flotilla-train fails otherwise.
+std::optional<int> run_plan_command(Store& store, const PlanCommand& plan);
+
+}  // namespace flotilla::controller

@@ -1,0 +1,228 @@
+#include "plan/plan_prediction.h"
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "codec/activation_codec.h"
+#include "optim/multi_tensor_optimizer.h"
+#include "pipeline/stage_setup.h"
+
+namespace flotilla {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// The optimizer's step over every trainable parameter, as the trainer builds
+// it (its fastest path on the device), on zero gradients: the median of three
+// after one that allocates its state.
+double optimizer_step_ms(const ExperimentConfig& config, torch::nn::Sequential& model) {
+  std::vector<torch::Tensor> params;
+  for (auto& p : model->parameters())
+    if (p.requires_grad()) {
+      p.mutable_grad() = torch::zeros_like(p);
+      params.push_back(p);
+    }
+  if (params.empty()) return 0;
+  const auto device = params.front().device();
+  std::vector<double> times;
+  {
+    optim::MultiTensorOptimizer optimizer(config.optimizer, params,
+                                          optim::fastest_step_path(config.optimizer.name, device));
+    for (int i = 0; i < 4; ++i) {
+      const auto start = Clock::now();
+      optimizer.step();
+      synchronize(device);
+      if (i > 0) times.push_back(ms_since(start));
+    }
+  }
+  for (auto& p : params) p.mutable_grad().reset();
+  return median(times);
+}
+
+// One encode and decode of a boundary's micro-batch, the median of three.
+double codec_round_trip_ms(const ActivationCodec& codec, const std::vector<int64_t>& shape,
+                           const torch::Device& device) {
+  const auto values = torch::randn(shape, torch::TensorOptions().device(device));
+  std::vector<double> times;
+  for (int i = 0; i < 4; ++i) {
+    const auto start = Clock::now();
+    const auto decoded = codec.decode(codec.encode(values), values.numel());
+    synchronize(device);
+    if (i > 0) times.push_back(ms_since(start));
+  }
+  return median(times);
+}
+
+// The first step's frozen prefix runs forward only.
+std::vector<BlockCost> with_frozen_prefix(std::vector<BlockCost> costs, int64_t frozen) {
+  for (int64_t b = 0; b < frozen && b < static_cast<int64_t>(costs.size()); ++b)
+    costs[static_cast<size_t>(b)].full_ms = costs[static_cast<size_t>(b)].forward_ms;
+  return costs;
+}
+
+double stage_trainable_share(const RunPlan& plan, const StagePlan& stage) {
+  return plan.trainable > 0
+             ? static_cast<double>(stage.trainable) / static_cast<double>(plan.trainable)
+             : 0.0;
+}
+
+}  // namespace
+
+predict::LinkModel LinkMeasurements::link_for(double bytes) const {
+  predict::LinkModel link;
+  if (allreduce.busbw_gbps_at_bytes.empty()) return link;
+  const double hops = 2.0 * static_cast<double>(std::max<int64_t>(ranks, 2) - 1);
+  link.latency_ms = smallest_time_ms / hops;
+  // The bandwidth the sweep reached at this message size: busbw is what each
+  // link of the ring carried.
+  const double ring_ms = allreduce.time_ms(bytes, 2);  // P = 2: bytes / busbw
+  if (ring_ms > 0) link.bytes_per_ms = bytes / ring_ms;
+  return link;
+}
+
+LinkMeasurements parse_link_measurements(const std::string& json_text, const std::string& origin) {
+  using nlohmann::json;
+  const auto fail = [&](const std::string& what) { throw ConfigError({origin + ": " + what}); };
+  const auto doc = json::parse(json_text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    fail("expected a JSON object with \"source\", \"ranks\" and \"allreduce\"");
+  LinkMeasurements links;
+  links.source = doc.value("source", std::string("(unnamed)"));
+  if (!doc.contains("ranks") || !doc["ranks"].is_number_integer() ||
+      doc["ranks"].get<int64_t>() < 2)
+    fail("ranks: expected the bench's rank count, an integer of at least 2");
+  links.ranks = doc["ranks"].get<int64_t>();
+  if (!doc.contains("allreduce") || !doc["allreduce"].is_array() || doc["allreduce"].empty())
+    fail("allreduce: expected a non-empty list of {bytes, time_us, busbw_gbps}");
+  double smallest_bytes = 0;
+  for (size_t i = 0; i < doc["allreduce"].size(); ++i) {
+    const auto& point = doc["allreduce"][i];
+    const auto field = [&](const char* name) {
+      if (!point.is_object() || !point.contains(name) || !point[name].is_number() ||
+          !(point[name].get<double>() > 0))
+        fail("allreduce[" + std::to_string(i) + "]." + name + ": expected a positive number");
+      return point[name].get<double>();
+    };
+    const double bytes = field("bytes"), time_us = field("time_us"), busbw = field("busbw_gbps");
+    links.allreduce.busbw_gbps_at_bytes.emplace_back(bytes, busbw);
+    if (i == 0 || bytes < smallest_bytes) {
+      smallest_bytes = bytes;
+      links.smallest_time_ms = time_us / 1000.0;
+    }
+  }
+  return links;
+}
+
+PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& config,
+                                torch::nn::Sequential& model, const torch::Tensor& samples,
+                                const std::optional<LinkMeasurements>& links) {
+  const auto started = Clock::now();
+  PredictionPlan out;
+  out.micro_batch = std::min<int64_t>(plan.micro_batch_sizes.front(), samples.size(0));
+  out.samples_per_step = plan.batch_size * plan.layout.replicas;
+  if (links) out.links = links->source;
+  const auto device = samples.device();
+
+  // The blocks as a rank runs them: a micro-batch through each, forward and
+  // backward, the first step's frozen prefix forward only.
+  const auto costs = with_frozen_prefix(
+      measure_block_costs(model, samples.slice(0, 0, out.micro_batch)), plan.frozen_blocks);
+  const double optimizer_ms = optimizer_step_ms(config, model);
+  const auto codec = make_codec(config.compression);
+  if (codec && !plan.boundaries.empty())
+    out.codec_ms = codec_round_trip_ms(*codec, plan.boundaries.front().shape, device);
+
+  const predict::AllReduceModel allreduce = links ? links->allreduce : predict::AllReduceModel{};
+  const bool communicates = plan.layout.world_size > 1;
+  if (communicates && !links)
+    out.notes.push_back(
+        "no link bench for these nodes: transfers and all-reduces are counted as free "
+        "(flotilla nodes bench measures them)");
+  if (config.strategy == Strategy::dp)
+    out.notes.push_back("strategy dp: the devices' scatter and gather are not modelled");
+  if (!plan.elastic.empty())
+    out.notes.push_back("elastic: the first layout's step, before any transition");
+  if (config.ranks_per_node > 1 && device.is_cpu())
+    out.notes.push_back(
+        "ranks sharing a node's cores slow each other; the blocks were timed alone");
+
+  if (!plan.layout.pipelined) {
+    predict::DdpInputs in;
+    for (const auto& c : costs) {
+      in.block_forward_ms.push_back(c.forward_ms);
+      in.block_backward_ms.push_back(c.full_ms - c.forward_ms);
+    }
+    in.optimizer_ms = optimizer_ms;
+    in.allreduce = allreduce;
+    if (const auto& a = plan.stages.front().allreduce; a && communicates) {
+      in.ranks = a->ranks;
+      for (size_t b = 0; b < a->bucket_bytes.size(); ++b)
+        in.buckets.emplace_back(a->bucket_closing_block[b],
+                                static_cast<double>(a->bucket_bytes[b]));
+    }
+    out.step = predict::predict_ddp(in);
+    PredictionPlan::Stage stage;
+    for (size_t b = 0; b < costs.size(); ++b) {
+      stage.forward_ms += in.block_forward_ms[b];
+      stage.backward_ms += in.block_backward_ms[b];
+    }
+    stage.optimizer_ms = optimizer_ms;
+    for (const auto& bucket : in.buckets)
+      stage.allreduce_ms += allreduce.time_ms(bucket.second, in.ranks);
+    out.stages.push_back(stage);
+  } else {
+    predict::PipelineInputs in;
+    in.schedule = config.schedule;
+    in.micro_batches = static_cast<int64_t>(plan.micro_batch_sizes.size());
+    in.allreduce = allreduce;
+    in.replicas = plan.layout.replicas;
+    for (const auto& stage : plan.stages) {
+      predict::StageCost cost;
+      for (int64_t b = stage.first_block; b < stage.first_block + stage.blocks; ++b) {
+        cost.forward_ms += costs[static_cast<size_t>(b)].forward_ms;
+        cost.backward_ms +=
+            costs[static_cast<size_t>(b)].full_ms - costs[static_cast<size_t>(b)].forward_ms;
+      }
+      cost.optimizer_ms = optimizer_ms * stage_trainable_share(plan, stage);
+      if (stage.allreduce)
+        cost.allreduce_bytes = static_cast<double>(stage.allreduce->bytes_per_step);
+      in.stages.push_back(cost);
+      out.stages.push_back({cost.forward_ms, cost.backward_ms, cost.optimizer_ms,
+                            allreduce.time_ms(cost.allreduce_bytes, in.replicas)});
+    }
+    double largest = 0;
+    for (const auto& boundary : plan.boundaries) {
+      in.boundary_bytes.push_back(static_cast<double>(boundary.activations.wire_bytes));
+      in.boundary_codec_ms.push_back(out.codec_ms);
+      largest = std::max(largest, static_cast<double>(boundary.activations.wire_bytes));
+    }
+    if (links)
+      in.link = links->link_for(largest);
+    else
+      in.link = predict::LinkModel{};
+    for (size_t b = 0; b < in.boundary_bytes.size(); ++b)
+      out.boundary_ms.push_back(in.link.time_ms(in.boundary_bytes[b]) + in.boundary_codec_ms[b]);
+    out.step = predict::predict_pipeline(in);
+  }
+  out.samples_per_s = out.step.step_ms > 0
+                          ? static_cast<double>(out.samples_per_step) / (out.step.step_ms / 1000.0)
+                          : 0.0;
+  out.took_ms = ms_since(started);
+  return out;
+}
+
+}  // namespace flotilla

@@ -1,0 +1,43 @@
+#pragma once
+// A plan's step predicted from what this machine measures of its blocks and
+// what `flotilla nodes bench` measured of the links (issue 27): the inputs
+// step_prediction.h composes, gathered from the model the plan built.
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flotilla/protocol/experiment_config.h"
+#include "plan/run_plan.h"
+#include "plan/step_prediction.h"
+
+namespace flotilla {
+
+// The link measurements a prediction uses: `flotilla nodes bench`'s busbw per
+// message size over the run's nodes, as the controller hands them over
+// (docs/predict.md: the --links file).
+struct LinkMeasurements {
+  std::string source;  // what they came from, said beside the prediction
+  int64_t ranks = 0;   // the bench's ranks
+  predict::AllReduceModel allreduce;
+  // A point-to-point transfer, from the same sweep: a ring all-reduce of a
+  // small message takes 2(P-1) hops, one latency each; a large one moves at
+  // the links' bandwidth, busbw.
+  predict::LinkModel link_for(double bytes) const;
+  double smallest_time_ms = 0;
+};
+
+// Parses the --links file's JSON; throws ConfigError naming the field that
+// is missing or not what it should be.
+LinkMeasurements parse_link_measurements(const std::string& json_text, const std::string& origin);
+
+// Measures the blocks (forward, backward at the micro-batch), the
+// optimizer's step and the codec's round trip on `model` and `samples` as a
+// rank would run them, and replays the plan's step on them and `links`.
+PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& config,
+                                torch::nn::Sequential& model, const torch::Tensor& samples,
+                                const std::optional<LinkMeasurements>& links);
+
+}  // namespace flotilla
