@@ -266,6 +266,47 @@ TEST(FlotillaCli, RefusesABadExperimentNamingTheFieldAndStoresNoRun) {
   EXPECT_NE(unknown.find("nodes: \"mars\" is not a known node"), std::string::npos) << unknown;
 }
 
+// `flotilla plan --predict`: the step predicted on this machine's block
+// times, its all-reduce counted once the nodes' links are benched, and said
+// not counted before.
+TEST(FlotillaCli, PlanPredictsTheStepOnTheNodesNewestLinkBench) {
+  Flotilla f;
+  const auto file = f.dir().write("ddp.yaml", R"(name: predicted
+model: small_cnn
+dataset: synthetic
+synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 64, test_samples: 32}
+strategy: ddp
+ranks_per_node: 2
+batch_size: 16
+threads: 1
+)");
+  const auto [alone_status, alone] = f.run({"plan", file.string(), "--predict"});
+  ASSERT_EQ(alone_status, 0) << alone;
+  EXPECT_NE(alone.find("no link bench of local stored"), std::string::npos) << alone;
+  EXPECT_NE(alone.find("predicted step"), std::string::npos) << alone;
+  EXPECT_NE(alone.find("links: none measured"), std::string::npos) << alone;
+
+  const auto [bench_status, bench] =
+      f.run({"nodes", "bench", "local", "--ranks-per-node", "2", "--max-bytes", "4194304",
+             "--iterations", "3", "--warmup", "1"});
+  ASSERT_EQ(bench_status, 0) << bench;
+  const auto [status, output] = f.run({"plan", file.string(), "--predict", "--json"});
+  ASSERT_EQ(status, 0) << output;
+  const auto plan = json::parse(output.substr(output.find('{')));
+  const auto& predicted = plan.at("prediction");
+  EXPECT_NE(
+      predicted.at("links").get<std::string>().find("flotilla nodes bench over local (2 ranks"),
+      std::string::npos)
+      << predicted.dump();
+  EXPECT_GT(predicted.at("stages").at(0).at("allreduce_ms").get<double>(), 0.0);
+  EXPECT_EQ(predicted.at("samples_per_step").get<int64_t>(), 32);
+
+  const auto bad = f.dir().write("bad.yaml", "strategy: ddp\nbatch_size: 0\n");
+  const auto [bad_status, refused] = f.run({"plan", bad.string(), "--predict"});
+  EXPECT_EQ(bad_status, 2);
+  EXPECT_NE(refused.find("batch_size"), std::string::npos) << refused;
+}
+
 TEST(FlotillaCli, ImportsListsAndExportsExperiments) {
   Flotilla f;
   const auto a = f.dir().write("a.yaml", preset_with("\nname: alpha\nbatch_size: 32\n"));

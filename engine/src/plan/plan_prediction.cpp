@@ -6,7 +6,6 @@
 
 #include "codec/activation_codec.h"
 #include "optim/multi_tensor_optimizer.h"
-#include "pipeline/stage_setup.h"
 
 namespace flotilla {
 namespace {
@@ -65,6 +64,53 @@ double codec_round_trip_ms(const ActivationCodec& codec, const std::vector<int64
     if (i > 0) times.push_back(ms_since(start));
   }
   return median(times);
+}
+
+// Each block's forward and backward as a training step runs them: the model
+// in training mode, the data into the first block without a gradient (later
+// blocks' inputs need one, as backward passes through them), the gradient
+// from the block after made before the clock starts; two passes untimed
+// (allocations, oneDNN's primitives), then the median of five. The balance's
+// measure_block_costs is cheaper and coarser (eval mode, three passes).
+std::vector<BlockCost> time_blocks_as_trained(torch::nn::Sequential& model,
+                                              const torch::Tensor& example) {
+  constexpr int kWarmup = 2, kTimed = 5;
+  const bool was_training = model->is_training();
+  model->train();
+  const auto device = example.device();
+  std::vector<std::vector<double>> forward(model->size()), backward(model->size());
+  for (int pass = 0; pass < kWarmup + kTimed; ++pass) {
+    auto x = example;
+    for (size_t b = 0; b < model->size(); ++b) {
+      auto input = b > 0 && x.is_floating_point() ? x.detach().requires_grad_(true) : x;
+      auto start = Clock::now();
+      auto y = (model->begin() + static_cast<int64_t>(b))->forward(input);
+      synchronize(device);
+      const double forward_ms = ms_since(start);
+      double backward_ms = 0;
+      if (y.requires_grad()) {
+        const auto gradient = torch::ones_like(y);
+        synchronize(device);
+        start = Clock::now();
+        y.backward(gradient);
+        synchronize(device);
+        backward_ms = ms_since(start);
+      }
+      if (pass >= kWarmup) {
+        forward[b].push_back(forward_ms);
+        backward[b].push_back(backward_ms);
+      }
+      x = y.detach();
+    }
+    for (auto& p : model->parameters()) p.mutable_grad().reset();
+  }
+  if (!was_training) model->eval();
+  std::vector<BlockCost> costs;
+  for (size_t b = 0; b < model->size(); ++b) {
+    const double f = median(forward[b]);
+    costs.push_back({f, f + median(backward[b])});
+  }
+  return costs;
 }
 
 // The first step's frozen prefix runs forward only.
@@ -135,12 +181,16 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   out.micro_batch = std::min<int64_t>(plan.micro_batch_sizes.front(), samples.size(0));
   out.samples_per_step = plan.batch_size * plan.layout.replicas;
   if (links) out.links = links->source;
+  if (out.micro_batch < plan.micro_batch_sizes.front())
+    out.notes.push_back("the blocks were timed on " + std::to_string(out.micro_batch) +
+                        " samples, the test split's, not the micro-batch's " +
+                        std::to_string(plan.micro_batch_sizes.front()));
   const auto device = samples.device();
 
   // The blocks as a rank runs them: a micro-batch through each, forward and
   // backward, the first step's frozen prefix forward only.
   const auto costs = with_frozen_prefix(
-      measure_block_costs(model, samples.slice(0, 0, out.micro_batch)), plan.frozen_blocks);
+      time_blocks_as_trained(model, samples.slice(0, 0, out.micro_batch)), plan.frozen_blocks);
   const double optimizer_ms = optimizer_step_ms(config, model);
   const auto codec = make_codec(config.compression);
   if (codec && !plan.boundaries.empty())
