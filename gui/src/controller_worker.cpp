@@ -335,8 +335,15 @@ void ControllerWorker::emitNodes(bool only_changes) {
   }
   if (!only_changes || nodes != nodes_) emit nodesChanged(nodes);
   nodes_ = nodes;
+  // The benches' points are read again only when a bench was added or ended.
+  const auto rows = controller::link_benches(*store_);
+  QStringList seen;
+  for (const auto& row : rows)
+    seen << QString::fromStdString(row.run_id + " " + std::string(name_of(row.state)));
+  if (only_changes && seen == link_bench_rows_) return;
+  link_bench_rows_ = seen;
   QHash<QString, QString> benches;
-  for (const auto& row : controller::link_benches(*store_)) {
+  for (const auto& row : rows) {
     const auto key = QString::fromStdString(row.node_set);
     if (row.state != controller::RunState::finished || benches.contains(key)) continue;
     if (const auto bench = controller::latest_link_bench(*store_, split_list(row.node_set)))

@@ -221,6 +221,7 @@ class ControllerWorker : public QObject,
   QVector<RunItem> runs_;
   QVector<NodeItem> nodes_;
   QHash<QString, QString> link_benches_;
+  QStringList link_bench_rows_;  // each bench's run and state, as last read
 };
 
 }  // namespace flotilla::gui

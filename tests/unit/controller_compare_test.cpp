@@ -512,6 +512,18 @@ TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
   EXPECT_DOUBLE_EQ(stored->points[0].busbw_gbps, 1.0);  // rank 0's, not rank 1's
   EXPECT_EQ(stored->points[1].bytes, 4096);
   EXPECT_FALSE(latest_link_bench(db.store, {"flh1", "flh2"}).has_value());
+
+  // As the prediction's --links file: every size, its time and busbw, the bench named.
+  const auto links = nlohmann::json::parse(link_measurements_json(*stored));
+  EXPECT_EQ(links.at("ranks").get<int64_t>(), 2);
+  EXPECT_EQ(links.at("run").get<std::string>(), "sweep");
+  EXPECT_NE(links.at("source").get<std::string>().find("over local (2 ranks, cpu, run sweep"),
+            std::string::npos)
+      << links.dump();
+  ASSERT_EQ(links.at("allreduce").size(), 2u);
+  EXPECT_EQ(links["allreduce"][0].at("bytes").get<int64_t>(), 1024);
+  EXPECT_DOUBLE_EQ(links["allreduce"][0].at("time_us").get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(links["allreduce"][1].at("busbw_gbps").get<double>(), 3.0);
 }
 
 TEST(Compare, LinkUtilisationWithoutASweepSaysHowToMeasureOne) {
