@@ -8,6 +8,7 @@
 
 #include "flotilla/controller/compare.h"
 #include "flotilla/controller/link_bench.h"
+#include "flotilla/controller/run_prediction.h"
 #include "flotilla/protocol/experiment_config.h"
 #include "flotilla/protocol/numbers.h"
 #include "flotilla/protocol/record_reading.h"
@@ -452,6 +453,15 @@ CompareTable compare_runs(const Store& store, const std::vector<std::string>& ru
         unmeasured_links.insert(key);
       }
     }
+  }
+  // Predicted before the run, where `flotilla run --predict` kept a prediction.
+  for (auto& row : table.rows) {
+    const auto predicted = run_prediction(store, row.run.id);
+    if (!predicted || !(predicted->samples_per_s > 0)) continue;
+    set_number(row, "predicted_throughput", predicted->samples_per_s);
+    if (row.stats.throughput && *row.stats.throughput > 0)
+      set_number(row, "prediction_err_pct",
+                 100 * (predicted->samples_per_s - *row.stats.throughput) / *row.stats.throughput);
   }
   const bool shows_link =
       std::find_if(table.columns.begin(), table.columns.end(), [](const std::string& c) {

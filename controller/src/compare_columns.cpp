@@ -76,6 +76,10 @@ const std::vector<CompareColumn>& compare_columns() {
       {"link_busbw_gbps", "link busbw GB/s", 3,
        "measured link busbw (nodes bench) at the run's all-reduce size"},
       {"link_util_pct", "link util %", 1, "busbw / link busbw at the same size"},
+      {"predicted_throughput", "samples/s predicted", 1,
+       "the job's samples/s `flotilla run --predict` predicted before the run (docs/predict.md)"},
+      {"prediction_err_pct", "prediction error %", 1,
+       "(predicted - measured) / measured steady samples/s, %"},
       {"notes", "notes", -1, "live, no steps, oom, failed, baseline, malformed records"},
   };
   return columns;
@@ -87,7 +91,8 @@ std::vector<std::string> default_compare_columns() {
     if (c.key != "compute_s" && c.key != "comm_s" && c.key != "ring_gbps" &&
         c.key != "seed_ring_gbps" && c.key != "link_busbw_gbps" && c.key != "nic_mb_epoch" &&
         c.key != "nic_rx_mb_epoch" && c.key != "nic_tx_mb_epoch" && c.key != "steady_epoch_s" &&
-        c.key != "recv_ms" && c.key != "recv_gbps")
+        c.key != "recv_ms" && c.key != "recv_gbps" && c.key != "predicted_throughput" &&
+        c.key != "prediction_err_pct")
       keys.push_back(c.key);
   return keys;
 }

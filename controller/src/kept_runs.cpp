@@ -33,8 +33,8 @@ void copy_into(QSqlDatabase& db, const QString& path, const Store& store,
       "(SELECT experiment_id FROM source.runs WHERE id IN (SELECT id FROM kept))");
   // The same migrations made both files: their tables have the same columns
   // in the same order.
-  for (const char* table :
-       {"runs", "run_transitions", "run_nodes", "records", "step_buckets", "link_benches"})
+  for (const char* table : {"runs", "run_transitions", "run_nodes", "records", "step_buckets",
+                            "link_benches", "run_predictions"})
     q.run(QString("INSERT INTO main.%1 SELECT * FROM source.%1 WHERE %2 IN (SELECT id FROM kept)")
               .arg(table, QString(table) == "runs" ? "id" : "run_id"));
   if (sweep_id) {

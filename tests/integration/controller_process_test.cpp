@@ -279,6 +279,7 @@ strategy: ddp
 ranks_per_node: 2
 batch_size: 16
 threads: 1
+max_steps: 12
 )");
   const auto [alone_status, alone] = f.run({"plan", file.string(), "--predict"});
   ASSERT_EQ(alone_status, 0) << alone;
@@ -300,6 +301,28 @@ threads: 1
       << predicted.dump();
   EXPECT_GT(predicted.at("stages").at(0).at("allreduce_ms").get<double>(), 0.0);
   EXPECT_EQ(predicted.at("samples_per_step").get<int64_t>(), 32);
+
+  // Kept with a run it started, and set against what the run measured.
+  const auto [run_status, ran] = f.run({"run", file.string(), "--predict"});
+  ASSERT_EQ(run_status, 0) << ran;
+  EXPECT_NE(ran.find("predicted step"), std::string::npos) << ran;
+  const auto run_at = ran.find("\nrun ") + 5;  // after the prediction's line
+  const auto run_id = ran.substr(run_at, ran.find(':', run_at) - run_at);
+  const auto [compare_status, compared] =
+      f.run({"compare", run_id, "--columns",
+             "run,throughput,predicted_throughput,prediction_err_pct", "--format", "json"});
+  ASSERT_EQ(compare_status, 0) << compared;
+  const auto table = json::parse(compared.substr(compared.find('{')));
+  const auto& values = table.at("rows").at(0).at("values");
+  const double measured = values.at("throughput").get<double>();
+  const double kept = values.at("predicted_throughput").get<double>();
+  // The prediction kept is the one `run` printed before it started.
+  const auto said = ran.find(" samples/s", ran.find("predicted step"));
+  ASSERT_NE(said, std::string::npos) << ran;
+  const auto number_at = ran.rfind("= ", said) + 2;
+  EXPECT_NEAR(std::stod(ran.substr(number_at, said - number_at)), kept, 0.05) << ran;
+  EXPECT_NEAR(values.at("prediction_err_pct").get<double>(), 100 * (kept - measured) / measured,
+              1e-9);
 
   const auto bad = f.dir().write("bad.yaml", "strategy: ddp\nbatch_size: 0\n");
   const auto [bad_status, refused] = f.run({"plan", bad.string(), "--predict"});

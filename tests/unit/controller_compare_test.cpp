@@ -8,6 +8,7 @@
 
 #include "flotilla/controller/compare.h"
 #include "flotilla/controller/link_bench.h"
+#include "flotilla/controller/run_prediction.h"
 #include "flotilla/protocol/experiment_config.h"
 #include "flotilla/protocol/metric_records.h"
 #include "flotilla/protocol/numbers.h"
@@ -524,6 +525,35 @@ TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
   EXPECT_EQ(links["allreduce"][0].at("bytes").get<int64_t>(), 1024);
   EXPECT_DOUBLE_EQ(links["allreduce"][0].at("time_us").get<double>(), 5.0);
   EXPECT_DOUBLE_EQ(links["allreduce"][1].at("busbw_gbps").get<double>(), 3.0);
+}
+
+// `flotilla run --predict` keeps the plan's prediction with the run: compare
+// sets it against the steady throughput the run measured.
+TEST(Compare, APredictionKeptWithARunIsSetAgainstItsMeasuredThroughput) {
+  ScratchDb db;
+  db.add_run("predicted", ddp(1));
+  db.add_steps("predicted", 0, 10, 0);  // a steady 108 samples/s
+  db.add_run("unpredicted", ddp(1));
+  db.add_steps("unpredicted", 0, 10, 0);
+  db.store.flush();
+  set_run_prediction(db.store, "predicted",
+                     R"({"type": "plan", "prediction": {"step_ms": 474.07, "samples_per_s": 135,
+                         "samples_per_step": 64, "links": null}})");
+  EXPECT_THROW(set_run_prediction(db.store, "unpredicted", R"({"type": "plan"})"), StoreError);
+  const auto kept = run_prediction(db.store, "predicted");
+  ASSERT_TRUE(kept);
+  EXPECT_DOUBLE_EQ(kept->samples_per_s, 135.0);
+  EXPECT_TRUE(kept->links.empty());
+  EXPECT_FALSE(run_prediction(db.store, "unpredicted"));
+
+  CompareOptions options;
+  options.columns = {"run", "throughput", "predicted_throughput", "prediction_err_pct"};
+  const auto t = compare_runs(db.store, {"predicted", "unpredicted"}, options);
+  EXPECT_DOUBLE_EQ(*number(t, "predicted", "throughput"), 108.0);
+  EXPECT_DOUBLE_EQ(*number(t, "predicted", "predicted_throughput"), 135.0);
+  EXPECT_DOUBLE_EQ(*number(t, "predicted", "prediction_err_pct"), 25.0);
+  EXPECT_EQ(text(t, "unpredicted", "predicted_throughput"), "—");
+  EXPECT_EQ(text(t, "unpredicted", "prediction_err_pct"), "—");
 }
 
 TEST(Compare, LinkUtilisationWithoutASweepSaysHowToMeasureOne) {

@@ -22,6 +22,7 @@
 #include "exit_status.h"
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/paths.h"
+#include "flotilla/controller/run_prediction.h"
 #include "flotilla/controller/run_summary.h"
 
 namespace flotilla::controller {
@@ -36,7 +37,7 @@ std::string duration_text(const RunRow& run) {
 }
 
 int command_run(Store& store, const ControllerOptions& options, const std::string& file,
-                const std::string& nodes) {
+                const std::string& nodes, bool predict) {
   ExperimentConfig config;
   try {
     config = load_experiment(file);
@@ -45,6 +46,14 @@ int command_run(Store& store, const ControllerOptions& options, const std::strin
     return kExitBadInput;
   }
   if (!nodes.empty()) config.nodes = split_list(nodes);
+  // Predicted here, before anything starts: the run's ranks would share
+  // this machine's cores with the timing.
+  std::string prediction;
+  if (predict) {
+    const auto plan = engine_plan(store, config, false, true);
+    if (plan.status != 0) return plan.status;
+    prediction = plan.json;
+  }
   const int64_t experiment_id = store.save_experiment(config.name, to_json(config));
   ConsoleController console(store, options);
   Controller& controller = console.controller;
@@ -57,6 +66,10 @@ int command_run(Store& store, const ControllerOptions& options, const std::strin
   }
   std::string node_list;
   for (const auto& node : config.nodes) node_list += (node_list.empty() ? "" : ",") + node;
+  if (!prediction.empty()) {
+    set_run_prediction(store, run, prediction);
+    std::cout << prediction_line(prediction) << "\n";
+  }
   std::cout << "run " << run << ": " << config.name << ", " << config.world_size() << " rank(s) on "
             << node_list << "\n(Ctrl-C leaves it running: `flotilla attach " << run
             << "` follows it again, `flotilla kill " << run << "` stops it)" << std::endl;
@@ -237,8 +250,12 @@ int run_cli(int argc, char** argv) {
 
   auto* run = app.add_subcommand("run", "run an experiment and follow it to its end");
   std::string file, nodes;
+  bool predict = false;
   run->add_option("experiment", file, "experiment file (YAML or JSON)")->required();
   run->add_option("--nodes", nodes, "comma-separated nodes, overriding the file's `nodes`");
+  run->add_flag("--predict", predict,
+                "predict the step first (`flotilla plan --predict`) and keep it with the run: "
+                "compare's predicted_throughput and prediction_err_pct");
 
   auto* attach = app.add_subcommand(
       "attach", "follow live runs again (all when none is named, and continue live sweeps)");
@@ -308,7 +325,7 @@ int run_cli(int argc, char** argv) {
 
   try {
     Store store(QString::fromStdString(db), store_options);
-    if (*run) return command_run(store, options, file, nodes);
+    if (*run) return command_run(store, options, file, nodes, predict);
     if (*attach) return command_attach(store, options, attach_runs);
     if (*resume) return command_resume(store, options, resume_run);
     if (*runs) return command_runs(store);

@@ -65,6 +65,17 @@ void print_summary(const json& plan) {
 
 }  // namespace
 
+std::string prediction_line(const std::string& plan_json) {
+  const auto plan = json::parse(plan_json, nullptr, false);
+  if (plan.is_discarded() || !plan.contains("prediction") || !plan["prediction"].is_object())
+    return {};
+  const auto& p = plan["prediction"];
+  return "predicted step " + ms_text(p.value("step_ms", 0.0)) + " = " +
+         format_fixed(p.value("samples_per_s", 0.0), 1) + " samples/s (links: " +
+         (p["links"].is_string() ? p["links"].get<std::string>() : std::string("none measured")) +
+         ")";
+}
+
 void add_plan_command(CLI::App& app, PlanCommand& plan) {
   plan.command = app.add_subcommand(
       "plan", "what the engine will do with an experiment; --predict: how fast a step will be");
@@ -78,23 +89,14 @@ void add_plan_command(CLI::App& app, PlanCommand& plan) {
   plan.command->add_flag("--json", plan.json, "print the engine's plan as JSON (docs/plan.md)");
 }
 
-std::optional<int> run_plan_command(Store& store, const PlanCommand& plan) {
-  if (!plan.command || !*plan.command) return std::nullopt;
-  ExperimentConfig config;
-  try {
-    config = load_experiment(plan.file);
-  } catch (const ConfigError& e) {
-    print_config_error(plan.file, e);
-    return kExitBadInput;
-  }
-  if (!plan.nodes.empty()) config.nodes = split_list(plan.nodes);
-
+EnginePlan engine_plan(const Store& store, const ExperimentConfig& config, bool measure,
+                       bool predict) {
   QTemporaryDir dir;
   const auto config_file = dir.filePath("experiment.json").toStdString();
   std::ofstream(config_file) << to_json(config);
   QStringList args{"--plan", "--config", QString::fromStdString(config_file)};
-  if (plan.measure) args << "--measure";
-  if (plan.predict) {
+  if (measure) args << "--measure";
+  if (predict) {
     args << "--predict";
     if (config.slurm.enabled()) {
       std::cerr << "flotilla: a SLURM job's nodes are known only once it is allocated: the "
@@ -118,23 +120,41 @@ std::optional<int> run_plan_command(Store& store, const PlanCommand& plan) {
     std::cerr << "flotilla: " << engine.string() << " does not start ("
               << process.errorString().toStdString()
               << "); the plan needs the engine installed beside flotilla\n";
-    return kExitFailed;
+    return {kExitFailed, {}};
   }
   process.waitForFinished(-1);
   const auto err = process.readAllStandardError().toStdString();
   if (process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0) {
     std::cerr << err;
-    return process.exitStatus() == QProcess::NormalExit && process.exitCode() == 2 ? kExitBadInput
-                                                                                   : kExitFailed;
+    return {process.exitStatus() == QProcess::NormalExit && process.exitCode() == 2
+                ? int(kExitBadInput)
+                : int(kExitFailed),
+            {}};
   }
-  const auto out = process.readAllStandardOutput().toStdString();
+  return {kExitDone, process.readAllStandardOutput().toStdString()};
+}
+
+std::optional<int> run_plan_command(Store& store, const PlanCommand& plan) {
+  if (!plan.command || !*plan.command) return std::nullopt;
+  ExperimentConfig config;
+  try {
+    config = load_experiment(plan.file);
+  } catch (const ConfigError& e) {
+    print_config_error(plan.file, e);
+    return kExitBadInput;
+  }
+  if (!plan.nodes.empty()) config.nodes = split_list(plan.nodes);
+
+  const auto result = engine_plan(store, config, plan.measure, plan.predict);
+  if (result.status != 0) return result.status;
+  const auto out = result.json;
   if (plan.json) {
     std::cout << out;
     return kExitDone;
   }
   const auto doc = json::parse(out, nullptr, false);
   if (doc.is_discarded() || doc.value("type", "") != "plan") {
-    std::cerr << "flotilla: " << engine.string() << " --plan printed no plan\n";
+    std::cerr << "flotilla: flotilla-train --plan printed no plan\n";
     return kExitFailed;
   }
   print_summary(doc);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "flotilla/controller/store.h"
+#include "flotilla/protocol/experiment_config.h"
 
 namespace flotilla::controller {
 
@@ -24,6 +25,18 @@ struct PlanCommand {
 };
 
 void add_plan_command(CLI::App& app, PlanCommand& plan);
+
+// flotilla-train --plan on `config` (with --predict: on the newest link bench
+// of its nodes, said on stderr when there is none): its JSON, or the exit
+// status to end with once its error is printed.
+struct EnginePlan {
+  int status = 0;  // 0: `json` holds the plan
+  std::string json;
+};
+EnginePlan engine_plan(const Store& store, const ExperimentConfig& config, bool measure,
+                       bool predict);
+// "predicted step 25.6 ms = 1250.0 samples/s (links: ...)"; "" without a prediction.
+std::string prediction_line(const std::string& plan_json);
 
 // The exit status of `plan` when it was given: 0, 2 for an experiment the
 // engine refuses (its words printed), 1 when flotilla-train fails otherwise.
