@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
       "variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."};
   std::string config_path, records = "-";
   bool no_measure = false, quiet = false, plan = false, measure = false, bench = false,
-       resume = false, predict = false;
+       resume = false, predict = false, remeasure = false;
   std::string links_path;
   std::string min_bytes = "8", max_bytes = "256M";
   flotilla::AllreduceBenchOptions bench_options;
@@ -94,6 +94,10 @@ int main(int argc, char** argv) {
   app.add_flag("--predict", predict,
                "with --plan: time every block, the optimizer and the codec here and predict "
                "the step (docs/predict.md)")
+      ->needs(plan_flag);
+  app.add_flag("--remeasure", remeasure,
+               "with --predict: time the blocks again instead of this machine's kept profile "
+               "of them, and keep the new one")
       ->needs(plan_flag);
   app.add_option("--links", links_path,
                  "with --predict: the link bench to count communication by (JSON, "
@@ -121,6 +125,8 @@ int main(int argc, char** argv) {
     flotilla::PlanOptions options;
     options.measure = measure;
     options.predict = predict;
+    options.remeasure = remeasure;
+    if (predict) options.profile_dir = flotilla::default_profile_dir();
     return print_plan(config_path, options, links_path);
   }
 

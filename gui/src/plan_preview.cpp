@@ -72,17 +72,21 @@ QString links_key(const ExperimentConfig& config) {
   return QString::fromStdString(controller::node_set_key(config.nodes));
 }
 
-// "measured 5 minutes ago" from the --links JSON's measured_ms.
-QString bench_age(const QString& links_json) {
-  const auto doc = json::parse(links_json.toStdString(), nullptr, false);
-  if (!doc.is_object() || !doc.contains("measured_ms") || !doc["measured_ms"].is_number())
-    return {};
-  const double minutes =
-      double(QDateTime::currentMSecsSinceEpoch() - doc["measured_ms"].get<int64_t>()) / 60000.0;
+// "measured 5 min ago".
+QString age_text(qint64 measured_ms) {
+  const double minutes = double(QDateTime::currentMSecsSinceEpoch() - measured_ms) / 60000.0;
   if (minutes < 1) return "measured just now";
   if (minutes < 120) return "measured " + QString::number(int(minutes)) + " min ago";
   if (minutes < 48 * 60) return "measured " + QString::number(int(minutes / 60)) + " h ago";
   return "measured " + QString::number(int(minutes / 1440)) + " days ago";
+}
+
+// The age of the bench in the --links JSON (its measured_ms).
+QString bench_age(const QString& links_json) {
+  const auto doc = json::parse(links_json.toStdString(), nullptr, false);
+  if (!doc.is_object() || !doc.contains("measured_ms") || !doc["measured_ms"].is_number())
+    return {};
+  return age_text(doc["measured_ms"].get<int64_t>());
 }
 
 QString ms_text(double ms) {
@@ -168,6 +172,10 @@ PlanNumbers parse_plan(const QByteArray& printed) {
     prediction.micro_batch = pr.value("micro_batch", int64_t{0});
     if (pr.contains("links") && pr["links"].is_string())
       prediction.links = QString::fromStdString(pr["links"].get<std::string>());
+    if (const auto& blocks = pr.value("block_costs", json::object()); blocks.is_object()) {
+      prediction.from_profile = blocks.value("source", "") == "profile";
+      prediction.profile_measured_ms = blocks.value("measured_ms", int64_t{0});
+    }
     for (const auto& note : pr.value("notes", json::array()))
       if (note.is_string()) prediction.notes << QString::fromStdString(note.get<std::string>());
     for (const auto& stage : pr.value("stages", json::array()))
@@ -382,7 +390,10 @@ QString PlanPreview::prediction_html() const {
     for (double ms : pr.stage_ms) stages << ms_text(ms);
     html += "stage forward + backward a micro-batch: " + stages.join(", ");
   }
-  html += "<br>blocks timed on this machine on " + QString::number(pr.micro_batch) + " samples";
+  html += (pr.from_profile
+               ? "<br>blocks from this machine's profile (" + age_text(pr.profile_measured_ms) + ")"
+               : QString("<br>blocks timed on this machine")) +
+          " on " + QString::number(pr.micro_batch) + " samples";
   if (!pr.links.isEmpty()) {
     const QString age = bench_age(link_benches_.value(links_used_));
     html += "<br>links: " + pr.links.toHtmlEscaped() + (age.isEmpty() ? "" : "; " + age);

@@ -83,7 +83,9 @@ struct PlanNumbers {
   struct Prediction {
     double step_ms = 0, samples_per_s = 0, compute_ms = 0, exposed_ms = 0, bubble = 0;
     int64_t samples_per_step = 0, micro_batch = 0;
-    QString links;  // what the link model came from; empty: none
+    QString links;              // what the link model came from; empty: none
+    bool from_profile = false;  // block times from this machine's kept profile
+    qint64 profile_measured_ms = 0;
     QStringList notes;
     QVector<double> stage_ms;  // each stage's forward + backward of a micro-batch
   };

@@ -219,10 +219,15 @@ TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
       "name: plan-predict\nmodel: small_cnn\ndataset: synthetic\n"
       "synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 64, test_samples: 32}\n"
       "strategy: ddp\nnodes: [gpu-a, gpu-b]\nbatch_size: 16\nthreads: 1\n";
+  testing::TempDir profiles;  // this test's own: the first prediction times the blocks
+  qputenv("FLOTILLA_PROFILE_DIR", QByteArray::fromStdString(profiles.path().string()));
   ExperimentDesigner designer;
   PlanPreview* preview = designer.planPreview();
   preview->setPredicting(true);
   ASSERT_TRUE(previewed(designer, yaml));
+  EXPECT_FALSE(preview->numbers().prediction->from_profile);
+  EXPECT_TRUE(preview->shownText().contains("blocks timed on this machine on 16 samples"))
+      << preview->shownText().toStdString();
   ASSERT_TRUE(preview->numbers().prediction);
   EXPECT_TRUE(preview->numbers().prediction->links.isEmpty());
   EXPECT_TRUE(preview->shownText().contains("No link bench for gpu-a,gpu-b"))
@@ -250,6 +255,10 @@ TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
       text.contains("links: flotilla nodes bench over gpu-a,gpu-b (2 ranks); measured 5 min ago"))
       << text.toStdString();
   EXPECT_FALSE(text.contains("No link bench")) << text.toStdString();
+  // The same blocks again: this machine's profile of them, not a second timing.
+  EXPECT_TRUE(predicted.from_profile);
+  EXPECT_TRUE(text.contains("blocks from this machine's profile (measured just now) on 16 samples"))
+      << text.toStdString();
   EXPECT_TRUE(
       text.contains(grouped(static_cast<int64_t>(predicted.samples_per_s + 0.5)) + " samples/s"))
       << text.toStdString();
@@ -260,6 +269,7 @@ TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
   designer.resize(1200, 800);
   designer.show();
   save_screenshot(designer, "designer-plan-prediction");
+  qunsetenv("FLOTILLA_PROFILE_DIR");
 }
 
 }  // namespace

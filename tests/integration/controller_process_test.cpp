@@ -271,6 +271,9 @@ TEST(FlotillaCli, RefusesABadExperimentNamingTheFieldAndStoresNoRun) {
 // not counted before.
 TEST(FlotillaCli, PlanPredictsTheStepOnTheNodesNewestLinkBench) {
   Flotilla f;
+  // Block profiles of this test's own: the first prediction times the blocks.
+  const auto profiles = f.dir().path() / "profiles";
+  setenv("FLOTILLA_PROFILE_DIR", profiles.c_str(), 1);
   const auto file = f.dir().write("ddp.yaml", R"(name: predicted
 model: small_cnn
 dataset: synthetic
@@ -286,6 +289,7 @@ max_steps: 12
   EXPECT_NE(alone.find("no link bench of local stored"), std::string::npos) << alone;
   EXPECT_NE(alone.find("predicted step"), std::string::npos) << alone;
   EXPECT_NE(alone.find("links: none measured"), std::string::npos) << alone;
+  EXPECT_NE(alone.find("blocks timed here on 16 samples"), std::string::npos) << alone;
 
   const auto [bench_status, bench] =
       f.run({"nodes", "bench", "local", "--ranks-per-node", "2", "--max-bytes", "4194304",
@@ -301,6 +305,7 @@ max_steps: 12
       << predicted.dump();
   EXPECT_GT(predicted.at("stages").at(0).at("allreduce_ms").get<double>(), 0.0);
   EXPECT_EQ(predicted.at("samples_per_step").get<int64_t>(), 32);
+  EXPECT_EQ(predicted.at("block_costs").at("source").get<std::string>(), "profile");
 
   // Kept with a run it started, and set against what the run measured.
   const auto [run_status, ran] = f.run({"run", file.string(), "--predict"});
@@ -328,6 +333,7 @@ max_steps: 12
   const auto [bad_status, refused] = f.run({"plan", bad.string(), "--predict"});
   EXPECT_EQ(bad_status, 2);
   EXPECT_NE(refused.find("batch_size"), std::string::npos) << refused;
+  unsetenv("FLOTILLA_PROFILE_DIR");
 }
 
 TEST(FlotillaCli, ImportsListsAndExportsExperiments) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,7 @@
 #include "pipeline/schedule.h"
 #include "plan/run_plan.h"
 #include "runtime/thread_pools.h"
+#include "temp_dir.h"
 #include "torch_adapter.h"
 
 namespace flotilla {
@@ -410,6 +413,45 @@ TEST(RunPlanPrediction, ALinksFileThatIsNotABenchIsRefusedNamingTheField) {
     EXPECT_NE(std::string(e.what()).find("links.json: allreduce[0].busbw_gbps"), std::string::npos)
         << e.what();
   }
+}
+
+// This machine's profile of the blocks is kept and reused: the same blocks
+// at the same micro-batch are not timed again, another micro-batch is, a
+// profile that does not read as one is measured again, and --remeasure
+// replaces it.
+TEST(RunPlanPrediction, ASecondPredictionOfTheSameBlocksReusesThisMachinesProfile) {
+  testing::TempDir dir;
+  PlanOptions options;
+  options.predict = true;
+  options.profile_dir = (dir.path() / "profiles").string();
+  const auto config = small_cnn("strategy: ddp\n");
+  const auto first = *make_run_plan(config, options).prediction;
+  EXPECT_EQ(first.block_costs, "measured");
+  ASSERT_FALSE(first.profile_file.empty());
+  EXPECT_TRUE(std::filesystem::exists(first.profile_file));
+
+  auto other_lr = config;
+  other_lr.optimizer.lr = 0.5;  // changes nothing a block's time depends on
+  other_lr.name = "another";
+  const auto second = *make_run_plan(other_lr, options).prediction;
+  EXPECT_EQ(second.block_costs, "profile");
+  EXPECT_EQ(second.profile_file, first.profile_file);
+  EXPECT_EQ(second.block_costs_measured_ms, first.block_costs_measured_ms);
+  EXPECT_DOUBLE_EQ(second.stages[0].forward_ms, first.stages[0].forward_ms);
+  EXPECT_DOUBLE_EQ(second.stages[0].backward_ms, first.stages[0].backward_ms);
+  EXPECT_DOUBLE_EQ(second.step.step_ms, first.step.step_ms);
+
+  auto larger = config;
+  larger.batch_size = 32;
+  const auto third = *make_run_plan(larger, options).prediction;
+  EXPECT_EQ(third.block_costs, "measured");
+  EXPECT_NE(third.profile_file, first.profile_file);
+
+  std::ofstream(first.profile_file) << "{\"blocks\": [";
+  EXPECT_EQ(make_run_plan(config, options).prediction->block_costs, "measured");
+  EXPECT_EQ(make_run_plan(config, options).prediction->block_costs, "profile");
+  options.remeasure = true;
+  EXPECT_EQ(make_run_plan(config, options).prediction->block_costs, "measured");
 }
 
 TEST(RunPlan, EachBucketIsClosedByTheLowestBlockOfItsGradients) {

@@ -1,5 +1,6 @@
 #include "cli_plan.h"
 
+#include <QDateTime>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <fstream>
@@ -57,7 +58,16 @@ void print_summary(const json& plan) {
               << ", optimizer " << ms_text(stage.value("optimizer_ms", 0.0)) << ", all-reduce "
               << ms_text(stage.value("allreduce_ms", 0.0)) << "\n";
   }
-  std::cout << "  blocks timed here on " << p.value("micro_batch", 0) << " samples; links: "
+  const auto& blocks = p.value("block_costs", json::object());
+  if (blocks.value("source", "") == "profile")
+    std::cout << "  blocks from this machine's profile of "
+              << QDateTime::fromMSecsSinceEpoch(blocks.value("measured_ms", int64_t{0}))
+                     .toString("yyyy-MM-dd hh:mm")
+                     .toStdString()
+              << " (--remeasure times them again)";
+  else
+    std::cout << "  blocks timed here";
+  std::cout << " on " << p.value("micro_batch", 0) << " samples; links: "
             << (p["links"].is_null() ? std::string("none measured") : p["links"].get<std::string>())
             << "\n";
   for (const auto& note : p["notes"]) std::cout << "  note: " << note.get<std::string>() << "\n";
@@ -86,11 +96,13 @@ void add_plan_command(CLI::App& app, PlanCommand& plan) {
   plan.command->add_flag("--predict", plan.predict,
                          "predict the step from block times measured here and the newest "
                          "`flotilla nodes bench` of the nodes (docs/predict.md)");
+  plan.command->add_flag("--remeasure", plan.remeasure,
+                         "with --predict: time the blocks again, not this machine's kept profile");
   plan.command->add_flag("--json", plan.json, "print the engine's plan as JSON (docs/plan.md)");
 }
 
 EnginePlan engine_plan(const Store& store, const ExperimentConfig& config, bool measure,
-                       bool predict) {
+                       bool predict, bool remeasure) {
   QTemporaryDir dir;
   const auto config_file = dir.filePath("experiment.json").toStdString();
   std::ofstream(config_file) << to_json(config);
@@ -98,6 +110,7 @@ EnginePlan engine_plan(const Store& store, const ExperimentConfig& config, bool 
   if (measure) args << "--measure";
   if (predict) {
     args << "--predict";
+    if (remeasure) args << "--remeasure";
     if (config.slurm.enabled()) {
       std::cerr << "flotilla: a SLURM job's nodes are known only once it is allocated: the "
                    "prediction counts no communication\n";
@@ -145,7 +158,7 @@ std::optional<int> run_plan_command(Store& store, const PlanCommand& plan) {
   }
   if (!plan.nodes.empty()) config.nodes = split_list(plan.nodes);
 
-  const auto result = engine_plan(store, config, plan.measure, plan.predict);
+  const auto result = engine_plan(store, config, plan.measure, plan.predict, plan.remeasure);
   if (result.status != 0) return result.status;
   const auto out = result.json;
   if (plan.json) {

@@ -21,6 +21,7 @@ struct PlanCommand {
   std::string nodes;  // replaces the file's nodes, as `run --nodes` does
   bool measure = false;
   bool predict = false;
+  bool remeasure = false;  // time the blocks again, not this machine's profile of them
   bool json = false;
 };
 
@@ -34,7 +35,7 @@ struct EnginePlan {
   std::string json;
 };
 EnginePlan engine_plan(const Store& store, const ExperimentConfig& config, bool measure,
-                       bool predict);
+                       bool predict, bool remeasure = false);
 // "predicted step 25.6 ms = 1250.0 samples/s (links: ...)"; "" without a prediction.
 std::string prediction_line(const std::string& plan_json);
 

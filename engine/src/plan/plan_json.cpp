@@ -35,6 +35,10 @@ json prediction_json(const PredictionPlan& p) {
           {"boundary_ms", p.boundary_ms},
           {"codec_ms", p.codec_ms},
           {"links", p.links.empty() ? json(nullptr) : json(p.links)},
+          {"block_costs",
+           {{"source", p.block_costs},
+            {"measured_ms", p.block_costs_measured_ms},
+            {"profile", p.profile_file.empty() ? json(nullptr) : json(p.profile_file)}}},
           {"notes", p.notes},
           {"took_ms", p.took_ms}};
 }

@@ -6,6 +6,8 @@
 
 #include "codec/activation_codec.h"
 #include "optim/multi_tensor_optimizer.h"
+#include "plan/block_profile.h"
+#include "runtime/thread_pools.h"
 
 namespace flotilla {
 namespace {
@@ -175,7 +177,8 @@ LinkMeasurements parse_link_measurements(const std::string& json_text, const std
 
 PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& config,
                                 torch::nn::Sequential& model, const torch::Tensor& samples,
-                                const std::optional<LinkMeasurements>& links) {
+                                const std::optional<LinkMeasurements>& links,
+                                const PlanOptions& options) {
   const auto started = Clock::now();
   PredictionPlan out;
   out.micro_batch = std::min<int64_t>(plan.micro_batch_sizes.front(), samples.size(0));
@@ -188,10 +191,27 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   const auto device = samples.device();
 
   // The blocks as a rank runs them: a micro-batch through each, forward and
-  // backward, the first step's frozen prefix forward only.
-  const auto costs = with_frozen_prefix(
-      time_blocks_as_trained(model, samples.slice(0, 0, out.micro_batch)), plan.frozen_blocks);
-  const double optimizer_ms = optimizer_step_ms(config, model);
+  // backward, the first step's frozen prefix forward only; from this
+  // machine's profile of them when one is kept.
+  std::optional<BlockProfile> profile;
+  const std::filesystem::path profile_dir = options.profile_dir;
+  const auto key = profile_key(config, out.micro_batch, threads_per_rank(config, usable_cores()));
+  if (!profile_dir.empty() && !options.remeasure)
+    profile = load_block_profile(profile_dir, key, model->size());
+  if (profile) {
+    out.block_costs = "profile";
+  } else {
+    profile = BlockProfile{time_blocks_as_trained(model, samples.slice(0, 0, out.micro_batch)),
+                           optimizer_step_ms(config, model),
+                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count()};
+    if (!profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
+  }
+  out.block_costs_measured_ms = profile->measured_ms;
+  if (!profile_dir.empty()) out.profile_file = (profile_dir / (key + ".json")).string();
+  const auto costs = with_frozen_prefix(profile->costs, plan.frozen_blocks);
+  const double optimizer_ms = profile->optimizer_ms;
   const auto codec = make_codec(config.compression);
   if (codec && !plan.boundaries.empty())
     out.codec_ms = codec_round_trip_ms(*codec, plan.boundaries.front().shape, device);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "flotilla/engine/plan.h"
 #include "flotilla/protocol/experiment_config.h"
 #include "plan/run_plan.h"
 #include "plan/step_prediction.h"
@@ -36,8 +37,12 @@ LinkMeasurements parse_link_measurements(const std::string& json_text, const std
 // Measures the blocks (forward, backward at the micro-batch), the
 // optimizer's step and the codec's round trip on `model` and `samples` as a
 // rank would run them, and replays the plan's step on them and `links`.
+// With options.profile_dir, the block and optimizer times come from this
+// machine's profile of the same blocks when one is kept (block_profile.h),
+// and a new one is kept when they are timed.
 PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& config,
                                 torch::nn::Sequential& model, const torch::Tensor& samples,
-                                const std::optional<LinkMeasurements>& links);
+                                const std::optional<LinkMeasurements>& links,
+                                const PlanOptions& options);
 
 }  // namespace flotilla

@@ -337,7 +337,8 @@ RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options)
     plan.stages.push_back(std::move(stage));
   }
   plan.ranks = rank_placements(config);
-  if (options.predict) plan.prediction = predict_run_plan(plan, config, model, samples, links);
+  if (options.predict)
+    plan.prediction = predict_run_plan(plan, config, model, samples, links, options);
   plan.elapsed_ms = ms_since(started);
   return plan;
 }

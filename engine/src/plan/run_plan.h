@@ -87,7 +87,12 @@ struct PredictionPlan {
   std::vector<double> boundary_ms;  // per crossing: link + codec
   double codec_ms = 0;              // one encode + decode of a boundary's micro-batch
   std::string links;                // what the link model came from; "" none
-  std::vector<std::string> notes;   // what the prediction leaves out here
+  // Where the block and optimizer times came from: "measured" now, or
+  // "profile" (this machine's, measured at block_costs_measured_ms).
+  std::string block_costs = "measured";
+  int64_t block_costs_measured_ms = 0;
+  std::string profile_file;        // "" when no profile is kept
+  std::vector<std::string> notes;  // what the prediction leaves out here
   double took_ms = 0;
 };
 

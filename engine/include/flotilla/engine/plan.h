@@ -25,7 +25,16 @@ struct PlanOptions {
   bool predict = false;
   std::string links_json;
   std::string links_origin = "--links";  // named in errors
+  // Where predictions keep this machine's block profiles (block_profile.h)
+  // and reuse them; empty: the blocks are timed every time. remeasure: time
+  // them again and replace the profile.
+  std::string profile_dir;
+  bool remeasure = false;
 };
+
+// Where a prediction keeps this machine's block profiles: $FLOTILLA_PROFILE_DIR,
+// else $XDG_CACHE_HOME/flotilla/profiles, else ~/.cache/flotilla/profiles.
+std::string default_profile_dir();
 
 // The plan as one JSON document. Throws ConfigError for what the engine
 // refuses (a model that cannot take the data, --measure on a missing GPU or

@@ -1,0 +1,109 @@
+#include "plan/block_profile.h"
+
+#include "flotilla/engine/plan.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "runtime/thread_pools.h"
+#include "torch_adapter.h"
+
+namespace flotilla {
+namespace {
+
+using nlohmann::json;
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("unknown");
+}
+
+// FNV-1a, 64 bits: a file name, not a defence (the directory is the user's).
+std::string hash_hex(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+}  // namespace
+
+std::string default_profile_dir() {
+  if (const char* dir = std::getenv("FLOTILLA_PROFILE_DIR"); dir && *dir) return dir;
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache)
+    return (std::filesystem::path(cache) / "flotilla" / "profiles").string();
+  const char* home = std::getenv("HOME");
+  return (std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "flotilla" / "profiles")
+      .string();
+}
+
+std::string profile_key(const ExperimentConfig& config, int64_t micro_batch, int64_t threads) {
+  auto j = json::parse(to_json(config));
+  // What cannot change a block's time; everything else (model, data,
+  // precision, optimizer, freezing, anything added later) keys the profile.
+  for (const char* unrelated :
+       {"name", "nodes", "ranks_per_node", "replicas", "strategy", "schedule", "balance", "chunks",
+        "batch_size", "batch_scope", "epochs", "max_steps", "seed", "save", "limits", "slurm",
+        "elastic", "compression", "bucket_mb"})
+    j.erase(unrelated);
+  if (j.contains("optimizer") && j["optimizer"].is_object()) j["optimizer"].erase("lr");
+  const json key{{"config", j},         {"micro_batch", micro_batch}, {"threads", threads},
+                 {"host", host_name()}, {"cores", usable_cores()},    {"torch", torch_version()}};
+  return hash_hex(key.dump());
+}
+
+std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
+                                               const std::string& key, size_t blocks) {
+  std::ifstream in(dir / (key + ".json"));
+  if (!in) return std::nullopt;
+  const auto j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("blocks") || !j["blocks"].is_array() ||
+      j["blocks"].size() != blocks)
+    return std::nullopt;
+  BlockProfile profile;
+  for (const auto& b : j["blocks"]) {
+    if (!b.is_object() || !b.contains("forward_ms") || !b.contains("full_ms") ||
+        !b["forward_ms"].is_number() || !b["full_ms"].is_number())
+      return std::nullopt;
+    profile.costs.push_back({b["forward_ms"].get<double>(), b["full_ms"].get<double>()});
+  }
+  profile.optimizer_ms = j.value("optimizer_ms", 0.0);
+  profile.measured_ms = j.value("measured_ms", int64_t{0});
+  return profile;
+}
+
+void save_block_profile(const std::filesystem::path& dir, const std::string& key,
+                        const BlockProfile& profile) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  json blocks = json::array();
+  for (const auto& c : profile.costs)
+    blocks.push_back({{"forward_ms", c.forward_ms}, {"full_ms", c.full_ms}});
+  const auto file = dir / (key + ".json");
+  const auto temporary = dir / (key + ".json." + std::to_string(getpid()));
+  {
+    std::ofstream out(temporary);
+    if (!out) return;
+    out << json{{"blocks", blocks},
+                {"optimizer_ms", profile.optimizer_ms},
+                {"measured_ms", profile.measured_ms}}
+               .dump(1);
+    if (!out) {
+      std::filesystem::remove(temporary, error);
+      return;
+    }
+  }
+  std::filesystem::rename(temporary, file, error);
+  if (error) std::filesystem::remove(temporary, error);
+}
+
+}  // namespace flotilla

@@ -1,0 +1,39 @@
+#pragma once
+// A machine's profile of one model's blocks at one micro-batch: what a
+// prediction timed (docs/predict.md), kept in a file so that the next
+// prediction of the same blocks on the same machine reuses it instead of
+// timing them again (an edit of the nodes, the schedule or the learning
+// rate predicts at once). Keyed by everything that can change a block's
+// time: the config without what cannot (names, nodes, layout, lengths), the
+// micro-batch, the threads, the machine and LibTorch.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flotilla/protocol/experiment_config.h"
+#include "pipeline/elastic_plan.h"
+
+namespace flotilla {
+
+struct BlockProfile {
+  std::vector<BlockCost> costs;  // per block: forward, forward + backward
+  double optimizer_ms = 0;
+  int64_t measured_ms = 0;  // when, ms since the epoch
+};
+
+// The profile's file name: a hash of what it depends on.
+std::string profile_key(const ExperimentConfig& config, int64_t micro_batch, int64_t threads);
+
+// The profile under `key` in `dir`; nothing when there is none or it does not
+// read as one (it is measured again and overwritten).
+std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
+                                               const std::string& key, size_t blocks);
+// Written whole or not at all (a temporary file renamed); a directory that
+// cannot be written leaves the prediction without a profile, not failed.
+void save_block_profile(const std::filesystem::path& dir, const std::string& key,
+                        const BlockProfile& profile);
+
+}  // namespace flotilla
