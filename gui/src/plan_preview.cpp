@@ -245,10 +245,11 @@ void PlanPreview::setPredicting(bool on) {
 
 void PlanPreview::setLinkBenches(const QHash<QString, QString>& benches) {
   if (benches == link_benches_) return;
+  // A bench of the nodes shown that differs from the one the prediction
+  // used (a first one, or a newer one) changes the prediction.
+  const QString used = link_benches_.value(links_used_);
   link_benches_ = benches;
-  // A bench measured for the nodes shown changes the prediction.
-  if (pending_ && predict_->isChecked() &&
-      benches.value(links_key(*pending_)) != link_benches_.value(links_used_))
+  if (pending_ && predict_->isChecked() && benches.value(links_key(*pending_)) != used)
     debounce_.start(0);
 }
 

@@ -266,6 +266,19 @@ TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
   EXPECT_GT(predicted.exposed_ms, 1.0);
   EXPECT_GT(predicted.step_ms, 0.0);
   EXPECT_GT(alone_ms, 0.0);
+
+  // A newer bench of the same nodes predicts again on it.
+  auto newer = bench;
+  newer["source"] = "newer bench over gpu-a,gpu-b";
+  preview->setLinkBenches({{"gpu-a,gpu-b", QString::fromStdString(newer.dump())}});
+  wait_until(
+      [&] {
+        return preview->state() == PlanPreview::State::shown && preview->numbers().prediction &&
+               preview->numbers().prediction->links.startsWith("newer bench");
+      },
+      120s);
+  EXPECT_TRUE(preview->shownText().contains("links: newer bench over gpu-a,gpu-b"))
+      << preview->shownText().toStdString();
   designer.resize(1200, 800);
   designer.show();
   save_screenshot(designer, "designer-plan-prediction");

@@ -23,7 +23,9 @@ std::string host_name() {
   return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("unknown");
 }
 
-// FNV-1a, 64 bits: a file name, not a defence (the directory is the user's).
+// FNV-1a, 64 bits: the same name in every build and run (std::hash promises
+// neither), a file name, not a defence (the directory is the user's); the
+// engine links no Qt and so no QCryptographicHash.
 std::string hash_hex(const std::string& text) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : text) {

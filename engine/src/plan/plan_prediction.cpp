@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "codec/activation_codec.h"
 #include "optim/multi_tensor_optimizer.h"
@@ -115,13 +116,6 @@ std::vector<BlockCost> time_blocks_as_trained(torch::nn::Sequential& model,
   return costs;
 }
 
-// The first step's frozen prefix runs forward only.
-std::vector<BlockCost> with_frozen_prefix(std::vector<BlockCost> costs, int64_t frozen) {
-  for (int64_t b = 0; b < frozen && b < static_cast<int64_t>(costs.size()); ++b)
-    costs[static_cast<size_t>(b)].full_ms = costs[static_cast<size_t>(b)].forward_ms;
-  return costs;
-}
-
 double stage_trainable_share(const RunPlan& plan, const StagePlan& stage) {
   return plan.trainable > 0
              ? static_cast<double>(stage.trainable) / static_cast<double>(plan.trainable)
@@ -210,7 +204,13 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   }
   out.block_costs_measured_ms = profile->measured_ms;
   if (!profile_dir.empty()) out.profile_file = (profile_dir / (key + ".json")).string();
-  const auto costs = with_frozen_prefix(profile->costs, plan.frozen_blocks);
+  // Per block: forward, and backward (none for the first step's frozen prefix).
+  std::vector<double> block_forward, block_backward;
+  const auto full = costs_with_frozen(profile->costs, plan.frozen_blocks);
+  for (size_t b = 0; b < full.size(); ++b) {
+    block_forward.push_back(profile->costs[b].forward_ms);
+    block_backward.push_back(full[b] - profile->costs[b].forward_ms);
+  }
   const double optimizer_ms = profile->optimizer_ms;
   const auto codec = make_codec(config.compression);
   if (codec && !plan.boundaries.empty())
@@ -232,10 +232,8 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
 
   if (!plan.layout.pipelined) {
     predict::DdpInputs in;
-    for (const auto& c : costs) {
-      in.block_forward_ms.push_back(c.forward_ms);
-      in.block_backward_ms.push_back(c.full_ms - c.forward_ms);
-    }
+    in.block_forward_ms = block_forward;
+    in.block_backward_ms = block_backward;
     in.optimizer_ms = optimizer_ms;
     in.allreduce = allreduce;
     if (const auto& a = plan.stages.front().allreduce; a && communicates) {
@@ -246,10 +244,8 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     }
     out.step = predict::predict_ddp(in);
     PredictionPlan::Stage stage;
-    for (size_t b = 0; b < costs.size(); ++b) {
-      stage.forward_ms += in.block_forward_ms[b];
-      stage.backward_ms += in.block_backward_ms[b];
-    }
+    stage.forward_ms = std::accumulate(block_forward.begin(), block_forward.end(), 0.0);
+    stage.backward_ms = std::accumulate(block_backward.begin(), block_backward.end(), 0.0);
     stage.optimizer_ms = optimizer_ms;
     for (const auto& bucket : in.buckets)
       stage.allreduce_ms += allreduce.time_ms(bucket.second, in.ranks);
@@ -262,11 +258,12 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     in.replicas = plan.layout.replicas;
     for (const auto& stage : plan.stages) {
       predict::StageCost cost;
-      for (int64_t b = stage.first_block; b < stage.first_block + stage.blocks; ++b) {
-        cost.forward_ms += costs[static_cast<size_t>(b)].forward_ms;
-        cost.backward_ms +=
-            costs[static_cast<size_t>(b)].full_ms - costs[static_cast<size_t>(b)].forward_ms;
-      }
+      const auto first = static_cast<size_t>(stage.first_block);
+      const auto end = first + static_cast<size_t>(stage.blocks);
+      cost.forward_ms =
+          std::accumulate(block_forward.begin() + first, block_forward.begin() + end, 0.0);
+      cost.backward_ms =
+          std::accumulate(block_backward.begin() + first, block_backward.begin() + end, 0.0);
       cost.optimizer_ms = optimizer_ms * stage_trainable_share(plan, stage);
       if (stage.allreduce)
         cost.allreduce_bytes = static_cast<double>(stage.allreduce->bytes_per_step);
@@ -280,10 +277,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       in.boundary_codec_ms.push_back(out.codec_ms);
       largest = std::max(largest, static_cast<double>(boundary.activations.wire_bytes));
     }
-    if (links)
-      in.link = links->link_for(largest);
-    else
-      in.link = predict::LinkModel{};
+    if (links) in.link = links->link_for(largest);
     for (size_t b = 0; b < in.boundary_bytes.size(); ++b)
       out.boundary_ms.push_back(in.link.time_ms(in.boundary_bytes[b]) + in.boundary_codec_ms[b]);
     out.step = predict::predict_pipeline(in);
