@@ -31,7 +31,8 @@ flotilla::ExperimentConfig load_config(const std::string& path) {
 }
 
 int refuse(const std::string& config_path, const std::exception& e) {
-  std::cerr << "flotilla-train: " << config_path << ": invalid:\n" << e.what() << "\n";
+  // One write: ranks sharing a stderr file would interleave piecewise ones.
+  std::cerr << ("flotilla-train: " + config_path + ": invalid:\n" + e.what() + "\n");
   return 2;
 }
 
@@ -61,7 +62,7 @@ int print_plan(const std::string& config_path, flotilla::PlanOptions options,
   } catch (const flotilla::ConfigError& e) {
     return refuse(config_path, e);
   } catch (const std::exception& e) {
-    std::cerr << "flotilla-train: " << config_path << ": no plan: " << e.what() << "\n";
+    std::cerr << ("flotilla-train: " + config_path + ": no plan: " + e.what() + "\n");
     return 1;
   }
 }
@@ -161,8 +162,9 @@ int main(int argc, char** argv) {
     bench_options.table = quiet ? nullptr : &std::cerr;
     const auto result = flotilla::run_allreduce_bench(bench_options);
     if (!quiet && !result.message.empty())
-      std::cerr << "flotilla-train: all-reduce bench " << flotilla::records::name_of(result.outcome)
-                << ": " << result.message << "\n";
+      std::cerr << ("flotilla-train: all-reduce bench " +
+                    std::string(flotilla::records::name_of(result.outcome)) + ": " +
+                    result.message + "\n");
     return exit_status(result.outcome);
   }
 

@@ -28,12 +28,14 @@ void Trainer::consider_transition(int64_t epoch, int64_t next_batch) {
   // line as its last words, which its supervisor reports.
   const std::string what = "elastic transition before step " + std::to_string(global_step_ + 1) +
                            " from " + elastic_->layout.describe() + " to " + next.describe();
-  std::cerr << "flotilla-train: rank " << options_.env.rank << ": " << what << " begins"
-            << std::endl;
+  // Each line goes out in one write: the ranks of a node often share one
+  // stderr file, and unbuffered piecewise writes interleave mid-line.
+  const std::string said =
+      "flotilla-train: rank " + std::to_string(options_.env.rank) + ": " + what;
+  std::cerr << (said + " begins\n");
   try {
     transition(next, epoch, next_batch);
-    std::cerr << "flotilla-train: rank " << options_.env.rank << ": " << what << " done"
-              << std::endl;
+    std::cerr << (said + " done\n");
   } catch (const std::exception& e) {
     // A rank lost mid-way leaves the others in a collective that fails:
     // their words name what they were doing.
