@@ -15,6 +15,8 @@ packages=(
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libqt6sql6-sqlite libsqlite3-dev libgl-dev libglx-dev libopengl-dev
   sqlite3 xz-utils
   libssh-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
+  # Also carried in the engine source bundle that nodes build their engine from.
+  zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   openssh-server openssh-client iproute2 nftables procps locales

@@ -54,10 +54,19 @@ std::vector<std::string> validate_node(const NodeRow& n) {
     if (!std::filesystem::is_regular_file(n.key_file, ec))
       add("key_file", "no such file: " + n.key_file);
   }
-  for (const auto* field : {&n.remote_dir, &n.agent_path})
+  for (const auto* field : {&n.remote_dir, &n.agent_path, &n.torch_prefix})
     if (field->find_first_of(std::string("\n\r\0", 3)) != std::string::npos)
-      add(field == &n.remote_dir ? "remote_dir" : "agent_path",
+      add(field == &n.remote_dir   ? "remote_dir"
+          : field == &n.agent_path ? "agent_path"
+                                   : "torch",
           "must not contain line breaks or NUL");
+  if (!n.torch_prefix.empty()) {
+    if (n.torch_prefix.front() != '/')
+      add("torch",
+          "expected the absolute path of a LibTorch on the node, got \"" + n.torch_prefix + "\"");
+    if (n.kind == NodeKind::slurm || !n.agent_path.empty())
+      add("torch", "only a node that runs the deployed bundle builds its own engine");
+  }
   const std::pair<const char*, const std::string*> slurm_fields[] = {
       {"partition", &n.slurm_partition}, {"account", &n.slurm_account}};
   for (const auto& [field, value] : slurm_fields) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "agent_bundle.h"
+#include "engine_on_node.h"
 #include "flotilla/controller/paths.h"
 #include "ssh_session.h"
 
@@ -146,11 +147,71 @@ class SshConnection final : public NodeConnection {
           std::string(kCheckBundle) +
           " >&2 || { echo \"flotilla: the agent bundle in $1 does not match its hash; "
           "not started\" >&2; exit 126; }\n"
-          "exec env LD_LIBRARY_PATH=\"$1\" \"$1/flotilla-agent\" --home \"$3\"";
+          "bundle=$1 home=$3; shift 3\n"
+          "exec env LD_LIBRARY_PATH=\"$bundle\" \"$bundle/flotilla-agent\" --home \"$home\" \"$@\"";
       argv = {
           "sh", "-c", script, "sh", report.bundle_dir, bundle_checksums_, remote_dir_ + "/home"};
     }
+    if (use_built_engine_ && !node_.engine_json.empty()) {
+      // A stale one (or none to compare with) leaves the bundle's engine:
+      // stopping and following runs need none, and placement_problems
+      // refuses to start a run on a node whose engine is stale.
+      std::optional<std::string> engine;
+      try {
+        engine = engine_to_run(node_, EngineSource::beside(agent_binary_).hash);
+      } catch (const std::exception&) {
+      }
+      if (engine) {
+        argv.push_back("--train-binary");
+        argv.push_back(*engine);
+      }
+    }
     return session_->start(argv);
+  }
+
+  BuiltEngine build_engine(const std::filesystem::path& source_tarball,
+                           const std::string& source_hash, const std::string& torch_prefix,
+                           const std::function<void(const std::string&)>& progress) override {
+    const std::string dir = remote_dir_ + "/engines/" + source_hash;
+    const std::string archive = dir + "/source.tar.gz";
+    if (!session_->exists(archive)) {
+      session_->make_directories(dir);
+      // Under another name until whole: a lost connection leaves no half archive.
+      session_->upload(source_tarball, archive + ".part", 0644);
+      const auto moved =
+          session_->run({"mv", "-f", archive + ".part", archive}, std::chrono::seconds(30));
+      if (moved.exit_status != 0)
+        throw std::runtime_error("node " + node_.name + ": cannot keep " + archive + ": " +
+                                 one_line(moved.err));
+    }
+    // Unpacked once per source bundle; the script then builds once per LibTorch.
+    const std::string script =
+        "cd -- \"$1\" || exit 1\n"
+        "if [ ! -e src/.complete ]; then rm -rf src && mkdir src && "
+        "tar -xzf source.tar.gz -C src && : > src/.complete || "
+        "{ echo \"engine build: cannot unpack $1/source.tar.gz\" >&2; exit 1; }; fi\n"
+        "exec sh src/scripts/build_engine_on_node.sh \"$2\" .";
+    std::string last;
+    const auto result = session_->run({"sh", "-c", script, "sh", dir, torch_prefix},
+                                      std::chrono::minutes(60), [&](const std::string& line) {
+                                        if (line.rfind("FLOTILLA_ENGINE ", 0) == 0) return;
+                                        last = line;
+                                        if (progress) progress(line);
+                                      });
+    if (result.exit_status != 0) {
+      // The script's one line naming what is missing comes last on stderr.
+      std::string err = result.err;
+      while (!err.empty() && err.back() == '\n') err.pop_back();
+      const auto from = err.rfind("engine build: ");
+      throw std::runtime_error("node " + node_.name + ": " +
+                               (from == std::string::npos
+                                    ? "the engine build failed: " + one_line(err)
+                                    : err.substr(from)));
+    }
+    auto engine = engine_from_build_output(result.out);
+    engine.source = source_hash;
+    engine.torch_prefix = torch_prefix;
+    return {node_engine_json(engine), last};
   }
 
   std::string address() const override { return node_.host; }
@@ -164,6 +225,13 @@ class SshConnection final : public NodeConnection {
 };
 
 }  // namespace
+
+NodeConnection::BuiltEngine NodeConnection::build_engine(
+    const std::filesystem::path&, const std::string&, const std::string&,
+    const std::function<void(const std::string&)>&) {
+  throw std::runtime_error(
+      "this machine runs the engine beside flotilla; it builds none for itself");
+}
 
 std::filesystem::path default_known_hosts() {
   return std::filesystem::path(

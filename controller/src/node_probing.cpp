@@ -6,18 +6,53 @@
 #include <algorithm>
 #include <future>
 
+#include "agent_bundle.h"
+#include "engine_on_node.h"
 #include "flotilla/controller/nodes.h"
+#include "flotilla/controller/paths.h"
 #include "node_access.h"
 #include "node_connection.h"
 
 namespace flotilla::controller {
 namespace {
 
-ProbeOutcome probe_one(const NodeRow& node, const ConnectOptions& options) {
+// Builds the node's own engine when the bundle's cannot serve it
+// (engine_on_node.h), or finds it built; says what in `out`.
+void build_own_engine(const NodeRow& node, const protocol::ProbeReply& probe,
+                      const ConnectOptions& options, NodeConnection& connection, ProbeOutcome& out,
+                      const ProbeProgress& progress) {
+  const auto agent_binary =
+      options.agent_binary.empty() ? sibling_program("flotilla-agent") : options.agent_binary;
+  // Only a node with GPUs asks what the bundle's engine links: ldd of it.
+  const bool bundle_has_cuda =
+      !probe.gpus.empty() &&
+      AgentBundle::beside(agent_binary).library("libtorch_cuda.so").has_value();
+  const auto reason = own_engine_reason(node, probe, bundle_has_cuda);
+  if (reason.empty()) {
+    if (!node.engine_json.empty()) out.engine_json = "";  // back to the bundle's
+    return;
+  }
+  try {
+    const auto source = EngineSource::beside(agent_binary);
+    if (progress) progress(node.name, "engine: " + reason + "; building it there if not built");
+    const auto built = connection.build_engine(source.tarball, source.hash, node.torch_prefix,
+                                               [&](const std::string& line) {
+                                                 if (progress) progress(node.name, line);
+                                               });
+    out.engine_json = built.json;
+    out.engine = built.said;
+  } catch (const std::exception& e) {
+    out.engine_error = e.what();
+  }
+}
+
+ProbeOutcome probe_one(const NodeRow& node, const ConnectOptions& options,
+                       const ProbeProgress& progress) {
   ProbeOutcome out;
   out.node = node.name;
   try {
     auto connection = NodeConnection::open(node, options);
+    connection->start_without_built_engine();
     // start_agent deploys first; what it did is its last_deploy.
     const auto probe = probe_agent(node.name, connection->start_agent(), options.timeout,
                                    node.kind == NodeKind::slurm);
@@ -38,6 +73,7 @@ ProbeOutcome probe_one(const NodeRow& node, const ConnectOptions& options) {
                           : std::to_string(deployed.files_uploaded) + " files, " +
                                 std::to_string(deployed.bytes_uploaded) + " bytes uploaded");
     if (!deployed.replaced.empty()) out.deployed += " (" + deployed.replaced + ")";
+    build_own_engine(node, probe, options, *connection, out, progress);
   } catch (const HostKeyError& e) {
     out.error = e.what();
     out.host_key = e.kind();
@@ -71,23 +107,26 @@ std::optional<protocol::ProbeReply> parse_probe(const std::string& probe_json) {
 
 std::vector<ProbeOutcome> probe_nodes(Store& store, const std::vector<std::string>& names,
                                       const ConnectOptions& options,
-                                      const std::function<void(const ProbeOutcome&)>& on_each) {
+                                      const std::function<void(const ProbeOutcome&)>& on_each,
+                                      const ProbeProgress& on_progress) {
   // Every node at once: probing N nodes costs about one node's time.
   std::vector<std::future<ProbeOutcome>> probing;
   for (const auto& name : names) {
     const auto node = store.node(name);
-    probing.push_back(std::async(std::launch::async, [&store, node, name, options, &on_each] {
-      ProbeOutcome out;
-      if (!node) {
-        out.node = name;
-        out.error = "no node \"" + name + "\" in " + store.path().toStdString();
-      } else {
-        out = probe_one(*node, options);
-        if (out.reached) store.save_probe(name, out.probe_json);
-      }
-      if (on_each) on_each(out);
-      return out;
-    }));
+    probing.push_back(
+        std::async(std::launch::async, [&store, node, name, options, &on_each, &on_progress] {
+          ProbeOutcome out;
+          if (!node) {
+            out.node = name;
+            out.error = "no node \"" + name + "\" in " + store.path().toStdString();
+          } else {
+            out = probe_one(*node, options, on_progress);
+            if (out.reached) store.save_probe(name, out.probe_json);
+            if (out.engine_json) store.save_engine(name, *out.engine_json);
+          }
+          if (on_each) on_each(out);
+          return out;
+        }));
   }
   std::vector<ProbeOutcome> outcomes;
   for (auto& p : probing) outcomes.push_back(p.get());
@@ -160,6 +199,18 @@ std::vector<std::string> placement_problems(const ExperimentConfig& config,
       problems.push_back("nodes: \"" + name + "\" is not a known node (known: " + join_list(known) +
                          ")");
       continue;
+    }
+    // An engine built on the node from other sources or another LibTorch
+    // would run a rank that does not speak this controller's records.
+    if (!node->engine_json.empty()) {
+      std::string stale;
+      try {
+        stale =
+            engine_staleness(*node, EngineSource::beside(sibling_program("flotilla-agent")).hash);
+      } catch (const std::exception& e) {
+        stale = "node " + name + " runs an engine built there, but " + e.what();
+      }
+      if (!stale.empty()) problems.push_back("nodes: " + stale);
     }
     // A SLURM login node's own GPUs are not the job's (slurm.gpus_per_node).
     if (config.device != DeviceKind::cuda || node->kind == NodeKind::slurm) continue;

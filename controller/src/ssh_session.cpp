@@ -302,8 +302,19 @@ std::string SshSession::describe() const {
   return impl_->where();
 }
 
+namespace {
+// Hands each whole line of `out` after `said` to `on_line`.
+void emit_lines(const std::function<void(const std::string&)>& on_line, const std::string& out,
+                size_t& said) {
+  if (!on_line) return;
+  for (size_t end; (end = out.find('\n', said)) != std::string::npos; said = end + 1)
+    on_line(out.substr(said, end - said));
+}
+}  // namespace
+
 SshSession::Result SshSession::run(const std::vector<std::string>& argv,
-                                   std::chrono::milliseconds timeout) {
+                                   std::chrono::milliseconds timeout,
+                                   const std::function<void(const std::string&)>& on_line) {
   const auto command = command_line(argv);
   std::unique_lock lock(mutex_);
   ssh_channel channel = ssh_channel_new(impl_->session);
@@ -315,6 +326,7 @@ SshSession::Result SshSession::run(const std::vector<std::string>& argv,
   }
   ssh_channel_send_eof(channel);
   Result result;
+  size_t said = 0;  // how much of result.out went to on_line
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[16384];
   while (!ssh_channel_is_eof(channel)) {
@@ -332,6 +344,7 @@ SshSession::Result SshSession::run(const std::vector<std::string>& argv,
       }
       if (n > 0) (is_stderr ? result.err : result.out).append(buffer, static_cast<size_t>(n));
     }
+    emit_lines(on_line, result.out, said);
   }
   // What is still buffered after EOF.
   for (int is_stderr : {0, 1})
@@ -340,6 +353,8 @@ SshSession::Result SshSession::run(const std::vector<std::string>& argv,
       if (n <= 0) break;
       (is_stderr ? result.err : result.out).append(buffer, static_cast<size_t>(n));
     }
+  emit_lines(on_line, result.out, said);
+  if (on_line && said < result.out.size()) on_line(result.out.substr(said));
   result.exit_status = ssh_channel_get_exit_status(channel);
   ssh_channel_close(channel);
   ssh_channel_free(channel);

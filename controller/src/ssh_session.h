@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <mutex>
@@ -70,7 +71,9 @@ class SshSession : public std::enable_shared_from_this<SshSession> {
     std::string out, err;
   };
   // Runs `argv` (each word quoted) and waits for it; throws on a broken connection or timeout.
-  Result run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+  // `on_line`, when given, is called with each line of its stdout as it comes.
+  Result run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+             const std::function<void(const std::string&)>& on_line = {});
   // A long-running remote process: its stdin and stdout as a Transport, which
   // keeps this session alive.
   std::unique_ptr<Transport> start(const std::vector<std::string>& argv);

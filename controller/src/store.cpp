@@ -496,7 +496,7 @@ std::vector<std::string> Store::node_names() const {
 namespace {
 constexpr const char* kNodeColumns =
     "name, host, port, user, key_file, remote_dir, tags, agent_path, probe_json, probed_ms, kind, "
-    "slurm_partition, slurm_account";
+    "slurm_partition, slurm_account, torch_prefix, engine_json";
 NodeRow node_at(Sql& q) {
   NodeRow n;
   n.name = ss(q.at(0));
@@ -512,6 +512,8 @@ NodeRow node_at(Sql& q) {
   n.kind = ss(q.at(10)) == "slurm" ? NodeKind::slurm : NodeKind::ssh;
   n.slurm_partition = ss(q.at(11));
   n.slurm_account = ss(q.at(12));
+  n.torch_prefix = ss(q.at(13));
+  n.engine_json = ss(q.at(14));
   return n;
 }
 }  // namespace
@@ -540,9 +542,10 @@ void Store::add_node(const NodeRow& n) {
     if (q.next()) throw StoreError("node \"" + n.name + "\" exists already");
     q.run(
         "INSERT INTO nodes (name, host, port, user, key_file, remote_dir, tags, agent_path, kind, "
-        "slurm_partition, slurm_account) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "slurm_partition, slurm_account, torch_prefix) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         {qs(n.name), qs(n.host), n.port, qs(n.user), qs(n.key_file), qs(n.remote_dir), qs(n.tags),
-         qs(n.agent_path), qs(node_kind_name(n.kind)), qs(n.slurm_partition), qs(n.slurm_account)});
+         qs(n.agent_path), qs(node_kind_name(n.kind)), qs(n.slurm_partition), qs(n.slurm_account),
+         qs(n.torch_prefix)});
   });
 }
 
@@ -577,10 +580,18 @@ void Store::update_node(const NodeRow& n) {
                        "; kill it or let it end before changing how it is reached");
     q.run(
         "UPDATE nodes SET host = ?, port = ?, user = ?, key_file = ?, remote_dir = ?, tags = ?, "
-        "agent_path = ?, kind = ?, slurm_partition = ?, slurm_account = ? WHERE name = ?",
+        "agent_path = ?, kind = ?, slurm_partition = ?, slurm_account = ?, torch_prefix = ? "
+        "WHERE name = ?",
         {qs(n.host), n.port, qs(n.user), qs(n.key_file), qs(n.remote_dir), qs(n.tags),
          qs(n.agent_path), qs(node_kind_name(n.kind)), qs(n.slurm_partition), qs(n.slurm_account),
-         qs(n.name)});
+         qs(n.torch_prefix), qs(n.name)});
+  });
+}
+
+void Store::save_engine(const std::string& name, const std::string& engine_json) {
+  write_and_wait([&](QSqlDatabase& db) {
+    Sql q(db, path_);
+    q.run("UPDATE nodes SET engine_json = ? WHERE name = ?", {qs(engine_json), qs(name)});
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <new>
@@ -36,6 +37,12 @@
 #endif
 
 namespace flotilla {
+
+std::string engine_program() {
+  std::error_code ec;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : path.string();
+}
 
 std::string torch_version() {
   return TORCH_VERSION;

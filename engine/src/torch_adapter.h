@@ -27,6 +27,8 @@ class PendingCollective;
 class PhaseTimer;
 
 std::string torch_version();
+// The running program's path (/proc/self/exe); empty where that cannot be read.
+std::string engine_program();
 // Whether this LibTorch was built with CUDA, and a GPU is visible.
 bool cuda_compiled();
 bool cuda_usable();

@@ -159,6 +159,7 @@ Trainer::Trainer(const TrainOptions& options)
   start.blas = result_.blas = blas_info().name;
   start.blas_threads = result_.blas_threads = blas_threads();
   start.torch_version = torch_version();
+  start.engine = engine_program();
   start.precision = name_of(config_.precision);
   if (gradient_comm_) start.gradient_dtype = dtype_name(gradient_dtype_);
   if (pipeline_) start.boundary_dtype = dtype_name(compute_dtype_);

@@ -327,6 +327,8 @@ void ControllerWorker::emitNodes(bool only_changes) {
     item.slurm = n.kind == controller::NodeKind::slurm;
     item.slurm_partition = QString::fromStdString(n.slurm_partition);
     item.slurm_account = QString::fromStdString(n.slurm_account);
+    item.torch_prefix = QString::fromStdString(n.torch_prefix);
+    item.engine = QString::fromStdString(controller::engine_summary(n));
     item.probe_json = QString::fromStdString(n.probe_json);
     item.probed_ms = n.probed_ms.value_or(0);
     for (const auto& run : store_->live_runs_on(n.name))
@@ -366,6 +368,7 @@ controller::NodeRow node_row_of(const NodeItem& n) {
   row.kind = n.slurm ? controller::NodeKind::slurm : controller::NodeKind::ssh;
   row.slurm_partition = n.slurm_partition.toStdString();
   row.slurm_account = n.slurm_account.toStdString();
+  row.torch_prefix = n.torch_prefix.toStdString();
   return row;
 }
 
@@ -411,18 +414,25 @@ void ControllerWorker::probeNodes(const QStringList& names) {
   std::vector<std::string> list;
   for (const auto& n : names) list.push_back(n.toStdString());
   background_.start([this, list, names, options = connect_] {
-    controller::probe_nodes(*store_, list, options, [this](const controller::ProbeOutcome& out) {
-      NodeProbeResult result;
-      result.node = QString::fromStdString(out.node);
-      result.reached = out.reached;
-      result.error = QString::fromStdString(out.error);
-      if (out.host_key)
-        result.host_key = *out.host_key == controller::HostKeyError::Kind::unknown
-                              ? NodeProbeResult::HostKey::unknown
-                              : NodeProbeResult::HostKey::changed;
-      result.fingerprint = QString::fromStdString(out.fingerprint);
-      emit nodeProbed(result);  // queued to the window
-    });
+    const auto progress = [this](const std::string& node, const std::string& line) {
+      emit nodeProgress(QString::fromStdString(node), QString::fromStdString(line));
+    };
+    controller::probe_nodes(
+        *store_, list, options,
+        [this](const controller::ProbeOutcome& out) {
+          NodeProbeResult result;
+          result.node = QString::fromStdString(out.node);
+          result.reached = out.reached;
+          result.error = QString::fromStdString(out.error);
+          if (out.host_key)
+            result.host_key = *out.host_key == controller::HostKeyError::Kind::unknown
+                                  ? NodeProbeResult::HostKey::unknown
+                                  : NodeProbeResult::HostKey::changed;
+          result.fingerprint = QString::fromStdString(out.fingerprint);
+          result.engine_error = QString::fromStdString(out.engine_error);
+          emit nodeProbed(result);  // queued to the window
+        },
+        progress);
     emit probesFinished(names);
     // The store has the answers: list them again, from this worker's own thread.
     QMetaObject::invokeMethod(this, &ControllerWorker::refresh, Qt::QueuedConnection);

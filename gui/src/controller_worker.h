@@ -51,15 +51,18 @@ struct NodeItem {
   int port = 22;
   bool slurm = false;  // a SLURM cluster's login node
   QString slurm_partition, slurm_account;
-  QString probe_json;  // empty: never probed
+  QString torch_prefix;  // the LibTorch its own engine is built against; empty: none named
+  QString engine;        // which engine its runs use (controller::engine_summary)
+  QString probe_json;    // empty: never probed
   qint64 probed_ms = 0;
   QStringList live_runs;
   bool operator==(const NodeItem& o) const {
     return std::tie(name, host, user, key_file, remote_dir, tags, agent_path, port, slurm,
-                    slurm_partition, slurm_account, probe_json, probed_ms,
+                    slurm_partition, slurm_account, torch_prefix, engine, probe_json, probed_ms,
                     live_runs) == std::tie(o.name, o.host, o.user, o.key_file, o.remote_dir, o.tags,
                                            o.agent_path, o.port, o.slurm, o.slurm_partition,
-                                           o.slurm_account, o.probe_json, o.probed_ms, o.live_runs);
+                                           o.slurm_account, o.torch_prefix, o.engine, o.probe_json,
+                                           o.probed_ms, o.live_runs);
   }
 };
 
@@ -89,7 +92,8 @@ struct NodeProbeResult {
   bool reached = false;
   QString error;  // why not, when not reached
   enum class HostKey { fine, unknown, changed } host_key = HostKey::fine;
-  QString fingerprint;  // of an unknown or changed host key
+  QString fingerprint;   // of an unknown or changed host key
+  QString engine_error;  // reached, but the engine it needs could not be built there
 };
 
 class ControllerWorker : public QObject,
@@ -175,6 +179,8 @@ class ControllerWorker : public QObject,
   void nodeProbed(const flotilla::gui::NodeProbeResult& result);
   // Every node of one probeNodes() call is done.
   void probesFinished(const QStringList& names);
+  // A line of a node's engine build, as it comes (ProbeProgress).
+  void nodeProgress(const QString& node, const QString& line);
   void compared(std::shared_ptr<const flotilla::controller::CompareTable> table, quint64 request);
   // Every problem of the request, one a line (unknown run, baseline not among the runs).
   void compareFailed(const QString& message, quint64 request);

@@ -451,6 +451,7 @@ void MainWindow::connectWorker() {
   connect(worker_, &ControllerWorker::linkBenchesChanged, form_,
           &ExperimentDesigner::setLinkBenches);
   connect(worker_, &ControllerWorker::nodeProbed, nodes_view_, &NodesView::nodeProbed);
+  connect(worker_, &ControllerWorker::nodeProgress, nodes_view_, &NodesView::nodeProgress);
   connect(worker_, &ControllerWorker::nodeRefused, nodes_view_, &NodesView::showRefusal);
   connect(worker_, &ControllerWorker::opened, this,
           [this](const QString& db) { statusBar()->showMessage("Database " + db); });

@@ -37,6 +37,7 @@ NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent)
       {"remote_dir", "Remote folder", "empty: ~/.flotilla"},
       {"tags", "Tags", "comma-separated, e.g. gpu,a100"},
       {"agent_path", "Installed agent", "empty: deploy the bundle"},
+      {"torch", "LibTorch there", "empty: the bundled engine (python3's torch for GPUs)"},
       {"partition", "SLURM partition", "empty: the cluster's default"},
       {"account", "SLURM account", "empty: the login's default"},
   };
@@ -90,6 +91,7 @@ NodeDialog::NodeDialog(const std::optional<NodeItem>& existing, QWidget* parent)
     fields_["remote_dir"]->setText(existing->remote_dir);
     fields_["tags"]->setText(existing->tags);
     fields_["agent_path"]->setText(existing->agent_path);
+    fields_["torch"]->setText(existing->torch_prefix);
     slurm_->setChecked(existing->slurm);
     fields_["partition"]->setText(existing->slurm_partition);
     fields_["account"]->setText(existing->slurm_account);
@@ -116,6 +118,7 @@ NodeItem NodeDialog::node() const {
   n.remote_dir = fields_["remote_dir"]->text();
   n.tags = fields_["tags"]->text().trimmed();
   n.agent_path = fields_["agent_path"]->text();
+  n.torch_prefix = fields_["torch"]->text().trimmed();
   n.slurm = slurm_->isChecked();
   n.slurm_partition = fields_["partition"]->text().trimmed();
   n.slurm_account = fields_["account"]->text().trimmed();

@@ -17,6 +17,11 @@
 namespace flotilla::gui {
 namespace {
 
+// A State that is said in red: the node is out of reach or cannot run.
+bool is_trouble(const QString& state) {
+  return state.startsWith("unreachable") || state.contains("engine was not built");
+}
+
 QString gib(int64_t bytes) {
   return QString::fromStdString(format_fixed(double(bytes) / (1024.0 * 1024 * 1024), 1)) + " GiB";
 }
@@ -35,7 +40,8 @@ NodesView::NodesView(QWidget* parent) : QWidget(parent) {
   table_ = new QTableWidget(0, kColumns);
   table_->setObjectName("nodeTable");
   table_->setHorizontalHeaderLabels({"Name", "Host", "User", "State", "OS", "CPUs", "Memory",
-                                     "GPUs", "Free disk", "Last probe", "Cluster", "Live runs"});
+                                     "GPUs", "Free disk", "Last probe", "Cluster", "Engine",
+                                     "Live runs"});
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -91,9 +97,13 @@ NodesView::NodesView(QWidget* parent) : QWidget(parent) {
 }
 
 QString NodesView::stateOf(const NodeItem& node) const {
-  if (in_flight_.contains(node.name)) return "probing…";
+  if (in_flight_.contains(node.name))
+    return build_lines_.contains(node.name) ? "probing: " + build_lines_.value(node.name)
+                                            : "probing…";
   if (const auto it = unreachable_.find(node.name); it != unreachable_.end())
     return "unreachable: " + it.value();
+  if (const auto it = engine_problems_.find(node.name); it != engine_problems_.end())
+    return "reachable; its engine was not built: " + it.value();
   if (node.probe_json.isEmpty()) return "never probed";
   return "reachable";
 }
@@ -125,12 +135,12 @@ void NodesView::showNodes(const QVector<NodeItem>& nodes) {
                           : QString("SLURM (not probed yet)");
     if (n.probed_ms > 0)
       cells[kProbed] = QDateTime::fromMSecsSinceEpoch(n.probed_ms).toString("yyyy-MM-dd HH:mm:ss");
+    cells[kEngine] = n.engine;
     cells[kLiveRuns] = n.live_runs.isEmpty() ? QString("none") : n.live_runs.join(", ");
     for (int column = 0; column < kColumns; ++column) {
       auto* item = new QTableWidgetItem(cells[column]);
       item->setToolTip(cells[column]);
-      if (column == kState && cells[column].startsWith("unreachable"))
-        item->setForeground(QColor("#c62828"));
+      if (column == kState && is_trouble(cells[column])) item->setForeground(QColor("#c62828"));
       table_->setItem(row, column, item);
     }
     if (selected.contains(n.name)) table_->selectRow(row);
@@ -151,8 +161,11 @@ void NodesView::restoreColumns(const QByteArray& state) {
 
 void NodesView::nodeProbed(const NodeProbeResult& result) {
   in_flight_.remove(result.node);
+  build_lines_.remove(result.node);
+  engine_problems_.remove(result.node);
   if (result.reached) {
     unreachable_.remove(result.node);
+    if (!result.engine_error.isEmpty()) engine_problems_[result.node] = result.engine_error;
   } else if (result.host_key == NodeProbeResult::HostKey::unknown) {
     unreachable_[result.node] = "host key not trusted yet";
     // Still in the round while the person decides: another node's answer
@@ -190,17 +203,26 @@ void NodesView::nodeProbed(const NodeProbeResult& result) {
     unreachable_[result.node] = result.error;
   }
   // The row's state now; the refreshed list (with the stored answer) follows.
+  showState(result.node, result.reached);
+  showProgress();
+}
+
+void NodesView::nodeProgress(const QString& node, const QString& line) {
+  if (!in_flight_.contains(node)) return;
+  build_lines_[node] = line;
+  showState(node, false);
+}
+
+void NodesView::showState(const QString& node, bool reached) {
   for (int row = 0; row < table_->rowCount(); ++row)
-    if (table_->item(row, kName)->text() == result.node) {
-      const QString state = stateOf(nodes_[row]) == "never probed" && result.reached
+    if (table_->item(row, kName)->text() == node) {
+      const QString state = stateOf(nodes_[row]) == "never probed" && reached
                                 ? QString("reachable")
                                 : stateOf(nodes_[row]);
       table_->item(row, kState)->setText(state);
       table_->item(row, kState)->setToolTip(state);
-      table_->item(row, kState)
-          ->setForeground(state.startsWith("unreachable") ? QColor("#c62828") : QColor());
+      table_->item(row, kState)->setForeground(is_trouble(state) ? QColor("#c62828") : QColor());
     }
-  showProgress();
 }
 
 void NodesView::showRefusal(const QString& message) {
@@ -232,10 +254,16 @@ void NodesView::showProgress() {
   progress_->setFormat("%v of %m probed");
   if (in_flight_.isEmpty() && message_->text().startsWith("Probing")) {
     const int failed = int(unreachable_.size());
-    message_->setText(failed == 0 ? QString("Every node answered.")
-                                  : QString::number(failed) +
-                                        " unreachable; the State column "
-                                        "says why.");
+    QString said = failed == 0 ? QString("Every node answered.")
+                               : QString::number(failed) +
+                                     " unreachable; the State column "
+                                     "says why.";
+    // A build's reason is long for a cell: said whole here.
+    for (auto it = engine_problems_.begin(); it != engine_problems_.end(); ++it)
+      said += "\n" + it.key() + ": its engine was not built: " + it.value();
+    message_->setText(said);
+    message_->setStyleSheet(failed == 0 && engine_problems_.isEmpty() ? QString()
+                                                                      : "color: #c62828;");
   }
   updateButtons();
 }

@@ -38,6 +38,7 @@ class NodesView : public QWidget {
     kDisk,
     kProbed,
     kCluster,  // a SLURM login node's cluster: partitions, nodes, GPUs
+    kEngine,   // the bundle's flotilla-train or the one built on the node
     kLiveRuns,
     kColumns
   };
@@ -56,6 +57,8 @@ class NodesView : public QWidget {
   // From the worker.
   void showNodes(const QVector<NodeItem>& nodes);
   void nodeProbed(const NodeProbeResult& result);
+  // A line of a node's engine build while its probe runs: its State cell.
+  void nodeProgress(const QString& node, const QString& line);
   void showRefusal(const QString& message);
 
   // The Add and Edit buttons' dialog, for tests to drive; normally modal.
@@ -76,11 +79,15 @@ class NodesView : public QWidget {
   void updateButtons();
   void showProgress();
   QString stateOf(const NodeItem& node) const;
+  // `node`'s State cell from stateOf (`reached`: the probe that just ended answered).
+  void showState(const QString& node, bool reached);
 
   QVector<NodeItem> nodes_;
   // Why the last probe of this session did not reach a node; kept until a
   // probe reaches it (the store keeps only answers).
   QMap<QString, QString> unreachable_;
+  QMap<QString, QString> build_lines_;      // the engine build's last line, while probing
+  QMap<QString, QString> engine_problems_;  // reached, but its engine could not be built
   QSet<QString> in_flight_;
   int batch_size_ = 0;
   bool columns_restored_ = false;  // or set by the person: kept, never fitted again

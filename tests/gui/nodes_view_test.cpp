@@ -26,6 +26,7 @@
 #include "dashboard.h"
 #include "designer_form.h"
 #include "experiment_designer.h"
+#include "flotilla/controller/nodes.h"
 #include "flotilla/controller/store.h"
 #include "main_window.h"
 #include "node_dialog.h"
@@ -135,6 +136,57 @@ TEST(NodeDialog, PartitionAndAccountBelongToASlurmLoginNodeAlone) {
   EXPECT_TRUE(dialog.messageAt("partition").startsWith("partition: only a SLURM node"))
       << dialog.messageAt("partition").toStdString();
   EXPECT_FALSE(dialog.findChild<QPushButton*>("nodeOk")->isEnabled());
+}
+
+TEST(NodeDialog, ALibTorchToBuildAgainstIsAnAbsolutePathAndShowsInTheEngineColumn) {
+  NodeDialog dialog(std::nullopt);
+  dialog.field("name")->setText("gpu1");
+  dialog.field("host")->setText("10.0.0.7");
+  dialog.field("torch")->setText("libtorch");
+  EXPECT_TRUE(dialog.messageAt("torch").startsWith("torch: expected the absolute path"))
+      << dialog.messageAt("torch").toStdString();
+  EXPECT_FALSE(dialog.findChild<QPushButton*>("nodeOk")->isEnabled());
+  dialog.field("torch")->setText("/opt/libtorch");
+  EXPECT_TRUE(dialog.problems().isEmpty()) << dialog.problems().join("; ").toStdString();
+  EXPECT_EQ(dialog.node().torch_prefix, "/opt/libtorch");
+
+  // The view says which engine the node's runs use, and a failed build in red.
+  NodesView view;
+  NodeItem item = dialog.node();
+  item.engine = QString::fromStdString(controller::engine_summary(node_row_of(item)));
+  item.probe_json = "{}";
+  // A node whose engine was built, beside it.
+  controller::NodeRow built_row = node_row_of(item);
+  built_row.name = "gpu2";
+  built_row.engine_json =
+      R"({"path":"/e/flotilla-train","torch_version":"2.5.1","torch_prefix":"/opt/libtorch",)"
+      R"("cuda":true})";
+  NodeItem built = item;
+  built.name = "gpu2";
+  built.engine = QString::fromStdString(controller::engine_summary(built_row));
+  view.showNodes({item, built});
+  EXPECT_EQ(view.cell("gpu1", NodesView::kEngine), "bundled (not built yet)");
+  EXPECT_EQ(view.cell("gpu2", NodesView::kEngine),
+            "built against LibTorch 2.5.1 (CUDA) at /opt/libtorch");
+  view.probe({"gpu1"});
+  view.nodeProgress("gpu1", "engine build: [3/58] Building CXX object engine/...");
+  EXPECT_EQ(view.cell("gpu1", NodesView::kState),
+            "probing: engine build: [3/58] Building CXX object engine/...");
+  NodeProbeResult result;
+  result.node = "gpu1";
+  result.reached = true;
+  result.engine_error = "node gpu1: engine build: no LibTorch at /opt/libtorch";
+  view.nodeProbed(result);
+  EXPECT_EQ(view.cell("gpu1", NodesView::kState),
+            "reachable; its engine was not built: node gpu1: engine build: no LibTorch at "
+            "/opt/libtorch");
+  EXPECT_TRUE(view.findChild<QLabel*>("nodesMessage")
+                  ->text()
+                  .endsWith("gpu1: its engine was not built: node gpu1: engine build: no "
+                            "LibTorch at /opt/libtorch"));
+  view.resize(1500, 260);
+  view.show();
+  save_screenshot(view, "nodes-view-engine");
 }
 
 TEST(NodesView, ASlurmLoginNodeIsAddedAndProbedShowingItsCluster) {

@@ -323,6 +323,17 @@ TEST(RecordReading, PrecisionFieldsComeBackFromTheirLines) {
   EXPECT_FALSE(read_back(testing::twenty_ms_step(0, 4)).skipped);
 }
 
+// Which engine ran a rank: the bundle's or the node's own build (docs/nodes.md).
+TEST(RecordReading, TheStartRecordsEngineComesBackAndIsLeftOutWhenUnknown) {
+  records::Start start;
+  start.engine = "/home/u/.flotilla/engines/0123456789abcdef/torch-2.5.1-42/flotilla-train";
+  const auto read = records::start_from_line(records::to_line(start));
+  ASSERT_TRUE(read.has_value()) << records::to_line(start);
+  EXPECT_EQ(read->engine, start.engine);
+  EXPECT_EQ(records::to_line(records::Start{}).find("\"engine\""), std::string::npos);
+  EXPECT_FALSE(records::start_from_line(R"({"type":"start","engine":7})").has_value());
+}
+
 TEST(RecordReading, MalformedLinesAndMistypedFieldsAreRefused) {
   EXPECT_FALSE(records::step_from_line("not json").has_value());
   EXPECT_FALSE(records::step_from_line("[1, 2]").has_value());

@@ -73,6 +73,7 @@ std::optional<Start> start_from_line(std::string_view line) {
   f.read("steps_per_epoch", r.steps_per_epoch);
   f.read("threads", r.threads);
   f.read("torch_version", r.torch_version);
+  f.read("engine", r.engine);
   f.read("precision", r.precision);
   f.read("gradient_dtype", r.gradient_dtype);
   f.read("boundary_dtype", r.boundary_dtype);

@@ -4,6 +4,7 @@
 #include <array>
 #include <iomanip>
 #include <iostream>
+#include <mutex>
 #include <vector>
 
 #include "exit_status.h"
@@ -24,27 +25,31 @@ int command_add(Store& store, NodeRow node, bool slurm) {
             << (node.user.empty() ? "" : node.user + "@") << node.host << ":" << node.port;
   if (!node.slurm_partition.empty()) std::cout << ", partition " << node.slurm_partition;
   if (!node.slurm_account.empty()) std::cout << ", account " << node.slurm_account;
+  if (!node.torch_prefix.empty())
+    std::cout << ", its engine built against the LibTorch at " << node.torch_prefix
+              << " when probed";
   std::cout << ")\n";
   return kExitDone;
 }
 
 int command_list(Store& store) {
   struct Line {
-    std::string name, kind, address, remote_dir, tags, probe;
+    std::string name, kind, address, remote_dir, tags, engine, probe;
   };
-  std::vector<Line> lines{{"NAME", "KIND", "ADDRESS", "REMOTE DIR", "TAGS", "PROBE"}};
+  std::vector<Line> lines{{"NAME", "KIND", "ADDRESS", "REMOTE DIR", "TAGS", "ENGINE", "PROBE"}};
   for (const auto& n : store.nodes())
-    lines.push_back({n.name, n.is_local() ? "local" : node_kind_name(n.kind),
-                     n.is_local() ? "(this machine)"
-                                  : (n.user.empty() ? "" : n.user + "@") + n.host + ":" +
-                                        std::to_string(n.port),
-                     n.remote_dir.empty() ? "~/.flotilla" : n.remote_dir,
-                     n.tags.empty() ? "-" : n.tags, probe_summary(n.probe_json)});
+    lines.push_back(
+        {n.name, n.is_local() ? "local" : node_kind_name(n.kind),
+         n.is_local()
+             ? "(this machine)"
+             : (n.user.empty() ? "" : n.user + "@") + n.host + ":" + std::to_string(n.port),
+         n.remote_dir.empty() ? "~/.flotilla" : n.remote_dir, n.tags.empty() ? "-" : n.tags,
+         engine_summary(n), probe_summary(n.probe_json)});
   // Each column as wide as its longest entry and two spaces.
-  std::array<size_t, 5> width{};
+  std::array<size_t, 6> width{};
   for (const auto& l : lines) {
-    const std::array<const std::string*, 5> cells{&l.name, &l.kind, &l.address, &l.remote_dir,
-                                                  &l.tags};
+    const std::array<const std::string*, 6> cells{&l.name,       &l.kind, &l.address,
+                                                  &l.remote_dir, &l.tags, &l.engine};
     for (size_t i = 0; i < cells.size(); ++i) width[i] = std::max(width[i], cells[i]->size() + 2);
   }
   for (const auto& l : lines)
@@ -52,7 +57,8 @@ int command_list(Store& store) {
               << std::setw(static_cast<int>(width[1])) << l.kind
               << std::setw(static_cast<int>(width[2])) << l.address
               << std::setw(static_cast<int>(width[3])) << l.remote_dir
-              << std::setw(static_cast<int>(width[4])) << l.tags << l.probe << "\n";
+              << std::setw(static_cast<int>(width[4])) << l.tags
+              << std::setw(static_cast<int>(width[5])) << l.engine << l.probe << "\n";
   return kExitDone;
 }
 
@@ -66,7 +72,13 @@ int command_probe(Store& store, const NodeCommands& c, const ConnectOptions& opt
       return kExitBadInput;
     }
   int status = kExitDone;
-  for (const auto& out : probe_nodes(store, names, options)) {
+  // A node's engine build, line by line as it comes (from the probing threads).
+  std::mutex said;
+  const auto progress = [&said](const std::string& node, const std::string& line) {
+    std::lock_guard lock(said);
+    std::cout << node << ": " << line << std::endl;
+  };
+  for (const auto& out : probe_nodes(store, names, options, {}, progress)) {
     if (!out.reached) {
       std::cerr << "flotilla: " << out.node << ": " << out.error << "\n";
       status = kExitFailed;
@@ -74,6 +86,13 @@ int command_probe(Store& store, const NodeCommands& c, const ConnectOptions& opt
     }
     std::cout << out.node << ": " << probe_summary(out.probe_json) << "\n";
     if (!out.deployed.empty()) std::cout << "  " << out.deployed << "\n";
+    if (!out.engine_error.empty()) {
+      std::cerr << "flotilla: " << out.node << ": its engine was not built: " << out.engine_error
+                << "\n";
+      status = kExitFailed;
+    } else if (const auto node = store.node(out.node); node && out.engine_json) {
+      std::cout << "  engine: " << engine_summary(*node) << "\n";
+    }
   }
   return status;
 }
@@ -95,6 +114,10 @@ void add_node_commands(CLI::App& app, NodeCommands& c) {
   c.add->add_option("--tags", c.new_node.tags, "comma-separated tags");
   c.add->add_option("--agent-path", c.new_node.agent_path,
                     "use the flotilla-agent installed there instead of deploying the bundle");
+  c.add->add_option("--torch", c.new_node.torch_prefix,
+                    "the LibTorch on the node to build its own engine against at the probe "
+                    "(its prefix, absolute; default: the bundled engine, or python3's torch "
+                    "for GPUs the bundled one cannot use)");
   c.add->add_flag("--slurm", c.add_slurm,
                   "the host is a SLURM cluster's login node: runs there are jobs (sbatch)");
   c.add->add_option("--partition", c.new_node.slurm_partition,

@@ -95,6 +95,7 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
     start.blas = blas_info().name;
     start.blas_threads = blas_threads();
     start.torch_version = torch_version();
+    start.engine = engine_program();
     o.sink->write(records::to_line(start));
   }
   std::ostream* table = o.env.rank == 0 ? o.table : nullptr;

@@ -39,17 +39,34 @@ struct ProbeOutcome {
   std::optional<HostKeyError::Kind> host_key;
   std::string fingerprint;
   std::string deployed;  // what the deploy did: "already there" or what was uploaded
+  // The node's own engine (when the bundle's cannot use its LibTorch or
+  // GPUs): what to store as its engine ("" : the bundle's again), unset
+  // when unchanged; the build's last words; or why it could not be built.
+  std::optional<std::string> engine_json;
+  std::string engine;
+  std::string engine_error;
 };
+
+// A line of a node's engine build as it comes: (node, line).
+using ProbeProgress = std::function<void(const std::string&, const std::string&)>;
 
 // Connects to each node at once (SSH for all but `local`), deploys the agent
 // bundle if needed, starts the agent, asks what its node is and stores the
-// answer. `on_each` is called on the probing node's own thread as soon as
+// answer; where the bundled engine cannot use the node's LibTorch (--torch)
+// or GPUs, builds the node's own engine there, once, its output going to
+// `on_progress` line by line. `on_each` is called on the probing node's own thread as soon as
 // that node is done; the call returns once every node is. Unknown names are
 // outcomes with their error, not throws. Blocking: the window calls it off
 // its GUI thread.
 std::vector<ProbeOutcome> probe_nodes(Store& store, const std::vector<std::string>& names,
                                       const ConnectOptions& options,
-                                      const std::function<void(const ProbeOutcome&)>& on_each = {});
+                                      const std::function<void(const ProbeOutcome&)>& on_each = {},
+                                      const ProbeProgress& on_progress = {});
+
+// Which engine runs on the node, for `nodes list` and the nodes view:
+// "bundled", "installed (agent-path)", or "built against LibTorch 2.5.1
+// (CUDA)" with its LibTorch.
+std::string engine_summary(const NodeRow& node);
 
 // What stops `config` from running on the nodes it names, one "nodes: ..."
 // line each (the designer shows them at its Nodes field, start_run refuses

@@ -122,6 +122,11 @@ struct NodeRow {
   // kind slurm: what jobs ask for unless a run says otherwise; "" lets SLURM choose.
   std::string slurm_partition;
   std::string slurm_account;
+  // The LibTorch the node's own engine is built against (`--torch`); empty:
+  // python3's torch, built only when the node's GPUs need it.
+  std::string torch_prefix;
+  // The engine built there by the last probe (engine_on_node.h); empty: the bundle's.
+  std::string engine_json;
   bool is_local() const { return name == "local"; }
 };
 
@@ -268,6 +273,8 @@ class Store {
   // Stores new connection fields (all but the name; the last probe is kept).
   // Throws StoreError when there is no such node, or a live run uses it.
   void update_node(const NodeRow& node);
+  // The engine a probe built on the node (or "" for the bundle's).
+  void save_engine(const std::string& name, const std::string& engine_json);
   void save_probe(const std::string& name, const std::string& probe_json);
   // Moves a run to `to` if the state machine allows it from the stored state,
   // atomically; returns whether it moved (a second end of one run does not).

@@ -31,6 +31,9 @@ struct Start {
   std::string blas;          // the BLAS library behind libblas.so.3, as found at run time
   int64_t blas_threads = 0;  // its pool (1: single-threaded)
   std::string torch_version;
+  // The flotilla-train that ran the rank, its path on the node: the bundle's
+  // or the one the node built for itself (docs/nodes.md).
+  std::string engine;
   std::string precision = "fp32";  // the config's: fp32, bf16 or fp16
   // The dtypes the step records' bytes were counted in ("float32",
   // "bfloat16", "float16"): what gradient buckets are all-reduced in (empty
