@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "agent_bundle.h"
@@ -17,7 +19,19 @@ EngineSource EngineSource::beside(const std::filesystem::path& agent_binary) {
   if (!std::filesystem::is_regular_file(source.tarball, ec))
     throw std::runtime_error("the engine source bundle " + source.tarball.string() +
                              " is not there (the build makes it: target flotilla-engine-source)");
-  source.hash = file_sha256(source.tarball).substr(0, 16);
+  // Asked at every agent start and every placement check of a node with its
+  // own engine: the archive is hashed again only when it changed.
+  static std::mutex mutex;
+  static std::map<std::filesystem::path, std::pair<std::filesystem::file_time_type, std::string>>
+      hashes;
+  const auto changed = std::filesystem::last_write_time(source.tarball, ec);
+  std::lock_guard lock(mutex);
+  auto& [seen, hash] = hashes[source.tarball];
+  if (ec || hash.empty() || seen != changed) {
+    hash = file_sha256(source.tarball).substr(0, 16);
+    seen = changed;
+  }
+  source.hash = hash;
   return source;
 }
 
@@ -96,7 +110,9 @@ std::string engine_summary(const NodeRow& node) {
   const auto engine = parse_node_engine(node.engine_json);
   if (!engine) return node.torch_prefix.empty() ? "bundled" : "bundled (not built yet)";
   return "built against LibTorch " + engine->torch_version + (engine->cuda ? " (CUDA)" : " (CPU)") +
-         " at " + (engine->torch_prefix.empty() ? "python3's torch" : engine->torch_prefix);
+         " at " +
+         (engine->torch_prefix.empty() ? "python3's torch (" + engine->torch_dir + ")"
+                                       : engine->torch_prefix);
 }
 
 }  // namespace flotilla::controller

@@ -152,7 +152,7 @@ class SshConnection final : public NodeConnection {
       argv = {
           "sh", "-c", script, "sh", report.bundle_dir, bundle_checksums_, remote_dir_ + "/home"};
     }
-    if (use_built_engine_ && !node_.engine_json.empty()) {
+    if (!node_.engine_json.empty()) {
       // A stale one (or none to compare with) leaves the bundle's engine:
       // stopping and following runs need none, and placement_problems
       // refuses to start a run on a node whose engine is stale.
@@ -169,7 +169,7 @@ class SshConnection final : public NodeConnection {
     return session_->start(argv);
   }
 
-  BuiltEngine build_engine(const std::filesystem::path& source_tarball,
+  std::string build_engine(const std::filesystem::path& source_tarball,
                            const std::string& source_hash, const std::string& torch_prefix,
                            const std::function<void(const std::string&)>& progress) override {
     const std::string dir = remote_dir_ + "/engines/" + source_hash;
@@ -191,12 +191,10 @@ class SshConnection final : public NodeConnection {
         "tar -xzf source.tar.gz -C src && : > src/.complete || "
         "{ echo \"engine build: cannot unpack $1/source.tar.gz\" >&2; exit 1; }; fi\n"
         "exec sh src/scripts/build_engine_on_node.sh \"$2\" .";
-    std::string last;
     const auto result = session_->run({"sh", "-c", script, "sh", dir, torch_prefix},
                                       std::chrono::minutes(60), [&](const std::string& line) {
-                                        if (line.rfind("FLOTILLA_ENGINE ", 0) == 0) return;
-                                        last = line;
-                                        if (progress) progress(line);
+                                        if (progress && line.rfind("FLOTILLA_ENGINE ", 0) != 0)
+                                          progress(line);
                                       });
     if (result.exit_status != 0) {
       // The script's one line naming what is missing comes last on stderr.
@@ -211,7 +209,7 @@ class SshConnection final : public NodeConnection {
     auto engine = engine_from_build_output(result.out);
     engine.source = source_hash;
     engine.torch_prefix = torch_prefix;
-    return {node_engine_json(engine), last};
+    return node_engine_json(engine);
   }
 
   std::string address() const override { return node_.host; }
@@ -226,9 +224,9 @@ class SshConnection final : public NodeConnection {
 
 }  // namespace
 
-NodeConnection::BuiltEngine NodeConnection::build_engine(
-    const std::filesystem::path&, const std::string&, const std::string&,
-    const std::function<void(const std::string&)>&) {
+std::string NodeConnection::build_engine(const std::filesystem::path&, const std::string&,
+                                         const std::string&,
+                                         const std::function<void(const std::string&)>&) {
   throw std::runtime_error(
       "this machine runs the engine beside flotilla; it builds none for itself");
 }

@@ -44,21 +44,13 @@ class NodeConnection {
   virtual std::unique_ptr<Transport> start_agent() = 0;
   // What the last deploy (start_agent's included) did.
   const DeployReport& last_deploy() const { return last_deploy_; }
-  // start_agent starts the agent with the engine the node built for itself
-  // (engine_on_node.h), refusing one built from other sources; a probe,
-  // which may build it anew, starts the agent without it.
-  void start_without_built_engine() { use_built_engine_ = false; }
-
   // Sends the engine source bundle unless the node has it, and builds the
   // node's engine against its LibTorch (`torch_prefix`, or python3's when
   // empty), or finds it built before. Each line of the build's output goes
-  // to `progress` as it comes. Throws std::runtime_error with what the build
-  // said is missing.
-  struct BuiltEngine {
-    std::string json;  // NodeEngine as stored (engine_on_node.h)
-    std::string said;  // the build's last progress line
-  };
-  virtual BuiltEngine build_engine(const std::filesystem::path& source_tarball,
+  // to `progress` as it comes. Returns what was built, as NodeRow::engine_json
+  // keeps it (engine_on_node.h); throws std::runtime_error with what the
+  // build said is missing.
+  virtual std::string build_engine(const std::filesystem::path& source_tarball,
                                    const std::string& source_hash, const std::string& torch_prefix,
                                    const std::function<void(const std::string&)>& progress);
   // The address the node's peers use to reach it (a rendezvous host).
@@ -66,7 +58,6 @@ class NodeConnection {
 
  protected:
   DeployReport last_deploy_;
-  bool use_built_engine_ = true;
 };
 
 }  // namespace flotilla::controller

@@ -35,12 +35,10 @@ void build_own_engine(const NodeRow& node, const protocol::ProbeReply& probe,
   try {
     const auto source = EngineSource::beside(agent_binary);
     if (progress) progress(node.name, "engine: " + reason + "; building it there if not built");
-    const auto built = connection.build_engine(source.tarball, source.hash, node.torch_prefix,
-                                               [&](const std::string& line) {
-                                                 if (progress) progress(node.name, line);
-                                               });
-    out.engine_json = built.json;
-    out.engine = built.said;
+    out.engine_json = connection.build_engine(source.tarball, source.hash, node.torch_prefix,
+                                              [&](const std::string& line) {
+                                                if (progress) progress(node.name, line);
+                                              });
   } catch (const std::exception& e) {
     out.engine_error = e.what();
   }
@@ -52,7 +50,6 @@ ProbeOutcome probe_one(const NodeRow& node, const ConnectOptions& options,
   out.node = node.name;
   try {
     auto connection = NodeConnection::open(node, options);
-    connection->start_without_built_engine();
     // start_agent deploys first; what it did is its last_deploy.
     const auto probe = probe_agent(node.name, connection->start_agent(), options.timeout,
                                    node.kind == NodeKind::slurm);

@@ -83,6 +83,13 @@ TEST(NodeEngine, ABuiltEngineRunsOnlyWhileItsSourcesAndLibTorchAreTheNodesOwn) {
   EXPECT_EQ(engine_summary(ssh_node("/opt/libtorch")), "bundled (not built yet)");
   node.torch_prefix = "/opt/libtorch";
   EXPECT_EQ(engine_summary(node), "built against LibTorch 2.5.1 (CPU) at /opt/libtorch");
+  built.torch_prefix = "";
+  built.torch_dir = "/usr/lib/python3/dist-packages/torch/share/cmake/Torch";
+  auto python = ssh_node();
+  python.engine_json = node_engine_json(built);
+  EXPECT_EQ(engine_summary(python),
+            "built against LibTorch 2.5.1 (CPU) at python3's torch "
+            "(/usr/lib/python3/dist-packages/torch/share/cmake/Torch)");
 }
 
 TEST(NodeEngine, TheStoreKeepsTheNamedLibTorchAndTheBuiltEngine) {

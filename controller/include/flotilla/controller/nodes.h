@@ -41,9 +41,8 @@ struct ProbeOutcome {
   std::string deployed;  // what the deploy did: "already there" or what was uploaded
   // The node's own engine (when the bundle's cannot use its LibTorch or
   // GPUs): what to store as its engine ("" : the bundle's again), unset
-  // when unchanged; the build's last words; or why it could not be built.
+  // when unchanged; or why it could not be built.
   std::optional<std::string> engine_json;
-  std::string engine;
   std::string engine_error;
 };
 
