@@ -104,6 +104,20 @@ std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::str
   return points;
 }
 
+std::map<std::string, NodeMachine> link_bench_machines(const Store& store, const std::string& run) {
+  std::map<std::string, NodeMachine> nodes;
+  for (const auto& record : store.records(run, RecordFilter{"start", std::nullopt, std::nullopt})) {
+    const auto j = nlohmann::json::parse(record.body, nullptr, false);
+    if (!j.is_object() || !j.contains("machine") || !j["machine"].is_string() ||
+        j["machine"].get<std::string>().empty())
+      continue;
+    NodeMachine m{j["machine"].get<std::string>(), 0};
+    if (j.contains("cores") && j["cores"].is_number_integer()) m.cores = j["cores"].get<int64_t>();
+    nodes.emplace(record.node, m);
+  }
+  return nodes;
+}
+
 std::optional<LinkBench> latest_link_bench(const Store& store,
                                            const std::vector<std::string>& nodes,
                                            std::optional<int64_t> ranks) {
@@ -112,7 +126,7 @@ std::optional<LinkBench> latest_link_bench(const Store& store,
     if (row.state != RunState::finished) continue;
     auto points = link_bench_points(store, row.run_id);
     if (points.empty()) continue;
-    LinkBench bench{row, std::move(points)};
+    LinkBench bench{row, std::move(points), link_bench_machines(store, row.run_id)};
     if (!ranks || bench.points.front().ranks == *ranks) return bench;
     if (!fallback) fallback = std::move(bench);
   }
@@ -124,6 +138,9 @@ std::string link_measurements_json(const LinkBench& bench) {
   nlohmann::json points = nlohmann::json::array();
   for (const auto& p : bench.points)
     points.push_back({{"bytes", p.bytes}, {"time_us", p.time_us}, {"busbw_gbps", p.busbw_gbps}});
+  nlohmann::json nodes = nlohmann::json::object();
+  for (const auto& [node, m] : bench.nodes)
+    nodes[node] = {{"machine", m.machine}, {"cores", m.cores}};
   const auto measured = QDateTime::fromMSecsSinceEpoch(bench.row.created_ms)
                             .toString("yyyy-MM-dd hh:mm")
                             .toStdString();
@@ -133,7 +150,8 @@ std::string link_measurements_json(const LinkBench& bench) {
                         {"run", bench.row.run_id},
                         {"measured_ms", bench.row.created_ms},
                         {"ranks", ranks},
-                        {"allreduce", points}}
+                        {"allreduce", points},
+                        {"nodes", nodes}}
       .dump();
 }
 

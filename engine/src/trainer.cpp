@@ -160,6 +160,8 @@ Trainer::Trainer(const TrainOptions& options)
   start.blas_threads = result_.blas_threads = blas_threads();
   start.torch_version = torch_version();
   start.engine = engine_program();
+  start.machine = machine_boot_id();
+  start.cores = usable_cores();
   start.precision = name_of(config_.precision);
   if (gradient_comm_) start.gradient_dtype = dtype_name(gradient_dtype_);
   if (pipeline_) start.boundary_dtype = dtype_name(compute_dtype_);

@@ -7,7 +7,8 @@ with sort_quant at the boundary, one freezing) is first planned with
 `flotilla plan --predict` (block times measured on this machine, the links
 from `flotilla nodes bench` of the same nodes), then run; the measured step is
 the run's steady throughput (after warm-up) turned back into a step. Prints
-one table and the median and worst absolute error. Measures, asserts nothing.
+one table and the median and worst absolute error, and keeps each plan as
+NAME.plan.json in the cluster folder. Measures, asserts nothing.
 
     sudo tests/bench/predict_vs_measured.py [--steps N] [--only LABEL,...]
 
@@ -114,7 +115,9 @@ def run_all(work, args):
         config.setdefault("ranks_per_node", 1)
         path = os.path.join(work, config["name"] + ".json")
         json.dump(config, open(path, "w"))
-        plan = json.loads(flotilla(db, known_hosts, "plan", path, "--predict", "--json").stdout)
+        plan_text = flotilla(db, known_hosts, "plan", path, "--predict", "--json").stdout
+        open(os.path.join(work, config["name"] + ".plan.json"), "w").write(plan_text)
+        plan = json.loads(plan_text)
         predicted = plan["prediction"]
         run = flotilla(db, known_hosts, "run", path, check=False)
         run_id = next((line.split()[1].rstrip(":") for line in run.stdout.splitlines()

@@ -494,6 +494,9 @@ TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
   db.add(
       "sweep", 0, "bench",
       R"({"type":"bench","op":"allreduce","bytes":4096,"time_us":5,"algbw_gbps":1.5,"busbw_gbps":3.0,"ranks":2})");
+  // Both ranks ran on one machine (one boot id), which the prediction is told.
+  db.add("sweep", 0, "start",
+         R"({"type":"start","rank":0,"world_size":2,"machine":"boot-1","cores":2})");
   // The run all-reduces 2048 bytes a step at 1 GB/s busbw: the link gives
   // 2 GB/s at 2 KiB (halfway in log size), so 50 %.
   db.add_run("train", ddp(2));
@@ -525,6 +528,10 @@ TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
   EXPECT_EQ(links["allreduce"][0].at("bytes").get<int64_t>(), 1024);
   EXPECT_DOUBLE_EQ(links["allreduce"][0].at("time_us").get<double>(), 5.0);
   EXPECT_DOUBLE_EQ(links["allreduce"][1].at("busbw_gbps").get<double>(), 3.0);
+  ASSERT_EQ(stored->nodes.count("local"), 1u);
+  EXPECT_EQ(stored->nodes.at("local").machine, "boot-1");
+  EXPECT_EQ(links.at("nodes").at("local").at("machine").get<std::string>(), "boot-1");
+  EXPECT_EQ(links["nodes"]["local"].at("cores").get<int64_t>(), 2);
 }
 
 // `flotilla run --predict` keeps the plan's prediction with the run: compare

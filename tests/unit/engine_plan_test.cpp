@@ -355,7 +355,7 @@ TEST(RunPlanPrediction, APipelinesStepIsItsScheduleReplayedOnTheTimedStages) {
   PlanOptions options;
   options.predict = true;
   const auto plan =
-      make_run_plan(small_cnn("strategy: pipeline\nranks_per_node: 2\nchunks: 2\n"), options);
+      make_run_plan(small_cnn("strategy: pipeline\nnodes: [a, b]\nchunks: 2\n"), options);
   ASSERT_TRUE(plan.prediction);
   const auto& p = *plan.prediction;
   EXPECT_EQ(plan.balance_source, "measured");  // as rank 0 would cut it
@@ -398,6 +398,53 @@ TEST(RunPlanPrediction, DdpAllReducesEachBucketAtTheBenchsBandwidth) {
   const auto& stage = p.stages.front();
   EXPECT_GT(p.step.step_ms, stage.forward_ms + stage.backward_ms + stage.optimizer_ms);
   EXPECT_DOUBLE_EQ(p.samples_per_s, 32 / (p.step.step_ms / 1000));
+}
+
+// Nodes whose bench ranks said one boot id are one machine: their ranks
+// share its cores. The slowdown is measured here and the step replayed with
+// it; with the ranks' threads filling the cores, the all-reduces follow the
+// backward. Nodes of other machines, or ranks of a GPU, share nothing.
+TEST(RunPlanPrediction, NodesOfOneMachineShareItsCoresInTheStep) {
+  PlanOptions options;
+  options.predict = true;
+  auto links = nlohmann::json::parse(slow_links());
+  links["nodes"] = {{"a", {{"machine", "boot-1"}, {"cores", 2}}},
+                    {"b", {{"machine", "boot-1"}, {"cores", 2}}}};
+  options.links_json = links.dump();
+  const auto shared = make_run_plan(small_cnn("strategy: ddp\nnodes: [a, b]\n"), options);
+  ASSERT_TRUE(shared.prediction);
+  const auto& p = *shared.prediction;
+  EXPECT_EQ(p.ranks_sharing_cores, 2);
+  EXPECT_GT(p.core_sharing_slowdown, 0.99);
+  const auto& stage = p.stages.front();
+  EXPECT_NEAR(p.step.compute_ms,
+              p.core_sharing_slowdown * (stage.forward_ms + stage.backward_ms + stage.optimizer_ms),
+              1e-6 * p.step.compute_ms);
+  EXPECT_NEAR(p.step.step_ms, p.step.compute_ms + stage.allreduce_ms, 1e-6 * p.step.step_ms);
+  bool said = false;
+  for (const auto& note : p.notes)
+    said = said || note.find("2 ranks share one machine") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  links["nodes"]["b"]["machine"] = "boot-2";
+  options.links_json = links.dump();
+  const auto apart = make_run_plan(small_cnn("strategy: ddp\nnodes: [a, b]\n"), options);
+  EXPECT_EQ(apart.prediction->ranks_sharing_cores, 1);
+  EXPECT_DOUBLE_EQ(apart.prediction->core_sharing_slowdown, 1.0);
+  // Two ranks of one node share it, bench or not.
+  const auto one_node = make_run_plan(small_cnn("strategy: ddp\nranks_per_node: 2\n"), options);
+  EXPECT_EQ(one_node.prediction->ranks_sharing_cores, 2);
+
+  links["nodes"]["b"] = {{"machine", ""}, {"cores", 2}};
+  options.links_json = links.dump();
+  options.links_origin = "links.json";
+  try {
+    make_run_plan(small_cnn("strategy: ddp\nnodes: [a, b]\n"), options);
+    FAIL() << "a node without a machine was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("links.json: nodes.b.machine"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(RunPlanPrediction, ALinksFileThatIsNotABenchIsRefusedNamingTheField) {

@@ -91,5 +91,56 @@ TEST(DdpPrediction, BucketsOverlapTheBackwardAndTheLastIsExposed) {
   EXPECT_DOUBLE_EQ(predict_ddp(in).step_ms, 5.0);
 }
 
+// Ranks sharing one machine's cores: with both stages there, twice as slow
+// while both compute. One micro-batch through 2 stages never computes on
+// both at once, so nothing changes; with 2 micro-batches they overlap.
+TEST(PipelinePrediction, StagesSharingAMachineSlowEachOtherOnlyWhileBothCompute) {
+  auto in = equal_stages(Schedule::gpipe, 2, 1);
+  const double alone = predict_pipeline(in).step_ms;  // F0 0-1, F1 1-2, B1 2-4, B0 4-6
+  in.stage_machine = {0, 0};
+  in.stage_ranks = {1, 1};
+  in.core_sharing = {1.0, 2.0};
+  EXPECT_DOUBLE_EQ(predict_pipeline(in).step_ms, alone);
+
+  // Two micro-batches: F0(0) 0-1; then F0(1) and F1(0) at once, each at half
+  // speed, both end at 3; F1(1) alone 3-4; B1(0) 4-6 while stage 0 waits;
+  // then B1(1) and B0(0) at once: B1(1) 2 ms of work at half speed, B0(0)
+  // the same, both end at 10; B0(1) alone 10-12.
+  in.micro_batches = 2;
+  EXPECT_DOUBLE_EQ(predict_pipeline(in).step_ms, 12.0);
+  // On machines of their own: the GPipe (m + S - 1)(f + b) of 9.
+  in.stage_machine = {0, 1};
+  EXPECT_DOUBLE_EQ(predict_pipeline(in).step_ms, 9.0);
+  // Two replicas of each stage on one machine: four ranks at once, beyond
+  // the measured two: 2 x 4/2 = 4 times slower while both stages compute.
+  in.stage_machine = {0, 0};
+  in.stage_ranks = {2, 2};
+  EXPECT_GT(predict_pipeline(in).step_ms, 12.0);
+  // Malformed: a machine per stage is expected.
+  in.stage_machine = {0};
+  EXPECT_THROW(predict_pipeline(in), std::invalid_argument);
+}
+
+// Every rank computes at once: the slowdown stretches the forward, the
+// backward and the optimizer; where the ranks fill the cores the buckets
+// are all-reduced after the backward, one after the other.
+TEST(DdpPrediction, RanksSharingCoresComputeSlowerAndAllReduceAfterTheBackwardWhenTheyFillThem) {
+  DdpInputs in;
+  in.block_forward_ms = {0.5, 0.5, 0.5};
+  in.block_backward_ms = {1, 1, 1};
+  in.buckets = {{2, 1e6}, {0, 1e6}};
+  in.optimizer_ms = 0.5;
+  in.allreduce = AllReduceModel{{{1e6, 1.0}}};
+  in.ranks = 2;
+  in.slowdown = 1.5;
+  auto p = predict_ddp(in);
+  EXPECT_DOUBLE_EQ(p.compute_ms, 1.5 * 5.0);
+  EXPECT_DOUBLE_EQ(p.step_ms, 1.5 * 5.0 + 1.0);  // the last bucket still exposed
+  in.comm_beside_backward = false;
+  p = predict_ddp(in);
+  EXPECT_DOUBLE_EQ(p.step_ms, 1.5 * 5.0 + 2.0);  // both buckets after the backward
+  EXPECT_DOUBLE_EQ(p.exposed_comm_ms, 2.0);
+}
+
 }  // namespace
 }  // namespace flotilla::predict

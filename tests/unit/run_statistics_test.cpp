@@ -334,6 +334,22 @@ TEST(RecordReading, TheStartRecordsEngineComesBackAndIsLeftOutWhenUnknown) {
   EXPECT_FALSE(records::start_from_line(R"({"type":"start","engine":7})").has_value());
 }
 
+// The machine a rank ran on (its boot id) and its cores: what tells the
+// prediction which ranks share cores (docs/predict.md).
+TEST(RecordReading, TheStartRecordsMachineAndCoresComeBackAndAreLeftOutWhenUnknown) {
+  records::Start start;
+  start.machine = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+  start.cores = 2;
+  const auto read = records::start_from_line(records::to_line(start));
+  ASSERT_TRUE(read.has_value()) << records::to_line(start);
+  EXPECT_EQ(read->machine, start.machine);
+  EXPECT_EQ(read->cores, 2);
+  const auto unknown = records::to_line(records::Start{});
+  EXPECT_EQ(unknown.find("\"machine\""), std::string::npos);
+  EXPECT_EQ(unknown.find("\"cores\""), std::string::npos);
+  EXPECT_FALSE(records::start_from_line(R"({"type":"start","cores":"two"})").has_value());
+}
+
 TEST(RecordReading, MalformedLinesAndMistypedFieldsAreRefused) {
   EXPECT_FALSE(records::step_from_line("not json").has_value());
   EXPECT_FALSE(records::step_from_line("[1, 2]").has_value());

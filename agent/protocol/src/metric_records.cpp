@@ -43,6 +43,8 @@ std::string to_line(const Start& r) {
          {"torch_version", r.torch_version},
          {"precision", r.precision}};
   if (!r.engine.empty()) j["engine"] = r.engine;
+  if (!r.machine.empty()) j["machine"] = r.machine;
+  if (r.cores > 0) j["cores"] = r.cores;
   if (!r.gradient_dtype.empty()) j["gradient_dtype"] = r.gradient_dtype;
   if (!r.boundary_dtype.empty()) j["boundary_dtype"] = r.boundary_dtype;
   if (r.resumed_from_step > 0) j["resumed_from_step"] = r.resumed_from_step;

@@ -74,6 +74,8 @@ std::optional<Start> start_from_line(std::string_view line) {
   f.read("threads", r.threads);
   f.read("torch_version", r.torch_version);
   f.read("engine", r.engine);
+  f.read("machine", r.machine);
+  f.read("cores", r.cores);
   f.read("precision", r.precision);
   f.read("gradient_dtype", r.gradient_dtype);
   f.read("boundary_dtype", r.boundary_dtype);

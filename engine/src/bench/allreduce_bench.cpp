@@ -96,6 +96,8 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
     start.blas_threads = blas_threads();
     start.torch_version = torch_version();
     start.engine = engine_program();
+    start.machine = machine_boot_id();
+    start.cores = usable_cores();
     o.sink->write(records::to_line(start));
   }
   std::ostream* table = o.env.rank == 0 ? o.table : nullptr;

@@ -80,6 +80,11 @@ std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
   }
   profile.optimizer_ms = j.value("optimizer_ms", 0.0);
   profile.measured_ms = j.value("measured_ms", int64_t{0});
+  if (j.contains("core_sharing") && j["core_sharing"].is_array())
+    for (const auto& s : j["core_sharing"]) {
+      if (!s.is_number() || !(s.get<double>() > 0)) return std::nullopt;
+      profile.core_sharing.push_back(s.get<double>());
+    }
   return profile;
 }
 
@@ -97,7 +102,8 @@ void save_block_profile(const std::filesystem::path& dir, const std::string& key
     if (!out) return;
     out << json{{"blocks", blocks},
                 {"optimizer_ms", profile.optimizer_ms},
-                {"measured_ms", profile.measured_ms}}
+                {"measured_ms", profile.measured_ms},
+                {"core_sharing", profile.core_sharing}}
                .dump(1);
     if (!out) {
       std::filesystem::remove(temporary, error);

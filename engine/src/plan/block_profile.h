@@ -22,6 +22,9 @@ struct BlockProfile {
   std::vector<BlockCost> costs;  // per block: forward, forward + backward
   double optimizer_ms = 0;
   int64_t measured_ms = 0;  // when, ms since the epoch
+  // A pass's slowdown with n passes at once on this machine, n = 1, 2, ...
+  // (core_sharing.h); measured as far as a prediction has needed.
+  std::vector<double> core_sharing;
 };
 
 // The profile's file name: a hash of what it depends on.

@@ -24,23 +24,25 @@ json prediction_json(const PredictionPlan& p) {
                       {"backward_ms", s.backward_ms},
                       {"optimizer_ms", s.optimizer_ms},
                       {"allreduce_ms", s.allreduce_ms}});
-  return {{"step_ms", p.step.step_ms},
-          {"samples_per_step", p.samples_per_step},
-          {"samples_per_s", p.samples_per_s},
-          {"compute_ms", p.step.compute_ms},
-          {"exposed_comm_ms", p.step.exposed_comm_ms},
-          {"bubble_fraction", p.step.bubble_fraction},
-          {"micro_batch", p.micro_batch},
-          {"stages", std::move(stages)},
-          {"boundary_ms", p.boundary_ms},
-          {"codec_ms", p.codec_ms},
-          {"links", p.links.empty() ? json(nullptr) : json(p.links)},
-          {"block_costs",
-           {{"source", p.block_costs},
-            {"measured_ms", p.block_costs_measured_ms},
-            {"profile", p.profile_file.empty() ? json(nullptr) : json(p.profile_file)}}},
-          {"notes", p.notes},
-          {"took_ms", p.took_ms}};
+  return {
+      {"step_ms", p.step.step_ms},
+      {"samples_per_step", p.samples_per_step},
+      {"samples_per_s", p.samples_per_s},
+      {"compute_ms", p.step.compute_ms},
+      {"exposed_comm_ms", p.step.exposed_comm_ms},
+      {"bubble_fraction", p.step.bubble_fraction},
+      {"micro_batch", p.micro_batch},
+      {"stages", std::move(stages)},
+      {"boundary_ms", p.boundary_ms},
+      {"codec_ms", p.codec_ms},
+      {"links", p.links.empty() ? json(nullptr) : json(p.links)},
+      {"core_sharing", {{"ranks", p.ranks_sharing_cores}, {"slowdown", p.core_sharing_slowdown}}},
+      {"block_costs",
+       {{"source", p.block_costs},
+        {"measured_ms", p.block_costs_measured_ms},
+        {"profile", p.profile_file.empty() ? json(nullptr) : json(p.profile_file)}}},
+      {"notes", p.notes},
+      {"took_ms", p.took_ms}};
 }
 
 json to_json(const RunPlan& p) {

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iomanip>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 
 #include "codec/activation_codec.h"
 #include "optim/multi_tensor_optimizer.h"
 #include "plan/block_profile.h"
+#include "plan/core_sharing.h"
 #include "runtime/thread_pools.h"
 
 namespace flotilla {
@@ -116,6 +120,41 @@ std::vector<BlockCost> time_blocks_as_trained(torch::nn::Sequential& model,
   return costs;
 }
 
+// Which of the run's ranks share a machine's CPU cores: the ranks of one
+// node always, and those of nodes whose bench ranks said the same boot id
+// (containers or namespaces of one machine). Machines are numbered 0, 1, ...
+// in the order their first rank appears.
+struct MachineSharing {
+  std::vector<int64_t> rank_machine;  // by rank
+  std::vector<int64_t> ranks_on;      // by machine
+  std::vector<int64_t> cores;         // by machine; 0: unknown
+  int64_t most_on_one() const {
+    return ranks_on.empty() ? 1 : *std::max_element(ranks_on.begin(), ranks_on.end());
+  }
+};
+
+MachineSharing machine_sharing(const RunPlan& plan, const std::optional<LinkMeasurements>& links) {
+  MachineSharing out;
+  std::map<std::string, int64_t> index;
+  for (const auto& rank : plan.ranks) {
+    std::string machine = "node " + rank.node;
+    int64_t cores = 0;
+    if (links)
+      if (const auto it = links->nodes.find(rank.node); it != links->nodes.end()) {
+        machine = it->second.machine;
+        cores = it->second.cores;
+      }
+    const auto [it, added] = index.emplace(machine, static_cast<int64_t>(out.ranks_on.size()));
+    if (added) {
+      out.ranks_on.push_back(0);
+      out.cores.push_back(cores);
+    }
+    out.rank_machine.push_back(it->second);
+    ++out.ranks_on[static_cast<size_t>(it->second)];
+  }
+  return out;
+}
+
 double stage_trainable_share(const RunPlan& plan, const StagePlan& stage) {
   return plan.trainable > 0
              ? static_cast<double>(stage.trainable) / static_cast<double>(plan.trainable)
@@ -166,6 +205,19 @@ LinkMeasurements parse_link_measurements(const std::string& json_text, const std
       links.smallest_time_ms = time_us / 1000.0;
     }
   }
+  if (doc.contains("nodes")) {
+    if (!doc["nodes"].is_object())
+      fail("nodes: expected an object of node name to {machine, cores}");
+    for (const auto& [name, node] : doc["nodes"].items()) {
+      if (!node.is_object() || !node.contains("machine") || !node["machine"].is_string() ||
+          node["machine"].get<std::string>().empty())
+        fail("nodes." + name + ".machine: expected the node's boot id, a non-empty string");
+      if (!node.contains("cores") || !node["cores"].is_number_integer() ||
+          node["cores"].get<int64_t>() < 0)
+        fail("nodes." + name + ".cores: expected a whole number of cores, 0 or more");
+      links.nodes[name] = {node["machine"].get<std::string>(), node["cores"].get<int64_t>()};
+    }
+  }
   return links;
 }
 
@@ -199,7 +251,8 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
                            optimizer_step_ms(config, model),
                            std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
-                               .count()};
+                               .count(),
+                           {}};
     if (!profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   }
   out.block_costs_measured_ms = profile->measured_ms;
@@ -211,6 +264,17 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     block_forward.push_back(profile->costs[b].forward_ms);
     block_backward.push_back(full[b] - profile->costs[b].forward_ms);
   }
+  // Ranks that share a machine's CPU slow each other: how much is measured
+  // here, as the blocks are, and kept in the profile.
+  const auto sharing = machine_sharing(plan, links);
+  const int64_t most_at_once = device.is_cpu() ? sharing.most_on_one() : 1;
+  bool profile_grew = false;
+  if (most_at_once > static_cast<int64_t>(std::max<size_t>(profile->core_sharing.size(), 1))) {
+    profile->core_sharing =
+        measure_core_sharing(model, samples.slice(0, 0, out.micro_batch), most_at_once);
+    profile_grew = true;
+  }
+  if (profile_grew && !profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   const double optimizer_ms = profile->optimizer_ms;
   const auto codec = make_codec(config.compression);
   if (codec && !plan.boundaries.empty())
@@ -226,9 +290,15 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     out.notes.push_back("strategy dp: the devices' scatter and gather are not modelled");
   if (!plan.elastic.empty())
     out.notes.push_back("elastic: the first layout's step, before any transition");
-  if (config.ranks_per_node > 1 && device.is_cpu())
-    out.notes.push_back(
-        "ranks sharing a node's cores slow each other; the blocks were timed alone");
+  out.ranks_sharing_cores = most_at_once;
+  out.core_sharing_slowdown = core_sharing_slowdown(profile->core_sharing, most_at_once);
+  if (most_at_once > 1) {
+    std::ostringstream said;
+    said << std::fixed << std::setprecision(2) << "up to " << most_at_once
+         << " ranks share one machine's cores: each computes " << out.core_sharing_slowdown
+         << "x slower than alone (measured on this machine)";
+    out.notes.push_back(said.str());
+  }
 
   if (!plan.layout.pipelined) {
     predict::DdpInputs in;
@@ -236,6 +306,17 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     in.block_backward_ms = block_backward;
     in.optimizer_ms = optimizer_ms;
     in.allreduce = allreduce;
+    // Every rank computes at once, so the fullest machine sets the pace;
+    // where its ranks' threads take every core, Gloo's all-reduce threads
+    // have none to run beside the backward.
+    if (most_at_once > 1) {
+      in.slowdown = out.core_sharing_slowdown;
+      for (size_t machine = 0; machine < sharing.ranks_on.size(); ++machine) {
+        const int64_t cores = sharing.cores[machine] > 0 ? sharing.cores[machine] : usable_cores();
+        if (sharing.ranks_on[machine] * threads_per_rank(config, cores) >= cores)
+          in.comm_beside_backward = false;
+      }
+    }
     if (const auto& a = plan.stages.front().allreduce; a && communicates) {
       in.ranks = a->ranks;
       for (size_t b = 0; b < a->bucket_bytes.size(); ++b)
@@ -278,6 +359,20 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       largest = std::max(largest, static_cast<double>(boundary.activations.wire_bytes));
     }
     if (links) in.link = links->link_for(largest);
+    if (most_at_once > 1) {
+      // Each stage on the machine most of its ranks (replicas) run on.
+      in.core_sharing = profile->core_sharing;
+      for (int64_t s = 0; s < static_cast<int64_t>(plan.stages.size()); ++s) {
+        std::map<int64_t, int64_t> on_machine;
+        for (const auto& rank : plan.ranks)
+          if (rank.stage == s) ++on_machine[sharing.rank_machine[static_cast<size_t>(rank.rank)]];
+        const auto fullest =
+            std::max_element(on_machine.begin(), on_machine.end(),
+                             [](const auto& a, const auto& b) { return a.second < b.second; });
+        in.stage_machine.push_back(fullest == on_machine.end() ? 0 : fullest->first);
+        in.stage_ranks.push_back(fullest == on_machine.end() ? 1 : fullest->second);
+      }
+    }
     for (size_t b = 0; b < in.boundary_bytes.size(); ++b)
       out.boundary_ms.push_back(in.link.time_ms(in.boundary_bytes[b]) + in.boundary_codec_ms[b]);
     out.step = predict::predict_pipeline(in);

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,13 @@ struct LinkMeasurements {
   // the links' bandwidth, busbw.
   predict::LinkModel link_for(double bytes) const;
   double smallest_time_ms = 0;
+  // The machine each node's ranks ran on (its boot id) and their cores, as
+  // the bench's ranks said: nodes of one machine share its cores.
+  struct NodeMachine {
+    std::string machine;
+    int64_t cores = 0;
+  };
+  std::map<std::string, NodeMachine> nodes;
 };
 
 // Parses the --links file's JSON; throws ConfigError naming the field that

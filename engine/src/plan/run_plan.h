@@ -87,6 +87,10 @@ struct PredictionPlan {
   std::vector<double> boundary_ms;  // per crossing: link + codec
   double codec_ms = 0;              // one encode + decode of a boundary's micro-batch
   std::string links;                // what the link model came from; "" none
+  // The most ranks that share one machine's CPU cores (1: none share), and
+  // how much slower each computes then than alone, as measured here.
+  int64_t ranks_sharing_cores = 1;
+  double core_sharing_slowdown = 1;
   // Where the block and optimizer times came from: "measured" now, or
   // "profile" (this machine's, measured at block_costs_measured_ms).
   std::string block_costs = "measured";

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -34,6 +36,20 @@ double AllReduceModel::time_ms(double bytes, int64_t ranks) const {
   return 2 * (p - 1) / p * bytes / (busbw * 1e9) * 1e3;
 }
 
+namespace {
+
+// The slowdown of `at_once` ranks computing on one machine (core_sharing.h's
+// rule, repeated here to keep this file free of LibTorch).
+double sharing_slowdown(const std::vector<double>& measured, int64_t at_once) {
+  if (at_once <= 1 || measured.empty()) return 1.0;
+  const auto n = static_cast<size_t>(at_once);
+  if (n <= measured.size()) return std::max(1.0, measured[n - 1]);
+  return std::max(1.0,
+                  measured.back() * static_cast<double>(n) / static_cast<double>(measured.size()));
+}
+
+}  // namespace
+
 StepPrediction predict_pipeline(const PipelineInputs& in) {
   const auto stages = static_cast<int64_t>(in.stages.size());
   const int64_t m = in.micro_batches;
@@ -42,60 +58,98 @@ StepPrediction predict_pipeline(const PipelineInputs& in) {
     throw std::invalid_argument("predict_pipeline: " + std::to_string(stages - 1) +
                                 " boundaries expected, got " +
                                 std::to_string(in.boundary_bytes.size()));
+  const bool shared = !in.core_sharing.empty();
+  if (shared && (static_cast<int64_t>(in.stage_machine.size()) != stages ||
+                 static_cast<int64_t>(in.stage_ranks.size()) != stages))
+    throw std::invalid_argument("predict_pipeline: a machine and a rank count per stage expected");
   const auto crossing = [&](int64_t boundary) {
     const double codec = boundary < static_cast<int64_t>(in.boundary_codec_ms.size())
                              ? in.boundary_codec_ms[static_cast<size_t>(boundary)]
                              : 0.0;
     return in.link.time_ms(in.boundary_bytes[static_cast<size_t>(boundary)]) + codec;
   };
+  const auto S = static_cast<size_t>(stages);
   constexpr double kNotYet = -1;
   std::vector<std::vector<double>> forward_done(
-      static_cast<size_t>(stages), std::vector<double>(static_cast<size_t>(m), kNotYet));
+      S, std::vector<double>(static_cast<size_t>(m), kNotYet));
   auto backward_done = forward_done;
   std::vector<std::vector<PipelineOp>> ops;
   for (int64_t s = 0; s < stages; ++s) ops.push_back(stage_schedule(in.schedule, stages, s, m));
-  std::vector<size_t> next(static_cast<size_t>(stages), 0);
-  std::vector<double> free_at(static_cast<size_t>(stages), 0.0);
-  // Each pass runs every operation whose input is there; a valid schedule
-  // always has one, so the passes end.
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (int64_t s = 0; s < stages; ++s) {
-      const auto& cost = in.stages[static_cast<size_t>(s)];
-      auto& at = next[static_cast<size_t>(s)];
-      while (at < ops[static_cast<size_t>(s)].size()) {
-        const auto& op = ops[static_cast<size_t>(s)][at];
-        const auto mb = static_cast<size_t>(op.micro_batch);
-        double ready = 0;
-        if (op.kind == PipelineOp::Kind::forward) {
-          if (s > 0) {
-            const double before = forward_done[static_cast<size_t>(s - 1)][mb];
-            if (before == kNotYet) break;
-            ready = before + crossing(s - 1);
-          }
-        } else if (s + 1 < stages) {
-          const double after = backward_done[static_cast<size_t>(s + 1)][mb];
-          if (after == kNotYet) break;
-          ready = after + crossing(s);
-        }
-        const bool forward = op.kind == PipelineOp::Kind::forward;
-        const double start = std::max(free_at[static_cast<size_t>(s)], ready);
-        const double end = start + (forward ? cost.forward_ms : cost.backward_ms);
-        (forward ? forward_done : backward_done)[static_cast<size_t>(s)][mb] = end;
-        free_at[static_cast<size_t>(s)] = end;
-        ++at;
-        progressed = true;
+  std::vector<size_t> next(S, 0);
+  std::vector<double> free_at(S, 0.0);
+  std::vector<bool> busy(S, false);
+  std::vector<double> remaining(S, 0.0);  // of the running operation, in time alone
+
+  // When stage s's next operation can start (its input has arrived), or
+  // kNotYet while the stage it waits on has not produced it.
+  const auto ready_at = [&](size_t s) {
+    const auto& op = ops[s][next[s]];
+    const auto mb = static_cast<size_t>(op.micro_batch);
+    if (op.kind == PipelineOp::Kind::forward) {
+      if (s == 0) return 0.0;
+      const double before = forward_done[s - 1][mb];
+      return before == kNotYet ? kNotYet : before + crossing(static_cast<int64_t>(s) - 1);
+    }
+    if (s + 1 == S) return 0.0;
+    const double after = backward_done[s + 1][mb];
+    return after == kNotYet ? kNotYet : after + crossing(static_cast<int64_t>(s));
+  };
+  // Events in time order: an operation starts once its input is there and
+  // its stage is free; running ones advance at their machine's shared rate;
+  // the next event is the first arrival or completion.
+  constexpr double kEpsilon = 1e-9;
+  double now = 0;
+  for (;;) {
+    bool all_done = true;
+    double next_event = std::numeric_limits<double>::infinity();
+    for (size_t s = 0; s < S; ++s) {
+      if (busy[s] || next[s] == ops[s].size()) continue;
+      const double ready = ready_at(s);
+      if (ready == kNotYet) continue;
+      if (ready <= now + kEpsilon) {
+        const auto& cost = in.stages[s];
+        remaining[s] =
+            ops[s][next[s]].kind == PipelineOp::Kind::forward ? cost.forward_ms : cost.backward_ms;
+        busy[s] = true;
+      } else {
+        next_event = std::min(next_event, ready);
       }
     }
+    std::vector<double> rate(S, 1.0);
+    if (shared) {
+      std::map<int64_t, int64_t> computing;  // ranks computing, by machine
+      for (size_t s = 0; s < S; ++s)
+        if (busy[s]) computing[in.stage_machine[s]] += in.stage_ranks[s];
+      for (size_t s = 0; s < S; ++s)
+        rate[s] = 1.0 / sharing_slowdown(in.core_sharing, computing[in.stage_machine[s]]);
+    }
+    for (size_t s = 0; s < S; ++s) {
+      if (busy[s]) next_event = std::min(next_event, now + remaining[s] / rate[s]);
+      if (busy[s] || next[s] < ops[s].size()) all_done = false;
+    }
+    if (all_done) break;
+    if (!std::isfinite(next_event))
+      throw std::logic_error("predict_pipeline: the schedule cannot finish");
+    for (size_t s = 0; s < S; ++s) {
+      if (!busy[s]) continue;
+      remaining[s] -= (next_event - now) * rate[s];
+      if (remaining[s] > kEpsilon * std::max(1.0, next_event)) continue;
+      const auto& op = ops[s][next[s]];
+      (op.kind == PipelineOp::Kind::forward
+           ? forward_done
+           : backward_done)[s][static_cast<size_t>(op.micro_batch)] = next_event;
+      free_at[s] = next_event;
+      busy[s] = false;
+      ++next[s];
+    }
+    now = next_event;
   }
   StepPrediction out;
   double busy_sum = 0;
-  for (int64_t s = 0; s < stages; ++s) {
-    if (next[static_cast<size_t>(s)] != ops[static_cast<size_t>(s)].size())
-      throw std::logic_error("predict_pipeline: the schedule cannot finish");
-    const auto& cost = in.stages[static_cast<size_t>(s)];
-    const double ends = free_at[static_cast<size_t>(s)] +
-                        in.allreduce.time_ms(cost.allreduce_bytes, in.replicas) + cost.optimizer_ms;
+  for (size_t s = 0; s < S; ++s) {
+    const auto& cost = in.stages[s];
+    const double ends =
+        free_at[s] + in.allreduce.time_ms(cost.allreduce_bytes, in.replicas) + cost.optimizer_ms;
     const double compute =
         static_cast<double>(m) * (cost.forward_ms + cost.backward_ms) + cost.optimizer_ms;
     busy_sum += compute;
@@ -113,17 +167,20 @@ StepPrediction predict_ddp(const DdpInputs& in) {
   const auto blocks = in.block_forward_ms.size();
   if (in.block_backward_ms.size() != blocks)
     throw std::invalid_argument("predict_ddp: forward and backward times of different blocks");
+  const double slowdown = std::max(1.0, in.slowdown);
   double forward = 0;
-  for (double f : in.block_forward_ms) forward += f;
+  for (double f : in.block_forward_ms) forward += f * slowdown;
   // When each block's gradients are ready, from the backward's start.
   std::vector<double> ready(blocks, 0.0);
   double clock = 0;
   for (size_t b = blocks; b-- > 0;) {
-    clock += in.block_backward_ms[b];
-    ready[b] = clock;
+    clock += in.block_backward_ms[b] * slowdown;
+    ready[b] = in.comm_beside_backward ? clock : 0.0;
   }
   const double backward = clock;
-  double comm_free = 0;
+  // Beside the backward each bucket starts once its gradients are ready;
+  // after it (cores all taken), one after the other from its end.
+  double comm_free = in.comm_beside_backward ? 0.0 : backward;
   for (const auto& [closing_block, bytes] : in.buckets) {
     const auto b = static_cast<size_t>(
         std::clamp<int64_t>(closing_block, 0, static_cast<int64_t>(blocks) - 1));
@@ -131,8 +188,9 @@ StepPrediction predict_ddp(const DdpInputs& in) {
     comm_free = start + in.allreduce.time_ms(bytes, in.ranks);
   }
   StepPrediction out;
-  out.compute_ms = forward + backward + in.optimizer_ms;
-  out.step_ms = forward + std::max(backward, comm_free) + in.optimizer_ms;
+  const double optimizer = in.optimizer_ms * slowdown;
+  out.compute_ms = forward + backward + optimizer;
+  out.step_ms = forward + std::max(backward, comm_free) + optimizer;
   out.exposed_comm_ms = out.step_ms - out.compute_ms;
   return out;
 }

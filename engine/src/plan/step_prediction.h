@@ -50,6 +50,13 @@ struct PipelineInputs {
   LinkModel link;
   AllReduceModel allreduce;  // among replicas of a stage
   int64_t replicas = 1;
+  // Ranks sharing one machine's CPU cores: stage s's ranks run on machine
+  // stage_machine[s], stage_ranks[s] of them, and while n ranks of a machine
+  // compute at once each of their operations takes core_sharing[n - 1]
+  // times as long (core_sharing.h; beyond the measured n, in proportion).
+  // Empty: every stage has cores of its own.
+  std::vector<int64_t> stage_machine, stage_ranks;
+  std::vector<double> core_sharing;
 };
 
 struct StepPrediction {
@@ -64,8 +71,11 @@ struct StepPrediction {
 // forward after the stage before finished it and the activations crossed
 // the link, a backward after the stage after finished it and the gradients
 // crossed back. Sends overlap compute; concurrent transfers do not slow
-// each other. Then each stage all-reduces its gradients (Pipe+DDP) and
-// steps its optimizer; the step ends when the last stage has.
+// each other. Stages on one machine's cores progress at the rate its
+// core_sharing gives for the ranks computing there at that moment
+// (processor sharing, replayed event by event). Then each stage all-reduces
+// its gradients (Pipe+DDP) and steps its optimizer; the step ends when the
+// last stage has.
 StepPrediction predict_pipeline(const PipelineInputs& inputs);
 
 // Data parallelism (DDP): the forward, then the backward block by block in
@@ -80,6 +90,11 @@ struct DdpInputs {
   double optimizer_ms = 0;
   AllReduceModel allreduce;
   int64_t ranks = 1;
+  // Ranks sharing one machine's CPU cores: each compute takes `slowdown`
+  // times as long, and where they fill its cores the all-reduces (Gloo's
+  // threads need those cores too) run after the backward, not beside it.
+  double slowdown = 1;
+  bool comm_beside_backward = true;
 };
 StepPrediction predict_ddp(const DdpInputs& inputs);
 

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include <torch/torch.h>
 
@@ -24,6 +25,13 @@ int64_t usable_cores() {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
   return std::max(1, CPU_COUNT(&set));
+}
+
+std::string machine_boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
 }
 
 int64_t threads_per_rank(const ExperimentConfig& config, int64_t cores) {

@@ -17,6 +17,11 @@ namespace flotilla {
 // narrow), at least 1.
 int64_t usable_cores();
 
+// The running kernel's boot id: one per machine and boot, the same in every
+// container or network namespace of it, so ranks that report the same one
+// share the machine's cores. "" where /proc does not say.
+std::string machine_boot_id();
+
 // The threads each pool of one rank gets: `threads` when the config gives it;
 // otherwise (threads: 0) the node's cores shared among the config's
 // ranks_per_node ranks that run there, at least 1 each. A lone rank gets

@@ -7,6 +7,7 @@
 // table finds the sweep of a training run's nodes.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,9 +34,18 @@ struct LinkBenchPoint {
   double busbw_gbps = 0;
 };
 
+// The machine a node's ranks ran on, from the sweep's `start` records: its
+// boot id (nodes that share one are containers or namespaces of one
+// machine, whose ranks share its cores) and the cores a rank could use.
+struct NodeMachine {
+  std::string machine;
+  int64_t cores = 0;
+};
+
 struct LinkBench {
   LinkBenchRow row;
-  std::vector<LinkBenchPoint> points;  // by size
+  std::vector<LinkBenchPoint> points;        // by size
+  std::map<std::string, NodeMachine> nodes;  // by node; empty for sweeps before machine ids
 };
 
 // The node names sorted and comma-joined: one key for a set of nodes.
@@ -47,6 +57,9 @@ std::vector<LinkBenchRow> link_benches(const Store& store,
                                        const std::optional<std::string>& node_set = {});
 // The sweep's sizes, read from the run's `bench` records (all-reduce only).
 std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::string& run);
+// Each node's machine, from the run's `start` records (nodes whose ranks
+// said none are left out).
+std::map<std::string, NodeMachine> link_bench_machines(const Store& store, const std::string& run);
 // The newest finished sweep over exactly `nodes` that has points, preferring
 // one with `ranks` ranks in all (a training run's world size) when one exists.
 std::optional<LinkBench> latest_link_bench(const Store& store,
@@ -55,7 +68,7 @@ std::optional<LinkBench> latest_link_bench(const Store& store,
 
 // The sweep as flotilla-train --plan --predict's --links file
 // (docs/predict.md): its source in words, its ranks, when it was measured,
-// and each size's time and busbw.
+// each size's time and busbw, and each node's machine and cores.
 std::string link_measurements_json(const LinkBench& bench);
 
 // The sweep as an aligned table for the console: size, time, algbw, busbw.

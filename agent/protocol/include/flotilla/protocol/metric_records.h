@@ -34,6 +34,12 @@ struct Start {
   // The flotilla-train that ran the rank, its path on the node: the bundle's
   // or the one the node built for itself (docs/nodes.md).
   std::string engine;
+  // The machine the rank ran on: its kernel's boot id, shared by every
+  // container or namespace of one machine and by no two machines, and the
+  // cores this rank could run on. Ranks of one machine share its cores
+  // (docs/predict.md).
+  std::string machine;
+  int64_t cores = 0;
   std::string precision = "fp32";  // the config's: fp32, bf16 or fp16
   // The dtypes the step records' bytes were counted in ("float32",
   // "bfloat16", "float16"): what gradient buckets are all-reduced in (empty
