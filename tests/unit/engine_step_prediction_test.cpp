@@ -71,11 +71,7 @@ TEST(AllReducePrediction, RingTimeFromTheBusBandwidthAtTheMessageSize) {
   EXPECT_DOUBLE_EQ(AllReduceModel{}.time_ms(1e7, 4), 0.0);
 }
 
-// Three blocks of 1 ms backward each, in reverse: block 2's gradients are
-// ready at 1, block 0's at 3. Buckets closing with blocks 2 and 0, 1 ms of
-// all-reduce each on 2 ranks (1e6 bytes at 1 GB/s): the first hides under
-// the backward, the second is exposed, 1 ms.
-TEST(DdpPrediction, BucketsOverlapTheBackwardAndTheLastIsExposed) {
+DdpInputs three_blocks_two_buckets() {
   DdpInputs in;
   in.block_forward_ms = {0.5, 0.5, 0.5};
   in.block_backward_ms = {1, 1, 1};
@@ -83,12 +79,29 @@ TEST(DdpPrediction, BucketsOverlapTheBackwardAndTheLastIsExposed) {
   in.optimizer_ms = 0.5;
   in.allreduce = AllReduceModel{{{1e6, 1.0}}};
   in.ranks = 2;
+  return in;
+}
+
+// Three blocks of 1 ms backward each, in reverse: block 2's gradients are
+// ready at 1, block 0's at 3. Buckets closing with blocks 2 and 0, 1 ms of
+// all-reduce each on 2 ranks (1e6 bytes at 1 GB/s): the first hides under
+// the backward, the second is exposed, 1 ms.
+TEST(DdpPrediction, BucketsOverlapTheBackwardAndTheLastIsExposed) {
+  auto in = three_blocks_two_buckets();
   const auto p = predict_ddp(in);
   EXPECT_DOUBLE_EQ(p.compute_ms, 1.5 + 3 + 0.5);
   EXPECT_DOUBLE_EQ(p.step_ms, 1.5 + 4 + 0.5);
   EXPECT_DOUBLE_EQ(p.exposed_comm_ms, 1.0);
   in.ranks = 1;  // nothing to all-reduce
   EXPECT_DOUBLE_EQ(predict_ddp(in).step_ms, 5.0);
+}
+
+TEST(CoreSharing, BeyondTheMeasuredRanksTheSlowdownGrowsInProportion) {
+  EXPECT_DOUBLE_EQ(sharing_slowdown({1.0, 1.3}, 1), 1.0);
+  EXPECT_DOUBLE_EQ(sharing_slowdown({1.0, 1.3}, 2), 1.3);
+  EXPECT_DOUBLE_EQ(sharing_slowdown({1.0, 1.3}, 4), 2.6);
+  EXPECT_DOUBLE_EQ(sharing_slowdown({1.0, 0.9}, 2), 1.0);  // never faster than alone
+  EXPECT_DOUBLE_EQ(sharing_slowdown({}, 3), 1.0);
 }
 
 // Ranks sharing one machine's cores: with both stages there, twice as slow
@@ -125,13 +138,7 @@ TEST(PipelinePrediction, StagesSharingAMachineSlowEachOtherOnlyWhileBothCompute)
 // backward and the optimizer; where the ranks fill the cores the buckets
 // are all-reduced after the backward, one after the other.
 TEST(DdpPrediction, RanksSharingCoresComputeSlowerAndAllReduceAfterTheBackwardWhenTheyFillThem) {
-  DdpInputs in;
-  in.block_forward_ms = {0.5, 0.5, 0.5};
-  in.block_backward_ms = {1, 1, 1};
-  in.buckets = {{2, 1e6}, {0, 1e6}};
-  in.optimizer_ms = 0.5;
-  in.allreduce = AllReduceModel{{{1e6, 1.0}}};
-  in.ranks = 2;
+  auto in = three_blocks_two_buckets();
   in.slowdown = 1.5;
   auto p = predict_ddp(in);
   EXPECT_DOUBLE_EQ(p.compute_ms, 1.5 * 5.0);

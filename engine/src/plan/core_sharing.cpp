@@ -95,12 +95,4 @@ std::vector<double> measure_core_sharing(torch::nn::Sequential& model, const tor
   return slowdown;
 }
 
-double core_sharing_slowdown(const std::vector<double>& measured, int64_t at_once) {
-  if (at_once <= 1 || measured.empty()) return 1.0;
-  const auto n = static_cast<size_t>(at_once);
-  if (n <= measured.size()) return std::max(1.0, measured[n - 1]);
-  return std::max(1.0,
-                  measured.back() * static_cast<double>(n) / static_cast<double>(measured.size()));
-}
-
 }  // namespace flotilla

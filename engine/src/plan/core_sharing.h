@@ -21,9 +21,6 @@ namespace flotilla {
 // norm's running statistics) are left as they were.
 std::vector<double> measure_core_sharing(torch::nn::Sequential& model, const torch::Tensor& example,
                                          int64_t max_at_once);
-
-// The slowdown of n at once from those measurements: 1 for n <= 1, beyond
-// the measured ones the last grown in proportion (time-slicing).
-double core_sharing_slowdown(const std::vector<double>& measured, int64_t at_once);
+// predict::sharing_slowdown (step_prediction.h) reads them for any n.
 
 }  // namespace flotilla

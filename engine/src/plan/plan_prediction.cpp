@@ -291,7 +291,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   if (!plan.elastic.empty())
     out.notes.push_back("elastic: the first layout's step, before any transition");
   out.ranks_sharing_cores = most_at_once;
-  out.core_sharing_slowdown = core_sharing_slowdown(profile->core_sharing, most_at_once);
+  out.core_sharing_slowdown = predict::sharing_slowdown(profile->core_sharing, most_at_once);
   if (most_at_once > 1) {
     std::ostringstream said;
     said << std::fixed << std::setprecision(2) << "up to " << most_at_once

@@ -36,10 +36,6 @@ double AllReduceModel::time_ms(double bytes, int64_t ranks) const {
   return 2 * (p - 1) / p * bytes / (busbw * 1e9) * 1e3;
 }
 
-namespace {
-
-// The slowdown of `at_once` ranks computing on one machine (core_sharing.h's
-// rule, repeated here to keep this file free of LibTorch).
 double sharing_slowdown(const std::vector<double>& measured, int64_t at_once) {
   if (at_once <= 1 || measured.empty()) return 1.0;
   const auto n = static_cast<size_t>(at_once);
@@ -47,8 +43,6 @@ double sharing_slowdown(const std::vector<double>& measured, int64_t at_once) {
   return std::max(1.0,
                   measured.back() * static_cast<double>(n) / static_cast<double>(measured.size()));
 }
-
-}  // namespace
 
 StepPrediction predict_pipeline(const PipelineInputs& in) {
   const auto stages = static_cast<int64_t>(in.stages.size());

@@ -59,6 +59,11 @@ struct PipelineInputs {
   std::vector<double> core_sharing;
 };
 
+// The slowdown of n ranks computing at once on one machine, from the
+// measured slowdowns of 1, 2, ... (core_sharing.h): 1 for n <= 1, beyond the
+// measured ones the last grown in proportion (time-slicing).
+double sharing_slowdown(const std::vector<double>& measured, int64_t at_once);
+
 struct StepPrediction {
   double step_ms = 0;
   double compute_ms = 0;       // the busiest rank's forward + backward + optimizer
