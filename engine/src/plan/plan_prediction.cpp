@@ -268,13 +268,11 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   // here, as the blocks are, and kept in the profile.
   const auto sharing = machine_sharing(plan, links);
   const int64_t most_at_once = device.is_cpu() ? sharing.most_on_one() : 1;
-  bool profile_grew = false;
   if (most_at_once > static_cast<int64_t>(std::max<size_t>(profile->core_sharing.size(), 1))) {
     profile->core_sharing =
         measure_core_sharing(model, samples.slice(0, 0, out.micro_batch), most_at_once);
-    profile_grew = true;
+    if (!profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   }
-  if (profile_grew && !profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   const double optimizer_ms = profile->optimizer_ms;
   const auto codec = make_codec(config.compression);
   if (codec && !plan.boundaries.empty())
