@@ -267,9 +267,12 @@ TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
   EXPECT_GT(predicted.step_ms, 0.0);
   EXPECT_GT(alone_ms, 0.0);
 
-  // A newer bench of the same nodes predicts again on it.
+  // A newer bench of the same nodes predicts again on it; its ranks said
+  // both nodes are one machine, whose cores the two ranks then share.
   auto newer = bench;
   newer["source"] = "newer bench over gpu-a,gpu-b";
+  newer["nodes"] = {{"gpu-a", {{"machine", "boot-1"}, {"cores", 2}}},
+                    {"gpu-b", {{"machine", "boot-1"}, {"cores", 2}}}};
   preview->setLinkBenches({{"gpu-a,gpu-b", QString::fromStdString(newer.dump())}});
   wait_until(
       [&] {
@@ -278,6 +281,8 @@ TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
       },
       120s);
   EXPECT_TRUE(preview->shownText().contains("links: newer bench over gpu-a,gpu-b"))
+      << preview->shownText().toStdString();
+  EXPECT_TRUE(preview->shownText().contains("up to 2 ranks share one machine's cores"))
       << preview->shownText().toStdString();
   designer.resize(1200, 800);
   designer.show();
