@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -127,7 +128,11 @@ int main(int argc, char** argv) {
     options.measure = measure;
     options.predict = predict;
     options.remeasure = remeasure;
-    if (predict) options.profile_dir = flotilla::default_profile_dir();
+    if (predict) {
+      options.profile_dir = flotilla::default_profile_dir();
+      std::error_code unknown;  // then core sharing is timed in threads instead
+      options.engine_binary = std::filesystem::read_symlink("/proc/self/exe", unknown).string();
+    }
     return print_plan(config_path, options, links_path);
   }
 

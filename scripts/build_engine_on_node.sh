@@ -77,6 +77,17 @@ engine_json() {
   printf '{"path":"%s","torch_version":"%s","torch_dir":"%s","cuda":%s}' \
     "$out/flotilla-train" "$version" "$torch_dir" "$cuda"
 }
+# One build at a time into a folder: two probes of one node (a window and a
+# CLI, or two desktops) would otherwise write the same files. The second
+# waits, then finds the first one's engine. The kernel drops the lock with
+# the process, so a build killed midway leaves none behind.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$dir/.build-$key.lock"
+  if ! flock -n 9; then
+    say "another build against LibTorch $version is running on this node; waiting for it"
+    flock 9 || fail "cannot wait for the other build's lock ($dir/.build-$key.lock)"
+  fi
+fi
 if [ -e "$out/.complete" ] && [ -x "$out/flotilla-train" ]; then
   say "already built against LibTorch $version ($torch_dir) in $out"
   echo "FLOTILLA_ENGINE $(engine_json)"

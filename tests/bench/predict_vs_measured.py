@@ -10,13 +10,14 @@ the run's steady throughput (after warm-up) turned back into a step. Prints
 one table and the median and worst absolute error, and keeps each plan as
 NAME.plan.json in the cluster folder. Measures, asserts nothing.
 
-    sudo tests/bench/predict_vs_measured.py [--steps N] [--only LABEL,...]
+    sudo tests/bench/predict_vs_measured.py [--steps N] [--only LABEL,...] [--keep DIR]
 
 Needs root (tests/cluster/cluster.sh makes the hosts) and a built tree.
 """
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,6 +76,9 @@ def main():
     parser.add_argument("--steps", type=int, default=40, help="steps each run trains")
     parser.add_argument("--only", default="", help="comma-separated labels")
     parser.add_argument("--dir", default="", help="the cluster's folder (default: a new one)")
+    parser.add_argument("--keep", default="",
+                        help="a folder to copy the runs' database and the plans into before "
+                             "the cluster (and its folder) goes")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root: tests/cluster/cluster.sh makes the hosts")
@@ -84,6 +88,11 @@ def main():
     try:
         run_all(work, args)
     finally:
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+            for name in os.listdir(work):
+                if name == "runs.db" or name.endswith(".plan.json"):
+                    shutil.copy(os.path.join(work, name), args.keep)
         subprocess.run(["bash", CLUSTER, "down", "--dir", work], stdout=subprocess.DEVNULL)
 
 

@@ -1,5 +1,7 @@
 // The `flotilla` CLI as a real process: controller, agent and training ranks
 // on the local node, with the database read back afterwards.
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "cli_fixture.h"
@@ -290,6 +292,21 @@ max_steps: 12
   EXPECT_NE(alone.find("predicted step"), std::string::npos) << alone;
   EXPECT_NE(alone.find("links: none measured"), std::string::npos) << alone;
   EXPECT_NE(alone.find("blocks timed here on 16 samples"), std::string::npos) << alone;
+  // Its two ranks share this machine: how much they slow each other was
+  // timed as two one-rank trainings of the engine at once, and kept.
+  EXPECT_NE(alone.find("2 ranks share one machine's cores"), std::string::npos) << alone;
+  EXPECT_NE(alone.find("one-rank trainings at once on this machine"), std::string::npos) << alone;
+  ASSERT_TRUE(std::filesystem::is_directory(profiles));
+  int kept_profiles = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(profiles)) {
+    const auto kept = json::parse(std::ifstream(entry.path()));
+    EXPECT_EQ(kept.at("core_sharing_by"), "processes") << kept.dump();
+    ASSERT_EQ(kept.at("core_sharing").size(), 2u) << kept.dump();
+    EXPECT_EQ(kept["core_sharing"][0].get<double>(), 1.0);
+    EXPECT_GT(kept["core_sharing"][1].get<double>(), 0.0);
+    ++kept_profiles;
+  }
+  EXPECT_EQ(kept_profiles, 1);
 
   const auto [bench_status, bench] =
       f.run({"nodes", "bench", "local", "--ranks-per-node", "2", "--max-bytes", "4194304",

@@ -5,6 +5,8 @@
 #include <QProcess>
 #include <QStandardPaths>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "engine_on_node.h"
 #include "flotilla/controller/nodes.h"
@@ -179,6 +181,68 @@ TEST(NodeEngineScript, NamesWhatTheNodeLacksBeforeBuilding) {
             "engine build: no LibTorch: the node was given no --torch PREFIX and has no python3 "
             "with torch");
   EXPECT_EQ(run.exit_code, 1);
+}
+
+// Two probes of one node at once (a window and a CLI): the second build
+// waits for the first instead of writing the same folder, then finds its
+// engine. The compiler is a stand-in that holds the first build's configure
+// until the test lets it go.
+TEST(NodeEngineScript, ASecondBuildWaitsForTheFirstAndUsesItsEngine) {
+  testing::TempDir dir;
+  const auto torch = dir.path() / "torch";
+  std::filesystem::create_directories(torch / "share/cmake/Torch");
+  std::filesystem::create_directories(dir.path() / "bin");
+  dir.write("torch/share/cmake/Torch/TorchConfig.cmake", "");
+  dir.write("torch/share/cmake/Torch/TorchConfigVersion.cmake", "set(PACKAGE_VERSION \"2.9.9\")\n");
+  std::filesystem::create_directories(dir.path() / "src");
+  const auto release = dir.path() / "release";
+  const auto configured = dir.path() / "configured.log";
+  put_tool(
+      dir, "cmake",
+      "case \"$1\" in\n"
+      "  --version) echo 'cmake version 3.25.1' ;;\n"
+      "  --build) mkdir -p \"$2/bin\"; printf '#!/bin/sh\\nexit 0\\n' > \"$2/bin/flotilla-train\";"
+      " chmod +x \"$2/bin/flotilla-train\"; echo '[1/1] Linking flotilla-train' ;;\n"
+      "  *) echo configure >> " +
+          configured.string() + "; while [ ! -e " + release.string() +
+          " ]; do sleep 0.05; done ;;\n"
+          "esac");
+  put_tool(dir, "c++", "exit 0");
+  put_tool(dir, "ninja", "exit 0");
+  const auto start = [&](QProcess& script) {
+    auto env = QProcessEnvironment::systemEnvironment();
+    env.insert("PATH",
+               QString::fromStdString((dir.path() / "bin").string()) + ":" + env.value("PATH"));
+    script.setProcessEnvironment(env);
+    script.start("/bin/sh", {FLOTILLA_BUILD_ENGINE_SCRIPT, QString::fromStdString(torch.string()),
+                             QString::fromStdString(dir.path().string())});
+  };
+  const auto said_until = [](QProcess& script, const QString& words) {
+    QString out;
+    while (!out.contains(words) && script.waitForReadyRead(30000))
+      out += QString::fromUtf8(script.readAllStandardOutput());
+    return out;
+  };
+
+  QProcess first, second;
+  start(first);
+  said_until(first, "engine build: configure");
+  start(second);
+  const auto waited = said_until(second, "waiting for it");
+  EXPECT_TRUE(waited.contains("another build against LibTorch 2.9.9 is running on this node"))
+      << waited.toStdString();
+  dir.write("release", "");
+  ASSERT_TRUE(first.waitForFinished(30000));
+  ASSERT_TRUE(second.waitForFinished(30000));
+  EXPECT_EQ(first.exitCode(), 0) << first.readAllStandardError().toStdString();
+  EXPECT_EQ(second.exitCode(), 0) << second.readAllStandardError().toStdString();
+  const auto second_said = QString::fromUtf8(second.readAllStandardOutput());
+  EXPECT_TRUE(second_said.contains("already built against LibTorch 2.9.9"))
+      << second_said.toStdString();
+  EXPECT_TRUE(second_said.contains("FLOTILLA_ENGINE {")) << second_said.toStdString();
+  std::ifstream log(configured);
+  const std::string configures{std::istreambuf_iterator<char>(log), {}};
+  EXPECT_EQ(configures, "configure\n") << "configured once, by the first build";
 }
 
 }  // namespace

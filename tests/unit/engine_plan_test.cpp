@@ -16,6 +16,7 @@
 #include "models/model_factory.h"
 #include "pipeline/partition.h"
 #include "pipeline/schedule.h"
+#include "plan/process_sharing.h"
 #include "plan/run_plan.h"
 #include "runtime/thread_pools.h"
 #include "temp_dir.h"
@@ -462,6 +463,37 @@ TEST(RunPlanPrediction, NodesOfOneMachineShareItsCoresInTheStep) {
   const auto refused = refusal("strategy: ddp\nnodes: [a, b]\n", options);
   EXPECT_NE(refused.find("links.json: nodes.b.machine"), std::string::npos)
       << "a node without a machine: " << refused;
+}
+
+// Core sharing is timed with the engine itself: each of n one-rank
+// trainings computes what one rank of the run computes, alone on this machine.
+TEST(CoreSharingInProcesses, EachTrainingIsOneRankOfTheRunAlone) {
+  const auto run = resnet18_pipeline_ddp();
+  const auto alone = one_rank_alone(run, 5, 1, 40);
+  EXPECT_TRUE(validate(alone).empty()) << validate(alone).front();
+  EXPECT_EQ(alone.world_size(), 1);
+  EXPECT_EQ(alone.strategy, Strategy::single);
+  EXPECT_EQ(alone.batch_size, 5);
+  EXPECT_EQ(alone.max_steps, 40);
+  EXPECT_EQ(alone.threads, 1);
+  EXPECT_EQ(alone.model, run.model);
+  EXPECT_EQ(alone.optimizer.lr, run.optimizer.lr);
+  EXPECT_EQ(alone.precision, run.precision);
+  EXPECT_TRUE(alone.balance.empty()) << "one stage: no cut";
+}
+
+TEST(CoreSharingInProcesses, AnEngineThatDoesNotTrainIsNamedWithItsOwnWords) {
+  const auto alone = one_rank_alone(resnet18_pipeline_ddp(), 5, 1, 8);
+  try {
+    measure_core_sharing_in_processes("/bin/sh", alone, 2, 30);
+    FAIL() << "a shell is no engine";
+  } catch (const std::runtime_error& e) {
+    const std::string said = e.what();
+    EXPECT_NE(said.find("ended after 0 of 8 steps: "), std::string::npos) << said;
+    EXPECT_EQ(said.find("nothing on stderr"), std::string::npos) << "sh's complaint: " << said;
+  }
+  EXPECT_EQ(measure_core_sharing_in_processes("/bin/sh", alone, 1), std::vector<double>{1.0})
+      << "one rank alone shares nothing and starts nothing";
 }
 
 TEST(RunPlanPrediction, ALinksFileThatIsNotABenchIsRefusedNamingTheField) {

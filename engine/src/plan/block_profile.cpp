@@ -85,6 +85,7 @@ std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
       if (!s.is_number() || !(s.get<double>() > 0)) return std::nullopt;
       profile.core_sharing.push_back(s.get<double>());
     }
+  profile.core_sharing_by = j.value("core_sharing_by", std::string("threads"));
   return profile;
 }
 
@@ -103,7 +104,8 @@ void save_block_profile(const std::filesystem::path& dir, const std::string& key
     out << json{{"blocks", blocks},
                 {"optimizer_ms", profile.optimizer_ms},
                 {"measured_ms", profile.measured_ms},
-                {"core_sharing", profile.core_sharing}}
+                {"core_sharing", profile.core_sharing},
+                {"core_sharing_by", profile.core_sharing_by}}
                .dump(1);
     if (!out) {
       std::filesystem::remove(temporary, error);

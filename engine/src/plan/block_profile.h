@@ -25,6 +25,10 @@ struct BlockProfile {
   // A pass's slowdown with n passes at once on this machine, n = 1, 2, ...
   // (core_sharing.h); measured as far as a prediction has needed.
   std::vector<double> core_sharing;
+  // How: "processes" (one-rank trainings at once, process_sharing.h) or
+  // "threads" (core_sharing.h); a prediction that can use processes measures
+  // a profile's "threads" figures again.
+  std::string core_sharing_by;
 };
 
 // The profile's file name: a hash of what it depends on.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "optim/multi_tensor_optimizer.h"
 #include "plan/block_profile.h"
 #include "plan/core_sharing.h"
+#include "plan/process_sharing.h"
 #include "runtime/thread_pools.h"
 
 namespace flotilla {
@@ -252,6 +254,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
                            std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count(),
+                           {},
                            {}};
     if (!profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   }
@@ -268,9 +271,27 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   // here, as the blocks are, and kept in the profile.
   const auto sharing = machine_sharing(plan, links);
   const int64_t most_at_once = device.is_cpu() ? sharing.most_on_one() : 1;
-  if (most_at_once > static_cast<int64_t>(std::max<size_t>(profile->core_sharing.size(), 1))) {
-    profile->core_sharing =
-        measure_core_sharing(model, samples.slice(0, 0, out.micro_batch), most_at_once);
+  const bool in_processes = !options.engine_binary.empty();
+  const bool measured_less_well = in_processes && profile->core_sharing_by != "processes";
+  if (most_at_once > 1 &&
+      (measured_less_well || most_at_once > static_cast<int64_t>(profile->core_sharing.size()))) {
+    if (in_processes) {
+      // About a second and a half of steps alone: enough past the
+      // trainings' uneven starts to hold several steps of all at once.
+      double step_ms = profile->optimizer_ms;
+      for (const auto& c : profile->costs) step_ms += c.full_ms;
+      const auto steps = std::clamp<int64_t>(
+          static_cast<int64_t>(std::ceil(1500.0 / std::max(step_ms, 0.01))), 8, 200);
+      profile->core_sharing = measure_core_sharing_in_processes(
+          options.engine_binary,
+          one_rank_alone(config, out.micro_batch, threads_per_rank(config, usable_cores()), steps),
+          most_at_once);
+      profile->core_sharing_by = "processes";
+    } else {
+      profile->core_sharing =
+          measure_core_sharing(model, samples.slice(0, 0, out.micro_batch), most_at_once);
+      profile->core_sharing_by = "threads";
+    }
     if (!profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   }
   const double optimizer_ms = profile->optimizer_ms;
@@ -294,7 +315,10 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     std::ostringstream said;
     said << std::fixed << std::setprecision(2) << "up to " << most_at_once
          << " ranks share one machine's cores: each computes " << out.core_sharing_slowdown
-         << "x slower than alone (measured on this machine)";
+         << "x slower than alone ("
+         << (profile->core_sharing_by == "processes" ? "one-rank trainings at once"
+                                                     : "passes in threads at once")
+         << " on this machine)";
     out.notes.push_back(said.str());
   }
 

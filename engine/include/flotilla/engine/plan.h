@@ -30,6 +30,11 @@ struct PlanOptions {
   // them again and replace the profile.
   std::string profile_dir;
   bool remeasure = false;
+  // The flotilla-train that times how ranks sharing a machine's cores slow
+  // each other, by running one-rank trainings at once (process_sharing.h);
+  // flotilla-train --plan sets itself. Empty: timed in threads of this
+  // process instead, which shows less of it (core_sharing.h).
+  std::string engine_binary;
 };
 
 // Where a prediction keeps this machine's block profiles: $FLOTILLA_PROFILE_DIR,
