@@ -496,6 +496,27 @@ TEST(CoreSharingInProcesses, AnEngineThatDoesNotTrainIsNamedWithItsOwnWords) {
       << "one rank alone shares nothing and starts nothing";
 }
 
+// An engine that cannot train alone does not cost the prediction: the
+// slowdown is timed in threads instead, and the plan says why.
+TEST(CoreSharingInProcesses, AFailedTrainingLeavesThePredictionTimedInThreadsWithTheReason) {
+  testing::TempDir dir;
+  PlanOptions options;
+  options.predict = true;
+  options.profile_dir = (dir.path() / "profiles").string();
+  options.engine_binary = "/bin/sh";
+  const auto plan = make_run_plan(small_cnn("strategy: ddp\nranks_per_node: 2\n"), options);
+  ASSERT_TRUE(plan.prediction);
+  EXPECT_EQ(plan.prediction->ranks_sharing_cores, 2);
+  const auto& notes = plan.prediction->notes;
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+    return note.find("core sharing: the engine's one-rank training ended after 0 of") == 0 &&
+           note.find("; timed in threads of the planner instead") != std::string::npos;
+  })) << ::testing::PrintToString(notes);
+  const auto kept = nlohmann::json::parse(std::ifstream(plan.prediction->profile_file));
+  EXPECT_EQ(kept.at("core_sharing_by"), "threads");
+  EXPECT_EQ(kept.at("core_sharing").size(), 2u);
+}
+
 TEST(RunPlanPrediction, ALinksFileThatIsNotABenchIsRefusedNamingTheField) {
   PlanOptions options;
   options.predict = true;

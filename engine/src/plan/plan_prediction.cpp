@@ -275,6 +275,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   const bool measured_less_well = in_processes && profile->core_sharing_by != "processes";
   if (most_at_once > 1 &&
       (measured_less_well || most_at_once > static_cast<int64_t>(profile->core_sharing.size()))) {
+    std::string processes_failed;
     if (in_processes) {
       // About a second and a half of steps alone: enough past the
       // trainings' uneven starts to hold several steps of all at once.
@@ -282,12 +283,20 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       for (const auto& c : profile->costs) step_ms += c.full_ms;
       const auto steps = std::clamp<int64_t>(
           static_cast<int64_t>(std::ceil(1500.0 / std::max(step_ms, 0.01))), 8, 200);
-      profile->core_sharing = measure_core_sharing_in_processes(
-          options.engine_binary,
-          one_rank_alone(config, out.micro_batch, threads_per_rank(config, usable_cores()), steps),
-          most_at_once);
-      profile->core_sharing_by = "processes";
-    } else {
+      try {
+        profile->core_sharing = measure_core_sharing_in_processes(
+            options.engine_binary,
+            one_rank_alone(config, out.micro_batch, threads_per_rank(config, usable_cores()),
+                           steps),
+            most_at_once, 60);
+        profile->core_sharing_by = "processes";
+      } catch (const std::exception& e) {
+        // The prediction goes on with the lesser measure, and says why.
+        processes_failed = e.what();
+        out.notes.push_back(processes_failed + "; timed in threads of the planner instead");
+      }
+    }
+    if (!in_processes || !processes_failed.empty()) {
       profile->core_sharing =
           measure_core_sharing(model, samples.slice(0, 0, out.micro_batch), most_at_once);
       profile->core_sharing_by = "threads";
