@@ -1,11 +1,11 @@
 #pragma once
 // Core sharing measured as ranks share a machine: as separate processes.
-// Two threads of one process, each passing the same weights forward and
-// backward, slowed each other 1.0-1.1x on the test bed's two cores where two
-// single-threaded ranks trained 1.2-1.5x slower than one (docs/predict.md):
-// a rank has its own copy of the weights and gradients, its data loader and
-// its record writer beside its compute. So the prediction starts the engine
-// itself: n one-rank trainings of the run's model at once, against one alone.
+// A rank has its own copy of the weights and gradients, its data loader and
+// its record writer beside its compute, which threads of the planner that
+// share one model do not; so the prediction starts the engine itself: n
+// one-rank trainings of the run's model at once, against one alone. (On the
+// test bed this gives 1.04-1.08x for two at once, about what threads gave:
+// the rest of what two ranks lose there is not compute, docs/predict.md.)
 
 #include <cstdint>
 #include <filesystem>
