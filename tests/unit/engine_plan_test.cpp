@@ -245,13 +245,19 @@ elastic: {pipe: true, dp: true}
 )");
   const auto plan = make_run_plan(config, {});
   EXPECT_EQ(plan.elastic_costs, "estimated");
-  ASSERT_EQ(plan.elastic.size(), 1u);
-  EXPECT_EQ(plan.elastic[0].at_step, 6);
-  EXPECT_EQ(plan.elastic[0].frozen_blocks, 5);
-  EXPECT_EQ(plan.elastic[0].layout, (ElasticLayout{1, 4, {6}}));
+  // The blocks are timed here: whether two frozen blocks already let the
+  // pipe shrink depends on this machine's timings (under CI's load it did,
+  // at step 3). Every move is at a step of the schedule with its blocks
+  // frozen, and all five frozen leave one stage of four replicas.
+  ASSERT_FALSE(plan.elastic.empty());
+  ASSERT_LE(plan.elastic.size(), 2u);
+  for (const auto& move : plan.elastic)
+    EXPECT_TRUE((move.at_step == 3 && move.frozen_blocks == 2) ||
+                (move.at_step == 6 && move.frozen_blocks == 5))
+        << "a move at step " << move.at_step << " with " << move.frozen_blocks << " frozen";
+  EXPECT_EQ(plan.elastic.back().layout, (ElasticLayout{1, 4, {6}}));
   const auto doc = nlohmann::json::parse(plan_json(config));
-  EXPECT_EQ(doc["elastic"]["layouts"][0]["replicas"], 4);
-  EXPECT_EQ(doc["elastic"]["layouts"][0]["at_step"], 6);
+  EXPECT_EQ(doc["elastic"]["layouts"].back()["replicas"], 4);
   // Without elastic.pipe there is no sequence to show.
   config.elastic = {};
   EXPECT_TRUE(nlohmann::json::parse(plan_json(config))["elastic"].is_null());
