@@ -2,6 +2,7 @@
 // build's answer says, when a built one may run, and what the store keeps.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <QProcess>
 #include <QStandardPaths>
 #include <filesystem>
@@ -185,8 +186,8 @@ TEST(NodeEngineScript, NamesWhatTheNodeLacksBeforeBuilding) {
 
 // Two probes of one node at once (a window and a CLI): the second build
 // waits for the first instead of writing the same folder, then finds its
-// engine. The compiler is a stand-in that holds the first build's configure
-// until the test lets it go.
+// engine. cmake is a stand-in whose configure blocks on a pipe until the
+// test writes to it.
 TEST(NodeEngineScript, ASecondBuildWaitsForTheFirstAndUsesItsEngine) {
   testing::TempDir dir;
   const auto torch = dir.path() / "torch";
@@ -195,7 +196,9 @@ TEST(NodeEngineScript, ASecondBuildWaitsForTheFirstAndUsesItsEngine) {
   dir.write("torch/share/cmake/Torch/TorchConfig.cmake", "");
   dir.write("torch/share/cmake/Torch/TorchConfigVersion.cmake", "set(PACKAGE_VERSION \"2.9.9\")\n");
   std::filesystem::create_directories(dir.path() / "src");
+  // The stand-in's configure blocks reading this pipe until the test writes.
   const auto release = dir.path() / "release";
+  ASSERT_EQ(mkfifo(release.c_str(), 0600), 0);
   const auto configured = dir.path() / "configured.log";
   put_tool(
       dir, "cmake",
@@ -204,8 +207,8 @@ TEST(NodeEngineScript, ASecondBuildWaitsForTheFirstAndUsesItsEngine) {
       "  --build) mkdir -p \"$2/bin\"; printf '#!/bin/sh\\nexit 0\\n' > \"$2/bin/flotilla-train\";"
       " chmod +x \"$2/bin/flotilla-train\"; echo '[1/1] Linking flotilla-train' ;;\n"
       "  *) echo configure >> " +
-          configured.string() + "; while [ ! -e " + release.string() +
-          " ]; do sleep 0.05; done ;;\n"
+          configured.string() + "; read go < " + release.string() +
+          " ;;\n"
           "esac");
   put_tool(dir, "c++", "exit 0");
   put_tool(dir, "ninja", "exit 0");
@@ -231,7 +234,7 @@ TEST(NodeEngineScript, ASecondBuildWaitsForTheFirstAndUsesItsEngine) {
   const auto waited = said_until(second, "waiting for it");
   EXPECT_TRUE(waited.contains("another build against LibTorch 2.9.9 is running on this node"))
       << waited.toStdString();
-  dir.write("release", "");
+  std::ofstream(release) << "go\n";  // opens once the first build's configure reads
   ASSERT_TRUE(first.waitForFinished(30000));
   ASSERT_TRUE(second.waitForFinished(30000));
   EXPECT_EQ(first.exitCode(), 0) << first.readAllStandardError().toStdString();

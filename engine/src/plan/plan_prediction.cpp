@@ -275,7 +275,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   const bool measured_less_well = in_processes && profile->core_sharing_by != "processes";
   if (most_at_once > 1 &&
       (measured_less_well || most_at_once > static_cast<int64_t>(profile->core_sharing.size()))) {
-    std::string processes_failed;
+    bool timed = false;
     if (in_processes) {
       // About a second and a half of steps alone: enough past the
       // trainings' uneven starts to hold several steps of all at once.
@@ -290,13 +290,13 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
                            steps),
             most_at_once, 60);
         profile->core_sharing_by = "processes";
+        timed = true;
       } catch (const std::exception& e) {
         // The prediction goes on with the lesser measure, and says why.
-        processes_failed = e.what();
-        out.notes.push_back(processes_failed + "; timed in threads of the planner instead");
+        out.notes.push_back(std::string(e.what()) + "; timed in threads of the planner instead");
       }
     }
-    if (!in_processes || !processes_failed.empty()) {
+    if (!timed) {
       profile->core_sharing =
           measure_core_sharing(model, samples.slice(0, 0, out.micro_batch), most_at_once);
       profile->core_sharing_by = "threads";

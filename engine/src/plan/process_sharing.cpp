@@ -16,6 +16,7 @@
 
 #include "flotilla/protocol/line_buffer.h"
 #include "flotilla/protocol/record_reading.h"
+#include "flotilla/protocol/run_metrics.h"
 
 extern char** environ;
 
@@ -23,13 +24,6 @@ namespace flotilla {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
 
 // A folder of this measurement's files, removed with it.
 class ScratchFolder {
@@ -173,8 +167,7 @@ std::vector<Trainee> train_at_once(const std::filesystem::path& engine,
               [](size_t) {});
         } else if (got == 0) {
           t.ended = true;
-          int status = 0;
-          waitpid(t.pid, &status, 0);
+          waitpid(t.pid, nullptr, 0);
           t.pid = -1;
           if (!enough(t))
             throw std::runtime_error("core sharing: the engine's one-rank training ended after " +
@@ -208,7 +201,7 @@ double shared_step_ms(const std::vector<Trainee>& trainees) {
       after_first.push_back(t.steps[s].second);
       if (t.steps[s].first > from && t.steps[s].first <= to) during.push_back(t.steps[s].second);
     }
-    medians.push_back(median(during.size() >= 3 ? during : after_first));
+    medians.push_back(metrics::median(during.size() >= 3 ? during : after_first).value_or(0));
   }
   double sum = 0;
   for (double m : medians) sum += m;

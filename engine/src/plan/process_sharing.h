@@ -19,8 +19,8 @@ namespace flotilla {
 // What one rank of `config` computes, as a run of its own: the model, data,
 // optimizer, precision and freezing of `config`, one rank on this machine
 // with `threads` threads, a batch of `micro_batch`, `steps` steps (however
-// small its data set), and no
-// communication, codec, checkpoints or elastic moves.
+// small its data set), and no communication, codec, checkpoints or elastic
+// moves.
 ExperimentConfig one_rank_alone(const ExperimentConfig& config, int64_t micro_batch,
                                 int64_t threads, int64_t steps);
 
