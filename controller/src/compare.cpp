@@ -457,6 +457,15 @@ CompareTable compare_runs(const Store& store, const std::vector<std::string>& ru
   // Predicted before the run, where `flotilla run --predict` kept a prediction.
   for (auto& row : table.rows) {
     const auto predicted = run_prediction(store, row.run.id);
+    if (predicted && predicted->peak_memory_bytes > 0) {
+      const double mib = static_cast<double>(predicted->peak_memory_bytes) / 1048576.0;
+      set_number(row, "predicted_peak_mem_mib", mib);
+      if (row.stats.peak_memory && *row.stats.peak_memory > 0)
+        set_number(row, "peak_mem_err_pct",
+                   100 * (static_cast<double>(predicted->peak_memory_bytes) -
+                          static_cast<double>(*row.stats.peak_memory)) /
+                       static_cast<double>(*row.stats.peak_memory));
+    }
     if (!predicted || !(predicted->samples_per_s > 0)) continue;
     set_number(row, "predicted_throughput", predicted->samples_per_s);
     if (row.stats.throughput && *row.stats.throughput > 0)

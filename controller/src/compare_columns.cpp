@@ -80,6 +80,10 @@ const std::vector<CompareColumn>& compare_columns() {
        "the job's samples/s `flotilla run --predict` predicted before the run (docs/predict.md)"},
       {"prediction_err_pct", "prediction error %", 1,
        "(predicted - measured) / measured steady samples/s, %"},
+      {"predicted_peak_mem_mib", "peak mem MiB predicted", 0,
+       "the fullest rank's peak memory `flotilla run --predict` predicted (docs/predict.md), MiB"},
+      {"peak_mem_err_pct", "peak mem error %", 1,
+       "(predicted - measured) / measured peak mem, %"},
       {"notes", "notes", -1, "live, no steps, oom, failed, baseline, malformed records"},
   };
   return columns;
@@ -92,7 +96,8 @@ std::vector<std::string> default_compare_columns() {
         c.key != "seed_ring_gbps" && c.key != "link_busbw_gbps" && c.key != "nic_mb_epoch" &&
         c.key != "nic_rx_mb_epoch" && c.key != "nic_tx_mb_epoch" && c.key != "steady_epoch_s" &&
         c.key != "recv_ms" && c.key != "recv_gbps" && c.key != "predicted_throughput" &&
-        c.key != "prediction_err_pct")
+        c.key != "prediction_err_pct" && c.key != "predicted_peak_mem_mib" &&
+        c.key != "peak_mem_err_pct")
       keys.push_back(c.key);
   return keys;
 }

@@ -18,6 +18,7 @@ std::optional<RunPrediction> parse(const std::string& plan_json) {
   out.step_ms = p.value("step_ms", 0.0);
   out.samples_per_s = p.value("samples_per_s", 0.0);
   out.samples_per_step = p.value("samples_per_step", int64_t{0});
+  out.peak_memory_bytes = p.value("peak_memory_bytes", int64_t{0});
   if (p.contains("links") && p["links"].is_string()) out.links = p["links"].get<std::string>();
   out.plan_json = plan_json;
   return out;

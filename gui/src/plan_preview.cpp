@@ -178,8 +178,13 @@ PlanNumbers parse_plan(const QByteArray& printed) {
     }
     for (const auto& note : pr.value("notes", json::array()))
       if (note.is_string()) prediction.notes << QString::fromStdString(note.get<std::string>());
-    for (const auto& stage : pr.value("stages", json::array()))
+    for (const auto& stage : pr.value("stages", json::array())) {
       prediction.stage_ms << stage.value("forward_ms", 0.0) + stage.value("backward_ms", 0.0);
+      prediction.stage_peak_memory_bytes << stage.value("peak_memory_bytes", int64_t{0});
+    }
+    prediction.peak_memory_bytes = pr.value("peak_memory_bytes", int64_t{0});
+    prediction.memory_on_gpu =
+        pr.value("memory", json::object()).value("measured_as", "") == "cuda_allocator";
     p.prediction = prediction;
   }
   return p;
@@ -390,6 +395,15 @@ QString PlanPreview::prediction_html() const {
     QStringList stages;
     for (double ms : pr.stage_ms) stages << ms_text(ms);
     html += "stage forward + backward a micro-batch: " + stages.join(", ");
+  }
+  if (pr.peak_memory_bytes > 0) {
+    html += "<br>peak memory <b>" + bytes_text(pr.peak_memory_bytes) + "</b> on the fullest rank (" +
+            (pr.memory_on_gpu ? "GPU allocator" : "resident") + ")";
+    if (pr.stage_peak_memory_bytes.size() > 1) {
+      QStringList stages;
+      for (int64_t bytes : pr.stage_peak_memory_bytes) stages << bytes_text(bytes);
+      html += ": stages " + stages.join(", ");
+    }
   }
   html += (pr.from_profile
                ? "<br>blocks from this machine's profile (" + age_text(pr.profile_measured_ms) + ")"

@@ -88,6 +88,11 @@ struct PlanNumbers {
     qint64 profile_measured_ms = 0;
     QStringList notes;
     QVector<double> stage_ms;  // each stage's forward + backward of a micro-batch
+    // The fullest rank's peak memory, each stage's, and whether it is the
+    // CUDA allocator's rather than resident memory; 0: not predicted.
+    int64_t peak_memory_bytes = 0;
+    QVector<int64_t> stage_peak_memory_bytes;
+    bool memory_on_gpu = false;
   };
   std::optional<Prediction> prediction;
 };

@@ -6,9 +6,11 @@ sizes, GPipe and 1F1B over 2 and 3 stages with 2/4/8 chunks, Pipe+DDP, one
 with sort_quant at the boundary, one freezing) is first planned with
 `flotilla plan --predict` (block times measured on this machine, the links
 from `flotilla nodes bench` of the same nodes), then run; the measured step is
-the run's steady throughput (after warm-up) turned back into a step. Prints
-one table and the median and worst absolute error, and keeps each plan as
-NAME.plan.json in the cluster folder. Measures, asserts nothing.
+the run's steady throughput (after warm-up) turned back into a step; the
+peak memory predicted for the fullest rank is set against the largest
+rank's measured peak (compare's peak_mem_mib). Prints one table and the
+median and worst absolute errors, and keeps each plan as NAME.plan.json in
+the cluster folder. Measures, asserts nothing.
 
     sudo tests/bench/predict_vs_measured.py [--steps N] [--only LABEL,...] [--keep DIR]
 
@@ -131,27 +133,41 @@ def run_all(work, args):
         run = flotilla(db, known_hosts, "run", path, check=False)
         run_id = next((line.split()[1].rstrip(":") for line in run.stdout.splitlines()
                        if line.startswith("run ")), None)
+        predicted_mib = predicted.get("peak_memory_bytes", 0) / 1048576
         if run.returncode != 0 or not run_id:
-            rows.append((label, predicted["step_ms"], None, None, "run failed"))
+            rows.append((label, predicted["step_ms"], None, None, predicted_mib, None, None))
             continue
         shown = json.loads(flotilla(db, known_hosts, "show", run_id, "--format", "json").stdout)
         throughput = shown["summary"]["samples_per_s"]
         measured = predicted["samples_per_step"] / throughput * 1000
         error = (predicted["step_ms"] - measured) / measured
-        rows.append((label, predicted["step_ms"], measured, error, predicted["links"] or "none"))
+        compared = flotilla(db, known_hosts, "compare", run_id, "--columns", "run,peak_mem_mib",
+                            "--format", "json").stdout
+        values = json.loads(compared[compared.index("{"):])["rows"][0]["values"]
+        measured_mib = values.get("peak_mem_mib")
+        memory_error = ((predicted_mib - measured_mib) / measured_mib
+                        if isinstance(measured_mib, (int, float)) and measured_mib > 0 else None)
+        rows.append((label, predicted["step_ms"], measured, error, predicted_mib, measured_mib,
+                     memory_error))
         print(f"{label}: predicted {predicted['step_ms']:.1f} ms, measured {measured:.1f} ms "
-              f"({100 * error:+.1f} %)", flush=True)
+              f"({100 * error:+.1f} %); peak memory predicted {predicted_mib:.0f} MiB, measured "
+              + (f"{measured_mib:.0f} MiB ({100 * memory_error:+.1f} %)" if memory_error is not None
+                 else "none"), flush=True)
 
     print()
-    print(f"| config | predicted step (ms) | measured step (ms) | error |")
-    print(f"|---|---:|---:|---:|")
-    for label, predicted, measured, error, _ in rows:
-        print(f"| {label} | {predicted:.1f} | "
-              + (f"{measured:.1f} | {100 * error:+.1f} % |" if measured else "– | run failed |"))
-    errors = [abs(e) for _, _, _, e, _ in rows if e is not None]
-    if errors:
-        print(f"\nmedian |error| {100 * statistics.median(errors):.1f} %, "
-              f"worst {100 * max(errors):.1f} % over {len(errors)} configs")
+    print("| config | predicted step (ms) | measured step (ms) | error "
+          "| predicted peak (MiB) | measured peak (MiB) | error |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, predicted, measured, error, predicted_mib, measured_mib, memory_error in rows:
+        step = (f"{measured:.1f} | {100 * error:+.1f} %" if measured else "– | run failed")
+        memory = (f"{measured_mib:.0f} | {100 * memory_error:+.1f} %" if memory_error is not None
+                  else "– | –")
+        print(f"| {label} | {predicted:.1f} | {step} | {predicted_mib:.0f} | {memory} |")
+    for name, column in (("step", 3), ("peak memory", 6)):
+        errors = [abs(row[column]) for row in rows if row[column] is not None]
+        if errors:
+            print(f"\n{name}: median |error| {100 * statistics.median(errors):.1f} %, "
+                  f"worst {100 * max(errors):.1f} % over {len(errors)} configs")
 
 
 if __name__ == "__main__":

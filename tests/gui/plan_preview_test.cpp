@@ -4,6 +4,8 @@
 // boundary bytes, fp32 and after the codec; and the preview shows them.
 #include <gtest/gtest.h>
 
+#include <QRegularExpression>
+
 #include <QDateTime>
 #include <QProcess>
 #include <QTest>
@@ -231,6 +233,12 @@ TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
   ASSERT_TRUE(preview->numbers().prediction);
   EXPECT_TRUE(preview->numbers().prediction->links.isEmpty());
   EXPECT_TRUE(preview->shownText().contains("No link bench for gpu-a,gpu-b"))
+      << preview->shownText().toStdString();
+  // The fullest rank's peak memory beside the step, as the run will report it.
+  const int64_t peak = preview->numbers().prediction->peak_memory_bytes;
+  EXPECT_GT(peak, 0);
+  EXPECT_TRUE(preview->shownText().contains(
+      QRegularExpression("peak memory [0-9.]+ MiB on the fullest rank \\(resident\\)")))
       << preview->shownText().toStdString();
   const double alone_ms = preview->numbers().prediction->step_ms;
 

@@ -563,6 +563,25 @@ TEST(Compare, APredictionKeptWithARunIsSetAgainstItsMeasuredThroughput) {
   EXPECT_EQ(text(t, "unpredicted", "prediction_err_pct"), "—");
 }
 
+// The predicted peak memory beside the largest rank's measured one (200 MiB
+// from the agents' system records).
+TEST(Compare, APredictedPeakMemoryIsSetAgainstTheLargestRanksMeasuredOne) {
+  ScratchDb db;
+  db.add_run("predicted", ddp(2));
+  db.add_steps("predicted", 0, 10, 0);
+  db.add("predicted", -1, "system", R"({"type":"system","rank_rss":{"0":104857600,"1":209715200}})");
+  db.store.flush();
+  set_run_prediction(db.store, "predicted",
+                     R"({"type": "plan", "prediction": {"step_ms": 474.07, "samples_per_s": 135,
+                         "samples_per_step": 64, "links": null, "peak_memory_bytes": 230686720}})");
+  CompareOptions options;
+  options.columns = {"run", "peak_mem_mib", "predicted_peak_mem_mib", "peak_mem_err_pct"};
+  const auto t = compare_runs(db.store, {"predicted"}, options);
+  EXPECT_DOUBLE_EQ(*number(t, "predicted", "peak_mem_mib"), 200.0);
+  EXPECT_DOUBLE_EQ(*number(t, "predicted", "predicted_peak_mem_mib"), 220.0);
+  EXPECT_DOUBLE_EQ(*number(t, "predicted", "peak_mem_err_pct"), 10.0);
+}
+
 TEST(Compare, LinkUtilisationWithoutASweepSaysHowToMeasureOne) {
   ScratchDb db;
   db.add_run("train", ddp(2));

@@ -18,6 +18,7 @@
 #include "pipeline/schedule.h"
 #include "plan/process_sharing.h"
 #include "plan/run_plan.h"
+#include "plan/tensor_memory.h"
 #include "runtime/thread_pools.h"
 #include "temp_dir.h"
 #include "torch_adapter.h"
@@ -571,6 +572,61 @@ TEST(RunPlanPrediction, ASecondPredictionOfTheSameBlocksReusesThisMachinesProfil
   EXPECT_EQ(make_run_plan(config, options).prediction->block_costs, "profile");
   options.remeasure = true;
   EXPECT_EQ(make_run_plan(config, options).prediction->block_costs, "measured");
+}
+
+// A rank's peak is the loaded process plus its training's tensors: every
+// stage above what the planner held once loaded, gradients and momentum in
+// it, and the run's peak the fullest stage's.
+TEST(RunPlanPrediction, EachRanksPeakMemoryIsTheLoadedProcessPlusItsTraining) {
+  PlanOptions options;
+  options.predict = true;
+  const auto plan = make_run_plan(small_cnn("strategy: ddp\n"), options);
+  const auto& p = *plan.prediction;
+  EXPECT_EQ(p.memory.measured_as, "resident");
+  EXPECT_GT(p.memory.loaded_bytes, 0);
+  EXPECT_GE(p.memory.loaded_peak_bytes, p.memory.loaded_bytes);
+  ASSERT_EQ(p.stages.size(), 1u);
+  // fp32 gradients of every trainable parameter at least (momentum adds as much).
+  EXPECT_GE(p.stages[0].training_memory_bytes, 4 * plan.trainable);
+  EXPECT_EQ(p.stages[0].peak_memory_bytes,
+            std::max(p.memory.loaded_peak_bytes, p.memory.loaded_bytes + p.memory.runtime_bytes +
+                                                     p.stages[0].training_memory_bytes));
+  EXPECT_EQ(p.memory.peak_bytes, p.stages[0].peak_memory_bytes);
+}
+
+// GPipe keeps all four micro-batches' activations on every stage, 1F1B at
+// most stages - s (two, then one); the blocks' bytes are counted, not timed.
+TEST(RunPlanPrediction, GPipesStagesHoldMoreMicroBatchesThan1F1Bs) {
+  PlanOptions options;
+  options.predict = true;
+  const std::string layout = "strategy: pipeline\nnodes: [a, b]\nchunks: 4\nbalance: [2, 2]\n";
+  const auto gpipe = *make_run_plan(small_cnn(layout), options).prediction;
+  const auto one_f_one_b =
+      *make_run_plan(small_cnn(layout + "schedule: 1f1b\n"), options).prediction;
+  ASSERT_EQ(gpipe.stages.size(), 2u);
+  ASSERT_EQ(one_f_one_b.stages.size(), 2u);
+  for (size_t s = 0; s < 2; ++s)
+    EXPECT_GT(gpipe.stages[s].training_memory_bytes, one_f_one_b.stages[s].training_memory_bytes)
+        << "stage " << s;
+}
+
+TEST(TensorMemory, AWatchCountsATensorsBytesAndKeepsItsPeakAfterItIsFreed) {
+  TensorMemoryWatch watch(torch::kCPU);
+  const int64_t before = watch.in_use();
+  {
+    const auto tensor = torch::empty({1024, 256});  // 1 MiB of float
+    EXPECT_EQ(watch.in_use(), before + (1 << 20));
+  }
+  EXPECT_EQ(watch.in_use(), before);
+  EXPECT_GE(watch.peak(), before + (1 << 20));
+  EXPECT_GE(watch.highest(), before + (1 << 20));
+  watch.mark();
+  EXPECT_EQ(watch.peak(), before);
+  EXPECT_GE(watch.highest(), before + (1 << 20));
+  // A convolution's workspace comes through raw_allocate, which needs the
+  // pointer to be its own context.
+  const auto out = torch::conv2d(torch::randn({2, 3, 16, 16}), torch::randn({4, 3, 3, 3}));
+  EXPECT_EQ(out.size(1), 4);
 }
 
 TEST(RunPlan, EachBucketIsClosedByTheLowestBlockOfItsGradients) {

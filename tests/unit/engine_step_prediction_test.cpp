@@ -1,9 +1,11 @@
 // The step model (issue 27) on cases whose answer is known by hand: GPipe's
 // and 1F1B's (m + S - 1)(f + b) on equal stages and a free link, a link's
 // latency on the critical path, the ring all-reduce's time from a measured
-// bus bandwidth, and DDP's buckets overlapping the backward.
+// bus bandwidth, and DDP's buckets overlapping the backward; and a rank's
+// peak memory from its blocks' measured bytes.
 #include <gtest/gtest.h>
 
+#include "plan/memory_prediction.h"
 #include "plan/step_prediction.h"
 
 namespace flotilla::predict {
@@ -147,6 +149,56 @@ TEST(DdpPrediction, RanksSharingCoresComputeSlowerAndAllReduceAfterTheBackwardWh
   p = predict_ddp(in);
   EXPECT_DOUBLE_EQ(p.step_ms, 1.5 * 5.0 + 2.0);  // both buckets after the backward
   EXPECT_DOUBLE_EQ(p.exposed_comm_ms, 2.0);
+}
+
+// Two blocks: the first holds 100 and peaks 150 above what came before, the
+// second holds 40 and peaks 90; gradients 10 and 20.
+RankMemoryInputs two_blocks() {
+  RankMemoryInputs in;
+  in.loaded_bytes = 1000;
+  in.loaded_peak_bytes = 1000;
+  in.blocks = {{100, 150, 10, false, 120}, {40, 90, 20, false, 60}};
+  in.optimizer_state_bytes = 30;
+  return in;
+}
+
+TEST(RankMemory, APassIsFullestInTheBackwardWithTheMostHeldBeforeIt) {
+  // Block 0's backward: 0 held before it, block 1's gradient made, its own
+  // 150 -> 170; block 1's: 100 held before it, 90 -> 190.
+  const auto memory = predict_rank_memory(two_blocks());
+  EXPECT_EQ(memory.training_bytes, 30 + 190);
+  EXPECT_EQ(memory.peak_bytes, 1000 + 30 + 190);
+}
+
+TEST(RankMemory, EveryOtherLiveMicroBatchKeepsItsActivationsAndInput) {
+  auto in = two_blocks();
+  in.live_micro_batches = 4;
+  in.received_bytes = 5;
+  EXPECT_EQ(predict_rank_memory(in).training_bytes, 30 + 3 * (140 + 5) + 5 + 190);
+}
+
+TEST(RankMemory, AFrozenBlockHoldsNothingForABackward) {
+  auto in = two_blocks();
+  in.blocks[0].frozen = true;
+  in.blocks[0].gradient = 0;
+  // Block 0 only passes through its forward (120); block 1's backward has
+  // nothing of block 0 held: 90.
+  EXPECT_EQ(predict_rank_memory(in).training_bytes, 30 + 120);
+}
+
+TEST(RankMemory, DdpsBucketsAtTheEndOfTheBackwardCanBeTheFullestMoment) {
+  auto in = two_blocks();
+  in.bucket_bytes = 400;
+  EXPECT_EQ(predict_rank_memory(in).training_bytes, 30 + 30 + 400);
+}
+
+TEST(RankMemory, LoadingsPeakIsTheFloor) {
+  auto in = two_blocks();
+  in.loaded_peak_bytes = 5000;
+  in.runtime_bytes = 7;
+  EXPECT_EQ(predict_rank_memory(in).peak_bytes, 5000);
+  in.loaded_peak_bytes = 0;
+  EXPECT_EQ(predict_rank_memory(in).peak_bytes, 1000 + 7 + 30 + 190);
 }
 
 }  // namespace

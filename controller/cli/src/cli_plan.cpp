@@ -51,12 +51,21 @@ void print_summary(const json& plan) {
   if (plan.value("stages", 1) > 1)
     std::cout << ", bubble " << format_fixed(100 * p.value("bubble_fraction", 0.0), 1) << " %";
   std::cout << "\n";
+  const auto& memory = p.value("memory", json::object());
+  std::cout << "  peak memory " << byte_size_text(p.value("peak_memory_bytes", 0.0))
+            << " on the fullest rank ("
+            << (memory.value("measured_as", "") == "cuda_allocator" ? "CUDA allocator"
+                                                                    : "resident")
+            << "; " << byte_size_text(memory.value("loaded_bytes", 0.0))
+            << " once the data and model are loaded)\n";
   for (size_t s = 0; s < p["stages"].size(); ++s) {
     const auto& stage = p["stages"][s];
     std::cout << "  stage " << s << ": forward " << ms_text(stage.value("forward_ms", 0.0))
               << ", backward " << ms_text(stage.value("backward_ms", 0.0)) << " a micro-batch"
               << ", optimizer " << ms_text(stage.value("optimizer_ms", 0.0)) << ", all-reduce "
-              << ms_text(stage.value("allreduce_ms", 0.0)) << "\n";
+              << ms_text(stage.value("allreduce_ms", 0.0)) << ", peak memory "
+              << byte_size_text(stage.value("peak_memory_bytes", 0.0)) << " (training "
+              << byte_size_text(stage.value("training_memory_bytes", 0.0)) << ")\n";
   }
   const auto& blocks = p.value("block_costs", json::object());
   if (blocks.value("source", "") == "profile")

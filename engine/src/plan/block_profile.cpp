@@ -73,11 +73,25 @@ std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
     return std::nullopt;
   BlockProfile profile;
   for (const auto& b : j["blocks"]) {
+    // A profile from before memory was measured has no held_bytes: measured
+    // again.
+    const auto bytes = [&b](const char* name) {
+      return b.contains(name) && b[name].is_number_integer() ? b[name].get<int64_t>() : -1;
+    };
     if (!b.is_object() || !b.contains("forward_ms") || !b.contains("full_ms") ||
-        !b["forward_ms"].is_number() || !b["full_ms"].is_number())
+        !b["forward_ms"].is_number() || !b["full_ms"].is_number() || bytes("held_bytes") < 0 ||
+        bytes("peak_bytes") < 0 || bytes("forward_peak_bytes") < 0)
       return std::nullopt;
     profile.costs.push_back({b["forward_ms"].get<double>(), b["full_ms"].get<double>()});
+    predict::BlockMemory memory;
+    memory.held = bytes("held_bytes");
+    memory.peak = bytes("peak_bytes");
+    memory.forward_peak = bytes("forward_peak_bytes");
+    profile.block_memory.push_back(memory);
   }
+  profile.gradient_bytes = j.value("gradient_bytes", int64_t{0});
+  profile.optimizer_state_bytes = j.value("optimizer_state_bytes", int64_t{0});
+  profile.runtime_bytes = j.value("runtime_bytes", int64_t{0});
   profile.optimizer_ms = j.value("optimizer_ms", 0.0);
   profile.measured_ms = j.value("measured_ms", int64_t{0});
   if (j.contains("core_sharing") && j["core_sharing"].is_array())
@@ -94,8 +108,15 @@ void save_block_profile(const std::filesystem::path& dir, const std::string& key
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   json blocks = json::array();
-  for (const auto& c : profile.costs)
-    blocks.push_back({{"forward_ms", c.forward_ms}, {"full_ms", c.full_ms}});
+  for (size_t b = 0; b < profile.costs.size(); ++b) {
+    const auto memory =
+        b < profile.block_memory.size() ? profile.block_memory[b] : predict::BlockMemory{};
+    blocks.push_back({{"forward_ms", profile.costs[b].forward_ms},
+                      {"full_ms", profile.costs[b].full_ms},
+                      {"held_bytes", memory.held},
+                      {"peak_bytes", memory.peak},
+                      {"forward_peak_bytes", memory.forward_peak}});
+  }
   const auto file = dir / (key + ".json");
   const auto temporary = dir / (key + ".json." + std::to_string(getpid()));
   {
@@ -103,6 +124,9 @@ void save_block_profile(const std::filesystem::path& dir, const std::string& key
     if (!out) return;
     out << json{{"blocks", blocks},
                 {"optimizer_ms", profile.optimizer_ms},
+                {"gradient_bytes", profile.gradient_bytes},
+                {"optimizer_state_bytes", profile.optimizer_state_bytes},
+                {"runtime_bytes", profile.runtime_bytes},
                 {"measured_ms", profile.measured_ms},
                 {"core_sharing", profile.core_sharing},
                 {"core_sharing_by", profile.core_sharing_by}}

@@ -15,11 +15,19 @@
 
 #include "flotilla/protocol/experiment_config.h"
 #include "pipeline/elastic_plan.h"
+#include "plan/memory_prediction.h"
 
 namespace flotilla {
 
 struct BlockProfile {
   std::vector<BlockCost> costs;  // per block: forward, forward + backward
+  // Per block, its tensors at the micro-batch (memory_prediction.h); and the
+  // whole model's gradients and optimizer state, bytes.
+  std::vector<predict::BlockMemory> block_memory;
+  int64_t gradient_bytes = 0, optimizer_state_bytes = 0;
+  // On the CPU: what training makes resident besides tensors (BLAS and
+  // oneDNN buffers, memory glibc keeps), as the passes did here.
+  int64_t runtime_bytes = 0;
   double optimizer_ms = 0;
   int64_t measured_ms = 0;  // when, ms since the epoch
   // A pass's slowdown with n passes at once on this machine, n = 1, 2, ...

@@ -23,7 +23,9 @@ json prediction_json(const PredictionPlan& p) {
     stages.push_back({{"forward_ms", s.forward_ms},
                       {"backward_ms", s.backward_ms},
                       {"optimizer_ms", s.optimizer_ms},
-                      {"allreduce_ms", s.allreduce_ms}});
+                      {"allreduce_ms", s.allreduce_ms},
+                      {"peak_memory_bytes", s.peak_memory_bytes},
+                      {"training_memory_bytes", s.training_memory_bytes}});
   return {
       {"step_ms", p.step.step_ms},
       {"samples_per_step", p.samples_per_step},
@@ -32,6 +34,12 @@ json prediction_json(const PredictionPlan& p) {
       {"exposed_comm_ms", p.step.exposed_comm_ms},
       {"bubble_fraction", p.step.bubble_fraction},
       {"micro_batch", p.micro_batch},
+      {"peak_memory_bytes", p.memory.peak_bytes},
+      {"memory",
+       {{"measured_as", p.memory.measured_as},
+        {"loaded_bytes", p.memory.loaded_bytes},
+        {"loaded_peak_bytes", p.memory.loaded_peak_bytes},
+        {"runtime_bytes", p.memory.runtime_bytes}}},
       {"stages", std::move(stages)},
       {"boundary_ms", p.boundary_ms},
       {"codec_ms", p.codec_ms},

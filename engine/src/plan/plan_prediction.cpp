@@ -11,10 +11,15 @@
 
 #include "codec/activation_codec.h"
 #include "optim/multi_tensor_optimizer.h"
+#include "pipeline/schedule.h"
 #include "plan/block_profile.h"
 #include "plan/core_sharing.h"
+#include "plan/memory_prediction.h"
 #include "plan/process_sharing.h"
+#include "plan/tensor_memory.h"
+#include "precision/mixed_precision.h"
 #include "runtime/thread_pools.h"
+#include "torch_adapter.h"
 
 namespace flotilla {
 namespace {
@@ -36,16 +41,25 @@ double median(std::vector<double> v) {
 
 // The optimizer's step over every trainable parameter, as the trainer builds
 // it (its fastest path on the device), on zero gradients: the median of three
-// after one that allocates its state.
-double optimizer_step_ms(const ExperimentConfig& config, torch::nn::Sequential& model) {
+// after one that allocates its state; and the bytes the gradients and that
+// state take.
+struct OptimizerCost {
+  double step_ms = 0;
+  int64_t gradient_bytes = 0, state_bytes = 0;
+};
+
+OptimizerCost optimizer_cost(const ExperimentConfig& config, torch::nn::Sequential& model,
+                             const TensorMemoryWatch& memory) {
+  OptimizerCost out;
   std::vector<torch::Tensor> params;
   for (auto& p : model->parameters())
-    if (p.requires_grad()) {
-      p.mutable_grad() = torch::zeros_like(p);
-      params.push_back(p);
-    }
-  if (params.empty()) return 0;
+    if (p.requires_grad()) params.push_back(p);
+  if (params.empty()) return out;
   const auto device = params.front().device();
+  const int64_t before = memory.in_use();
+  for (auto& p : params) p.mutable_grad() = torch::zeros_like(p);
+  const int64_t with_gradients = memory.in_use();
+  out.gradient_bytes = with_gradients - before;
   std::vector<double> times;
   {
     optim::MultiTensorOptimizer optimizer(config.optimizer, params,
@@ -55,10 +69,12 @@ double optimizer_step_ms(const ExperimentConfig& config, torch::nn::Sequential& 
       optimizer.step();
       synchronize(device);
       if (i > 0) times.push_back(ms_since(start));
+      if (i == 0) out.state_bytes = std::max<int64_t>(memory.in_use() - with_gradients, 0);
     }
   }
   for (auto& p : params) p.mutable_grad().reset();
-  return median(times);
+  out.step_ms = median(times);
+  return out;
 }
 
 // One encode and decode of a boundary's micro-batch, the median of three.
@@ -76,26 +92,47 @@ double codec_round_trip_ms(const ActivationCodec& codec, const std::vector<int64
 }
 
 // Each block's forward and backward as a training step runs them: the model
-// in training mode, the data into the first block without a gradient (later
-// blocks' inputs need one, as backward passes through them), the gradient
-// from the block after made before the clock starts; two passes untimed
-// (allocations, oneDNN's primitives), then the median of five. The balance's
-// measure_block_costs is cheaper and coarser (eval mode, three passes).
-std::vector<BlockCost> time_blocks_as_trained(torch::nn::Sequential& model,
-                                              const torch::Tensor& example) {
+// in training mode, the forward under the run's autocast, the data into the
+// first block without a gradient (later blocks' inputs need one, as backward
+// passes through them), the gradient from the block after made before the
+// clock starts; two passes untimed (allocations, oneDNN's primitives), then
+// the median of five. The balance's measure_block_costs is cheaper and
+// coarser (eval mode, three passes). Also each block's tensors
+// (memory_prediction.h's BlockMemory: held, peak, forward peak), counted in
+// the same passes.
+struct BlockMeasures {
+  std::vector<BlockCost> costs;
+  std::vector<predict::BlockMemory> memory;
+  int64_t most_resident = 0;  // CPU: the process's, read after each forward and backward
+};
+
+BlockMeasures time_blocks_as_trained(torch::nn::Sequential& model, const torch::Tensor& example,
+                                     Precision precision, TensorMemoryWatch& memory) {
   constexpr int kWarmup = 2, kTimed = 5;
   const bool was_training = model->is_training();
   model->train();
   const auto device = example.device();
   std::vector<std::vector<double>> forward(model->size()), backward(model->size());
+  std::vector<std::vector<double>> held(model->size()), peak(model->size()),
+      forward_peak(model->size());
+  int64_t resident = 0;
   for (int pass = 0; pass < kWarmup + kTimed; ++pass) {
     auto x = example;
     for (size_t b = 0; b < model->size(); ++b) {
       auto input = b > 0 && x.is_floating_point() ? x.detach().requires_grad_(true) : x;
+      const int64_t held_before = memory.in_use();
+      memory.mark();
       auto start = Clock::now();
-      auto y = (model->begin() + static_cast<int64_t>(b))->forward(input);
+      torch::Tensor y;
+      {
+        AutocastScope autocast(device.is_cuda(), compute_dtype(precision));
+        y = (model->begin() + static_cast<int64_t>(b))->forward(input);
+      }
       synchronize(device);
       const double forward_ms = ms_since(start);
+      const int64_t held_after = memory.in_use();
+      const int64_t forward_top = memory.peak();
+      if (!device.is_cuda()) resident = std::max(resident, memory_stats(false).allocated);
       double backward_ms = 0;
       if (y.requires_grad()) {
         const auto gradient = torch::ones_like(y);
@@ -105,21 +142,45 @@ std::vector<BlockCost> time_blocks_as_trained(torch::nn::Sequential& model,
         synchronize(device);
         backward_ms = ms_since(start);
       }
+      if (!device.is_cuda()) resident = std::max(resident, memory_stats(false).allocated);
       if (pass >= kWarmup) {
         forward[b].push_back(forward_ms);
         backward[b].push_back(backward_ms);
+        held[b].push_back(static_cast<double>(std::max<int64_t>(held_after - held_before, 0)));
+        forward_peak[b].push_back(static_cast<double>(forward_top - held_before));
+        peak[b].push_back(static_cast<double>(memory.peak() - held_before));
       }
       x = y.detach();
     }
     for (auto& p : model->parameters()) p.mutable_grad().reset();
   }
+  // Once through the whole model, as a step is, for what the allocator
+  // keeps resident besides tensors when every block's are held at once
+  // (block by block, far less of it shows).
+  for (int pass = 0; pass < 2 && !device.is_cuda(); ++pass) {
+    torch::Tensor y;
+    {
+      AutocastScope autocast(false, compute_dtype(precision));
+      y = model->forward(example);
+    }
+    resident = std::max(resident, memory_stats(false).allocated);
+    y.backward(torch::ones_like(y));
+    resident = std::max(resident, memory_stats(false).allocated);
+    for (auto& p : model->parameters()) p.mutable_grad().reset();
+  }
   if (!was_training) model->eval();
-  std::vector<BlockCost> costs;
+  BlockMeasures out;
   for (size_t b = 0; b < model->size(); ++b) {
     const double f = median(forward[b]);
-    costs.push_back({f, f + median(backward[b])});
+    out.costs.push_back({f, f + median(backward[b])});
+    predict::BlockMemory block;
+    block.held = static_cast<int64_t>(median(held[b]));
+    block.peak = static_cast<int64_t>(median(peak[b]));
+    block.forward_peak = static_cast<int64_t>(median(forward_peak[b]));
+    out.memory.push_back(block);
   }
-  return costs;
+  out.most_resident = resident;
+  return out;
 }
 
 // Which of the run's ranks share a machine's CPU cores: the ranks of one
@@ -161,6 +222,67 @@ double stage_trainable_share(const RunPlan& plan, const StagePlan& stage) {
   return plan.trainable > 0
              ? static_cast<double>(stage.trainable) / static_cast<double>(plan.trainable)
              : 0.0;
+}
+
+// Each stage's rank at its fullest (memory_prediction.h), from the loaded
+// process and the profile's per-block and per-model bytes.
+void predict_memory(const RunPlan& plan, const ExperimentConfig& config,
+                    const BlockProfile& profile, int64_t timed_micro_batch,
+                    const MemoryStats& loaded, const torch::Device& device, PredictionPlan& out) {
+  const double scale = timed_micro_batch > 0
+                           ? static_cast<double>(plan.micro_batch_sizes.front()) /
+                                 static_cast<double>(timed_micro_batch)
+                           : 1.0;
+  const int64_t value_bytes =
+      static_cast<int64_t>(c10::elementSize(compute_dtype(config.precision)));
+  const auto stage_count = static_cast<int64_t>(plan.stages.size());
+  out.memory.loaded_bytes = loaded.allocated;
+  out.memory.loaded_peak_bytes = loaded.peak;
+  out.memory.runtime_bytes = profile.runtime_bytes;
+  out.memory.measured_as = device.is_cuda() ? "cuda_allocator" : "resident";
+  for (int64_t s = 0; s < stage_count; ++s) {
+    const auto& stage = plan.stages[static_cast<size_t>(s)];
+    predict::RankMemoryInputs in;
+    in.loaded_bytes = loaded.allocated;
+    in.loaded_peak_bytes = loaded.peak;
+    in.runtime_bytes = profile.runtime_bytes;
+    const double share = stage_trainable_share(plan, stage);
+    in.optimizer_state_bytes =
+        static_cast<int64_t>(share * static_cast<double>(profile.optimizer_state_bytes));
+    for (int64_t b = stage.first_block; b < stage.first_block + stage.blocks; ++b) {
+      if (b >= static_cast<int64_t>(profile.block_memory.size())) break;
+      const auto& measured = profile.block_memory[static_cast<size_t>(b)];
+      const auto scaled = [scale](int64_t bytes) {
+        return static_cast<int64_t>(scale * static_cast<double>(bytes));
+      };
+      predict::BlockMemory block;
+      block.held = scaled(measured.held);
+      block.peak = scaled(measured.peak);
+      block.forward_peak = scaled(measured.forward_peak);
+      block.frozen = b < plan.frozen_blocks;
+      // Gradients, in the share of the block's trainable parameters.
+      block.gradient = plan.trainable > 0
+                           ? static_cast<int64_t>(
+                                 static_cast<double>(profile.gradient_bytes) *
+                                 static_cast<double>(plan.blocks[static_cast<size_t>(b)].trainable) /
+                                 static_cast<double>(plan.trainable))
+                           : 0;
+      in.blocks.push_back(block);
+    }
+    if (plan.layout.pipelined) {
+      in.live_micro_batches = peak_live_micro_batches(stage_schedule(
+          config.schedule, stage_count, s, static_cast<int64_t>(plan.micro_batch_sizes.size())));
+      if (s > 0) in.received_bytes = plan.boundaries[static_cast<size_t>(s - 1)].elements * value_bytes;
+    }
+    if (stage.allreduce && plan.layout.world_size > 1) in.bucket_bytes = stage.allreduce->bytes_per_step;
+    const auto rank = predict::predict_rank_memory(in);
+    out.stages[static_cast<size_t>(s)].peak_memory_bytes = rank.peak_bytes;
+    out.stages[static_cast<size_t>(s)].training_memory_bytes = rank.training_bytes;
+    out.memory.peak_bytes = std::max(out.memory.peak_bytes, rank.peak_bytes);
+  }
+  if (config.elastic.cache)
+    out.notes.push_back("memory: the AutoCache's frozen outputs (up to elastic.cache_mb) are not "
+                        "counted");
 }
 
 }  // namespace
@@ -226,7 +348,7 @@ LinkMeasurements parse_link_measurements(const std::string& json_text, const std
 PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& config,
                                 torch::nn::Sequential& model, const torch::Tensor& samples,
                                 const std::optional<LinkMeasurements>& links,
-                                const PlanOptions& options) {
+                                const PlanOptions& options, const MemoryStats& loaded) {
   const auto started = Clock::now();
   PredictionPlan out;
   out.micro_batch = std::min<int64_t>(plan.micro_batch_sizes.front(), samples.size(0));
@@ -249,13 +371,27 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   if (profile) {
     out.block_costs = "profile";
   } else {
-    profile = BlockProfile{time_blocks_as_trained(model, samples.slice(0, 0, out.micro_batch)),
-                           optimizer_step_ms(config, model),
-                           std::chrono::duration_cast<std::chrono::milliseconds>(
+    TensorMemoryWatch memory(device);
+    const auto blocks = time_blocks_as_trained(model, samples.slice(0, 0, out.micro_batch),
+                                               config.precision, memory);
+    const auto optimizer = optimizer_cost(config, model, memory);
+    profile = BlockProfile{};
+    profile->costs = blocks.costs;
+    profile->block_memory = blocks.memory;
+    profile->gradient_bytes = optimizer.gradient_bytes;
+    profile->optimizer_state_bytes = optimizer.state_bytes;
+    profile->optimizer_ms = optimizer.step_ms;
+    profile->measured_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
-                               .count(),
-                           {},
-                           {}};
+                               .count();
+    // What training keeps resident besides its tensors at their most: the
+    // most resident the passes were seen at, beyond the loaded process and
+    // the most tensors held. Not buffers (glibc gives it back on a trim) but
+    // freed memory it cannot reuse yet: chunks in the arenas of the threads
+    // that freed them, pieces between live tensors.
+    if (!device.is_cuda())
+      profile->runtime_bytes =
+          std::max<int64_t>(blocks.most_resident - loaded.allocated - memory.highest(), 0);
     if (!profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   }
   out.block_costs_measured_ms = profile->measured_ms;
@@ -408,6 +544,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       out.boundary_ms.push_back(in.link.time_ms(in.boundary_bytes[b]) + in.boundary_codec_ms[b]);
     out.step = predict::predict_pipeline(in);
   }
+  predict_memory(plan, config, *profile, out.micro_batch, loaded, device, out);
   out.samples_per_s = out.step.step_ms > 0
                           ? static_cast<double>(out.samples_per_step) / (out.step.step_ms / 1000.0)
                           : 0.0;

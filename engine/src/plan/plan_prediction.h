@@ -14,6 +14,7 @@
 #include "flotilla/protocol/experiment_config.h"
 #include "plan/run_plan.h"
 #include "plan/step_prediction.h"
+#include "torch_adapter.h"
 
 namespace flotilla {
 
@@ -47,10 +48,12 @@ LinkMeasurements parse_link_measurements(const std::string& json_text, const std
 // rank would run them, and replays the plan's step on them and `links`.
 // With options.profile_dir, the block and optimizer times come from this
 // machine's profile of the same blocks when one is kept (block_profile.h),
-// and a new one is kept when they are timed.
+// and a new one is kept when they are timed. `loaded`: this process's memory
+// once it had loaded the data and built the model, as a rank's is at its
+// start (the base of each rank's predicted peak).
 PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& config,
                                 torch::nn::Sequential& model, const torch::Tensor& samples,
                                 const std::optional<LinkMeasurements>& links,
-                                const PlanOptions& options);
+                                const PlanOptions& options, const MemoryStats& loaded);
 
 }  // namespace flotilla

@@ -1,5 +1,7 @@
 #include "plan/run_plan.h"
 
+#include <malloc.h>
+
 #include <torch/torch.h>
 
 #include <chrono>
@@ -193,6 +195,7 @@ RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options)
   // otherwise only the model's structure and shapes matter, not its values.
   torch::nn::Sequential model;
   torch::Tensor samples;  // measuring: the first evaluation batch; else one zero sample
+  MemoryStats loaded;     // measuring: this process, data and model loaded
   DataShape shape = data::expected_shape(config);
   torch::Device device(torch::kCPU);
   if (measuring) {
@@ -211,6 +214,9 @@ RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options)
     if (!batch)
       throw std::runtime_error("the test split is empty: no sample to measure the blocks on");
     samples = batch->inputs.to(device);
+    // Without what loading freed and glibc kept: a rank's tensors reuse it.
+    malloc_trim(0);
+    loaded = memory_stats(device.is_cuda(), 0);
   } else {
     {
       RandomInitialisationSkipped skipped;
@@ -338,7 +344,7 @@ RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options)
   }
   plan.ranks = rank_placements(config);
   if (options.predict)
-    plan.prediction = predict_run_plan(plan, config, model, samples, links, options);
+    plan.prediction = predict_run_plan(plan, config, model, samples, links, options, loaded);
   plan.elapsed_ms = ms_since(started);
   return plan;
 }

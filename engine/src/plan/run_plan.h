@@ -82,8 +82,21 @@ struct PredictionPlan {
   struct Stage {
     double forward_ms = 0, backward_ms = 0;     // per micro-batch (DDP: the batch)
     double optimizer_ms = 0, allreduce_ms = 0;  // per step
+    // Its rank at its fullest (memory_prediction.h), and what training adds
+    // to the loaded process for it.
+    int64_t peak_memory_bytes = 0, training_memory_bytes = 0;
   };
   std::vector<Stage> stages;
+  // Memory: what the run will report as its largest rank's peak, from what
+  // this process held once it had loaded the data and the model (a rank's
+  // start) plus each stage's training; "resident" on the CPU (the kernel's
+  // high-water mark, as ranks report it), "cuda_allocator" on a GPU.
+  struct Memory {
+    int64_t peak_bytes = 0;
+    int64_t loaded_bytes = 0, loaded_peak_bytes = 0;
+    int64_t runtime_bytes = 0;  // resident besides tensors while training (CPU)
+    std::string measured_as;
+  } memory;
   std::vector<double> boundary_ms;  // per crossing: link + codec
   double codec_ms = 0;              // one encode + decode of a boundary's micro-batch
   std::string links;                // what the link model came from; "" none
