@@ -462,8 +462,9 @@ CompareTable compare_runs(const Store& store, const std::vector<std::string>& ru
       set_number(row, "predicted_peak_mem_mib", mib);
       if (row.stats.peak_memory && *row.stats.peak_memory > 0)
         set_number(row, "peak_mem_err_pct",
-                   100 * (static_cast<double>(predicted->peak_memory_bytes) -
-                          static_cast<double>(*row.stats.peak_memory)) /
+                   100 *
+                       (static_cast<double>(predicted->peak_memory_bytes) -
+                        static_cast<double>(*row.stats.peak_memory)) /
                        static_cast<double>(*row.stats.peak_memory));
     }
     if (!predicted || !(predicted->samples_per_s > 0)) continue;

@@ -82,8 +82,7 @@ const std::vector<CompareColumn>& compare_columns() {
        "(predicted - measured) / measured steady samples/s, %"},
       {"predicted_peak_mem_mib", "peak mem MiB predicted", 0,
        "the fullest rank's peak memory `flotilla run --predict` predicted (docs/predict.md), MiB"},
-      {"peak_mem_err_pct", "peak mem error %", 1,
-       "(predicted - measured) / measured peak mem, %"},
+      {"peak_mem_err_pct", "peak mem error %", 1, "(predicted - measured) / measured peak mem, %"},
       {"notes", "notes", -1, "live, no steps, oom, failed, baseline, malformed records"},
   };
   return columns;

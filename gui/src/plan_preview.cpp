@@ -397,8 +397,8 @@ QString PlanPreview::prediction_html() const {
     html += "stage forward + backward a micro-batch: " + stages.join(", ");
   }
   if (pr.peak_memory_bytes > 0) {
-    html += "<br>peak memory <b>" + bytes_text(pr.peak_memory_bytes) + "</b> on the fullest rank (" +
-            (pr.memory_on_gpu ? "GPU allocator" : "resident") + ")";
+    html += "<br>peak memory <b>" + bytes_text(pr.peak_memory_bytes) +
+            "</b> on the fullest rank (" + (pr.memory_on_gpu ? "GPU allocator" : "resident") + ")";
     if (pr.stage_peak_memory_bytes.size() > 1) {
       QStringList stages;
       for (int64_t bytes : pr.stage_peak_memory_bytes) stages << bytes_text(bytes);

@@ -569,7 +569,8 @@ TEST(Compare, APredictedPeakMemoryIsSetAgainstTheLargestRanksMeasuredOne) {
   ScratchDb db;
   db.add_run("predicted", ddp(2));
   db.add_steps("predicted", 0, 10, 0);
-  db.add("predicted", -1, "system", R"({"type":"system","rank_rss":{"0":104857600,"1":209715200}})");
+  db.add("predicted", -1, "system",
+         R"({"type":"system","rank_rss":{"0":104857600,"1":209715200}})");
   db.store.flush();
   set_run_prediction(db.store, "predicted",
                      R"({"type": "plan", "prediction": {"step_ms": 474.07, "samples_per_s": 135,

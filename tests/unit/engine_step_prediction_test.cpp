@@ -192,6 +192,16 @@ TEST(RankMemory, DdpsBucketsAtTheEndOfTheBackwardCanBeTheFullestMoment) {
   EXPECT_EQ(predict_rank_memory(in).training_bytes, 30 + 30 + 400);
 }
 
+TEST(RankMemory, TheEvaluationHoldsTheLastStepsGradientsAndTheState) {
+  auto in = two_blocks();
+  in.blocks[0].evaluation_peak = 500;
+  in.blocks[1].evaluation_peak = 300;
+  const auto memory = predict_rank_memory(in);
+  EXPECT_EQ(memory.evaluation_bytes, 30 + 30 + 500);
+  EXPECT_EQ(memory.training_bytes, 30 + 190);
+  EXPECT_EQ(memory.peak_bytes, 1000 + 30 + 30 + 500);
+}
+
 TEST(RankMemory, LoadingsPeakIsTheFloor) {
   auto in = two_blocks();
   in.loaded_peak_bytes = 5000;

@@ -54,8 +54,7 @@ void print_summary(const json& plan) {
   const auto& memory = p.value("memory", json::object());
   std::cout << "  peak memory " << byte_size_text(p.value("peak_memory_bytes", 0.0))
             << " on the fullest rank ("
-            << (memory.value("measured_as", "") == "cuda_allocator" ? "CUDA allocator"
-                                                                    : "resident")
+            << (memory.value("measured_as", "") == "cuda_allocator" ? "CUDA allocator" : "resident")
             << "; " << byte_size_text(memory.value("loaded_bytes", 0.0))
             << " once the data and model are loaded)\n";
   for (size_t s = 0; s < p["stages"].size(); ++s) {
@@ -64,8 +63,9 @@ void print_summary(const json& plan) {
               << ", backward " << ms_text(stage.value("backward_ms", 0.0)) << " a micro-batch"
               << ", optimizer " << ms_text(stage.value("optimizer_ms", 0.0)) << ", all-reduce "
               << ms_text(stage.value("allreduce_ms", 0.0)) << ", peak memory "
-              << byte_size_text(stage.value("peak_memory_bytes", 0.0)) << " (training "
-              << byte_size_text(stage.value("training_memory_bytes", 0.0)) << ")\n";
+              << byte_size_text(stage.value("peak_memory_bytes", 0.0)) << " (a step adds "
+              << byte_size_text(stage.value("training_memory_bytes", 0.0)) << ", evaluating "
+              << byte_size_text(stage.value("evaluation_memory_bytes", 0.0)) << ")\n";
   }
   const auto& blocks = p.value("block_costs", json::object());
   if (blocks.value("source", "") == "profile")
@@ -89,8 +89,10 @@ std::string prediction_line(const std::string& plan_json) {
   if (plan.is_discarded() || !plan.contains("prediction") || !plan["prediction"].is_object())
     return {};
   const auto& p = plan["prediction"];
+  const double peak = p.value("peak_memory_bytes", 0.0);
   return "predicted step " + ms_text(p.value("step_ms", 0.0)) + " = " +
-         format_fixed(p.value("samples_per_s", 0.0), 1) + " samples/s (links: " +
+         format_fixed(p.value("samples_per_s", 0.0), 1) + " samples/s" +
+         (peak > 0 ? ", peak memory " + byte_size_text(peak) : std::string()) + " (links: " +
          (p["links"].is_string() ? p["links"].get<std::string>() : std::string("none measured")) +
          ")";
 }

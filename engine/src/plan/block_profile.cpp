@@ -80,18 +80,21 @@ std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
     };
     if (!b.is_object() || !b.contains("forward_ms") || !b.contains("full_ms") ||
         !b["forward_ms"].is_number() || !b["full_ms"].is_number() || bytes("held_bytes") < 0 ||
-        bytes("peak_bytes") < 0 || bytes("forward_peak_bytes") < 0)
+        bytes("peak_bytes") < 0 || bytes("forward_peak_bytes") < 0 ||
+        bytes("evaluation_peak_bytes") < 0)
       return std::nullopt;
     profile.costs.push_back({b["forward_ms"].get<double>(), b["full_ms"].get<double>()});
     predict::BlockMemory memory;
     memory.held = bytes("held_bytes");
     memory.peak = bytes("peak_bytes");
     memory.forward_peak = bytes("forward_peak_bytes");
+    memory.evaluation_peak = bytes("evaluation_peak_bytes");
     profile.block_memory.push_back(memory);
   }
   profile.gradient_bytes = j.value("gradient_bytes", int64_t{0});
   profile.optimizer_state_bytes = j.value("optimizer_state_bytes", int64_t{0});
   profile.runtime_bytes = j.value("runtime_bytes", int64_t{0});
+  profile.evaluation_batch = j.value("evaluation_batch", int64_t{0});
   profile.optimizer_ms = j.value("optimizer_ms", 0.0);
   profile.measured_ms = j.value("measured_ms", int64_t{0});
   if (j.contains("core_sharing") && j["core_sharing"].is_array())
@@ -115,7 +118,8 @@ void save_block_profile(const std::filesystem::path& dir, const std::string& key
                       {"full_ms", profile.costs[b].full_ms},
                       {"held_bytes", memory.held},
                       {"peak_bytes", memory.peak},
-                      {"forward_peak_bytes", memory.forward_peak}});
+                      {"forward_peak_bytes", memory.forward_peak},
+                      {"evaluation_peak_bytes", memory.evaluation_peak}});
   }
   const auto file = dir / (key + ".json");
   const auto temporary = dir / (key + ".json." + std::to_string(getpid()));
@@ -127,6 +131,7 @@ void save_block_profile(const std::filesystem::path& dir, const std::string& key
                 {"gradient_bytes", profile.gradient_bytes},
                 {"optimizer_state_bytes", profile.optimizer_state_bytes},
                 {"runtime_bytes", profile.runtime_bytes},
+                {"evaluation_batch", profile.evaluation_batch},
                 {"measured_ms", profile.measured_ms},
                 {"core_sharing", profile.core_sharing},
                 {"core_sharing_by", profile.core_sharing_by}}

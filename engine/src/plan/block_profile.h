@@ -25,6 +25,7 @@ struct BlockProfile {
   // whole model's gradients and optimizer state, bytes.
   std::vector<predict::BlockMemory> block_memory;
   int64_t gradient_bytes = 0, optimizer_state_bytes = 0;
+  int64_t evaluation_batch = 0;  // the samples the evaluation's peaks were counted on
   // On the CPU: what training makes resident besides tensors (BLAS and
   // oneDNN buffers, memory glibc keeps), as the passes did here.
   int64_t runtime_bytes = 0;

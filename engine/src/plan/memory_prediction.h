@@ -13,12 +13,15 @@ namespace flotilla::predict {
 
 // One block's tensors for one micro-batch, as the planner measured them.
 struct BlockMemory {
-  int64_t held = 0;      // from its forward until its backward: output and saved tensors
-  int64_t peak = 0;      // the most above what was held before its forward, through
-                         // forward and backward (its gradients and temporaries too)
-  int64_t gradient = 0;  // its trainable parameters' gradients
-  bool frozen = false;   // forward only: nothing held for a backward
+  int64_t held = 0;          // from its forward until its backward: output and saved tensors
+  int64_t peak = 0;          // the most above what was held before its forward, through
+                             // forward and backward (its gradients and temporaries too)
+  int64_t gradient = 0;      // its trainable parameters' gradients
+  bool frozen = false;       // forward only: nothing held for a backward
   int64_t forward_peak = 0;  // the most above that through its forward alone
+  // Evaluating (eval mode, no gradients, the evaluation batch): the most held
+  // while it runs, its input included.
+  int64_t evaluation_peak = 0;
 };
 
 struct RankMemoryInputs {
@@ -28,7 +31,7 @@ struct RankMemoryInputs {
   // keeps).
   int64_t loaded_bytes = 0;
   int64_t loaded_peak_bytes = 0;
-  int64_t runtime_bytes = 0;  // resident besides tensors once training runs (CPU)
+  int64_t runtime_bytes = 0;          // resident besides tensors once training runs (CPU)
   std::vector<BlockMemory> blocks;    // this rank's, in model order
   int64_t optimizer_state_bytes = 0;  // momentum, Adam's moments: held throughout
   int64_t live_micro_batches = 1;     // at most alive at once under its schedule
@@ -37,8 +40,9 @@ struct RankMemoryInputs {
 };
 
 struct RankMemory {
-  int64_t training_bytes = 0;  // what training adds to the loaded process at its fullest
-  int64_t peak_bytes = 0;      // max(loading's peak, loaded + runtime + training)
+  int64_t training_bytes = 0;    // what a step adds to the loaded process at its fullest
+  int64_t evaluation_bytes = 0;  // what the evaluation adds, the step's leftovers included
+  int64_t peak_bytes = 0;        // max(loading's peak, loaded + runtime + the larger of the two)
 };
 
 // The engine drops gradients at each step's start and frees a block's saved
@@ -46,7 +50,10 @@ struct RankMemory {
 // some block b's backward: the blocks before b still held, the gradients of
 // the blocks after b made, and b's own peak on top. The other live
 // micro-batches hold their activations and received inputs throughout, and
-// at the end of a DDP backward every gradient is there with its bucket.
+// at the end of a DDP backward every gradient is there with its bucket. The
+// evaluation at an epoch's end runs with the last step's gradients and the
+// optimizer's state still held; on a larger batch, it can be the fuller
+// moment.
 RankMemory predict_rank_memory(const RankMemoryInputs& in);
 
 }  // namespace flotilla::predict

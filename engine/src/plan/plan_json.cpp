@@ -25,7 +25,8 @@ json prediction_json(const PredictionPlan& p) {
                       {"optimizer_ms", s.optimizer_ms},
                       {"allreduce_ms", s.allreduce_ms},
                       {"peak_memory_bytes", s.peak_memory_bytes},
-                      {"training_memory_bytes", s.training_memory_bytes}});
+                      {"training_memory_bytes", s.training_memory_bytes},
+                      {"evaluation_memory_bytes", s.evaluation_memory_bytes}});
   return {
       {"step_ms", p.step.step_ms},
       {"samples_per_step", p.samples_per_step},

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "codec/activation_codec.h"
+#include "data/batch_loader.h"
 #include "optim/multi_tensor_optimizer.h"
 #include "pipeline/schedule.h"
 #include "plan/block_profile.h"
@@ -75,6 +76,34 @@ OptimizerCost optimizer_cost(const ExperimentConfig& config, torch::nn::Sequenti
   for (auto& p : params) p.mutable_grad().reset();
   out.step_ms = median(times);
   return out;
+}
+
+// The evaluation a rank runs at each epoch's end (Trainer::evaluate): the
+// model in eval mode without gradients, on an evaluation batch, under the
+// run's autocast; per block the most its tensors held above what was held
+// before the pass (its input included, as intermediate outputs are freed).
+std::vector<int64_t> evaluation_peaks(torch::nn::Sequential& model, const torch::Tensor& batch,
+                                      Precision precision, TensorMemoryWatch& memory,
+                                      int64_t& resident) {
+  const bool was_training = model->is_training();
+  model->eval();
+  std::vector<int64_t> peaks(model->size(), 0);
+  const auto device = batch.device();
+  for (int pass = 0; pass < 2; ++pass) {
+    torch::NoGradGuard no_grad;
+    AutocastScope autocast(device.is_cuda(), compute_dtype(precision));
+    const int64_t base = memory.in_use();
+    auto x = batch;
+    for (size_t b = 0; b < model->size(); ++b) {
+      memory.mark();
+      x = (model->begin() + static_cast<int64_t>(b))->forward(x);
+      synchronize(device);
+      peaks[b] = std::max(peaks[b], memory.peak() - base);
+      if (!device.is_cuda()) resident = std::max(resident, memory_stats(false).allocated);
+    }
+  }
+  if (was_training) model->train();
+  return peaks;
 }
 
 // One encode and decode of a boundary's micro-batch, the median of three.
@@ -229,12 +258,21 @@ double stage_trainable_share(const RunPlan& plan, const StagePlan& stage) {
 void predict_memory(const RunPlan& plan, const ExperimentConfig& config,
                     const BlockProfile& profile, int64_t timed_micro_batch,
                     const MemoryStats& loaded, const torch::Device& device, PredictionPlan& out) {
-  const double scale = timed_micro_batch > 0
-                           ? static_cast<double>(plan.micro_batch_sizes.front()) /
-                                 static_cast<double>(timed_micro_batch)
-                           : 1.0;
+  const double scale = timed_micro_batch > 0 ? static_cast<double>(plan.micro_batch_sizes.front()) /
+                                                   static_cast<double>(timed_micro_batch)
+                                             : 1.0;
   const int64_t value_bytes =
       static_cast<int64_t>(c10::elementSize(compute_dtype(config.precision)));
+  // The evaluation batch a rank will use, against the one measured.
+  const int64_t evaluation_batch =
+      data::evaluation_loader_options(config, 0, plan.layout.replicas).batch_size;
+  // A test split (or shard) smaller than the batch gave the planner all of
+  // it, as it will the rank: no scaling then.
+  const bool split_ran_out = profile.evaluation_batch < std::max<int64_t>(config.batch_size, 500);
+  const double evaluation_scale =
+      profile.evaluation_batch > 0 && !split_ran_out
+          ? static_cast<double>(evaluation_batch) / static_cast<double>(profile.evaluation_batch)
+          : 1.0;
   const auto stage_count = static_cast<int64_t>(plan.stages.size());
   out.memory.loaded_bytes = loaded.allocated;
   out.memory.loaded_peak_bytes = loaded.peak;
@@ -260,29 +298,36 @@ void predict_memory(const RunPlan& plan, const ExperimentConfig& config,
       block.peak = scaled(measured.peak);
       block.forward_peak = scaled(measured.forward_peak);
       block.frozen = b < plan.frozen_blocks;
+      block.evaluation_peak =
+          static_cast<int64_t>(evaluation_scale * static_cast<double>(measured.evaluation_peak));
       // Gradients, in the share of the block's trainable parameters.
-      block.gradient = plan.trainable > 0
-                           ? static_cast<int64_t>(
-                                 static_cast<double>(profile.gradient_bytes) *
-                                 static_cast<double>(plan.blocks[static_cast<size_t>(b)].trainable) /
-                                 static_cast<double>(plan.trainable))
-                           : 0;
+      block.gradient =
+          plan.trainable > 0
+              ? static_cast<int64_t>(
+                    static_cast<double>(profile.gradient_bytes) *
+                    static_cast<double>(plan.blocks[static_cast<size_t>(b)].trainable) /
+                    static_cast<double>(plan.trainable))
+              : 0;
       in.blocks.push_back(block);
     }
     if (plan.layout.pipelined) {
       in.live_micro_batches = peak_live_micro_batches(stage_schedule(
           config.schedule, stage_count, s, static_cast<int64_t>(plan.micro_batch_sizes.size())));
-      if (s > 0) in.received_bytes = plan.boundaries[static_cast<size_t>(s - 1)].elements * value_bytes;
+      if (s > 0)
+        in.received_bytes = plan.boundaries[static_cast<size_t>(s - 1)].elements * value_bytes;
     }
-    if (stage.allreduce && plan.layout.world_size > 1) in.bucket_bytes = stage.allreduce->bytes_per_step;
+    if (stage.allreduce && plan.layout.world_size > 1)
+      in.bucket_bytes = stage.allreduce->bytes_per_step;
     const auto rank = predict::predict_rank_memory(in);
     out.stages[static_cast<size_t>(s)].peak_memory_bytes = rank.peak_bytes;
     out.stages[static_cast<size_t>(s)].training_memory_bytes = rank.training_bytes;
+    out.stages[static_cast<size_t>(s)].evaluation_memory_bytes = rank.evaluation_bytes;
     out.memory.peak_bytes = std::max(out.memory.peak_bytes, rank.peak_bytes);
   }
   if (config.elastic.cache)
-    out.notes.push_back("memory: the AutoCache's frozen outputs (up to elastic.cache_mb) are not "
-                        "counted");
+    out.notes.push_back(
+        "memory: the AutoCache's frozen outputs (up to elastic.cache_mb) are not "
+        "counted");
 }
 
 }  // namespace
@@ -375,9 +420,14 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     const auto blocks = time_blocks_as_trained(model, samples.slice(0, 0, out.micro_batch),
                                                config.precision, memory);
     const auto optimizer = optimizer_cost(config, model, memory);
+    int64_t resident = blocks.most_resident;
+    const auto evaluation = evaluation_peaks(model, samples, config.precision, memory, resident);
     profile = BlockProfile{};
+    for (size_t b = 0; b < blocks.memory.size() && b < evaluation.size(); ++b)
+      profile->block_memory.push_back(blocks.memory[b]),
+          profile->block_memory.back().evaluation_peak = evaluation[b];
+    profile->evaluation_batch = samples.size(0);
     profile->costs = blocks.costs;
-    profile->block_memory = blocks.memory;
     profile->gradient_bytes = optimizer.gradient_bytes;
     profile->optimizer_state_bytes = optimizer.state_bytes;
     profile->optimizer_ms = optimizer.step_ms;
@@ -390,8 +440,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     // freed memory it cannot reuse yet: chunks in the arenas of the threads
     // that freed them, pieces between live tensors.
     if (!device.is_cuda())
-      profile->runtime_bytes =
-          std::max<int64_t>(blocks.most_resident - loaded.allocated - memory.highest(), 0);
+      profile->runtime_bytes = std::max<int64_t>(resident - loaded.allocated - memory.highest(), 0);
     if (!profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   }
   out.block_costs_measured_ms = profile->measured_ms;

@@ -1,7 +1,5 @@
 #include "plan/run_plan.h"
 
-#include <malloc.h>
-
 #include <torch/torch.h>
 
 #include <chrono>
@@ -214,8 +212,6 @@ RunPlan make_run_plan(const ExperimentConfig& given, const PlanOptions& options)
     if (!batch)
       throw std::runtime_error("the test split is empty: no sample to measure the blocks on");
     samples = batch->inputs.to(device);
-    // Without what loading freed and glibc kept: a rank's tensors reuse it.
-    malloc_trim(0);
     loaded = memory_stats(device.is_cuda(), 0);
   } else {
     {

@@ -82,9 +82,9 @@ struct PredictionPlan {
   struct Stage {
     double forward_ms = 0, backward_ms = 0;     // per micro-batch (DDP: the batch)
     double optimizer_ms = 0, allreduce_ms = 0;  // per step
-    // Its rank at its fullest (memory_prediction.h), and what training adds
-    // to the loaded process for it.
-    int64_t peak_memory_bytes = 0, training_memory_bytes = 0;
+    // Its rank at its fullest (memory_prediction.h), and what a step and the
+    // evaluation add to the loaded process for it.
+    int64_t peak_memory_bytes = 0, training_memory_bytes = 0, evaluation_memory_bytes = 0;
   };
   std::vector<Stage> stages;
   // Memory: what the run will report as its largest rank's peak, from what

@@ -38,7 +38,8 @@ class CountingCpuAllocator final : public c10::Allocator {
       std::lock_guard lock(mutex());
       live().emplace(data, Held{std::move(inner), static_cast<int64_t>(bytes)});
     }
-    const int64_t now = cpu_in_use.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+    const int64_t now =
+        cpu_in_use.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
     int64_t peak = cpu_peak.load();
     while (now > peak && !cpu_peak.compare_exchange_weak(peak, now)) {
     }
@@ -106,7 +107,8 @@ TensorMemoryWatch::~TensorMemoryWatch() {
 }
 
 int64_t TensorMemoryWatch::in_use() const {
-  if (device_.is_cuda()) return memory_stats(true, device_.index() < 0 ? 0 : device_.index()).allocated;
+  if (device_.is_cuda())
+    return memory_stats(true, device_.index() < 0 ? 0 : device_.index()).allocated;
   return cpu_in_use.load();
 }
 

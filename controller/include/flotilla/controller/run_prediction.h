@@ -17,7 +17,7 @@ struct RunPrediction {
   double samples_per_s = 0;  // the job's
   int64_t samples_per_step = 0;
   int64_t peak_memory_bytes = 0;  // the fullest rank's; 0 from a plan made before it was predicted
-  std::string links;  // the link bench it counted communication by; "" none
+  std::string links;              // the link bench it counted communication by; "" none
   std::string plan_json;
   int64_t created_ms = 0;
 };
