@@ -106,6 +106,14 @@ MemoryStats memory_stats(bool cuda, int device_index) {
   return process_memory();
 }
 
+void reset_cuda_peak_memory(int device_index) {
+#ifdef FLOTILLA_WITH_CUDA
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_index);
+#else
+  (void)device_index;
+#endif
+}
+
 void limit_cuda_memory(int device_index, int64_t bytes) {
 #ifdef FLOTILLA_WITH_CUDA
   if (bytes <= 0) return;

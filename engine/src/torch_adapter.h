@@ -41,6 +41,9 @@ struct MemoryStats {
   int64_t peak = 0;
 };
 MemoryStats memory_stats(bool cuda, int device_index = 0);
+// Starts memory_stats(true, device_index).peak again from what is allocated
+// now. Does nothing where this LibTorch has no CUDA.
+void reset_cuda_peak_memory(int device_index);
 
 // Caps what LibTorch's CUDA caching allocator may hold on GPU `device_index`
 // at `bytes` (its per-process memory fraction), so that allocating beyond it

@@ -263,16 +263,19 @@ void predict_memory(const RunPlan& plan, const ExperimentConfig& config,
                                              : 1.0;
   const int64_t value_bytes =
       static_cast<int64_t>(c10::elementSize(compute_dtype(config.precision)));
-  // The evaluation batch a rank will use, against the one measured.
+  // The evaluation batch a rank will use, against the one measured: scaled
+  // down only, since a planner given fewer samples than the batch had the
+  // whole test split (or shard), as the rank will.
   const int64_t evaluation_batch =
       data::evaluation_loader_options(config, 0, plan.layout.replicas).batch_size;
-  // A test split (or shard) smaller than the batch gave the planner all of
-  // it, as it will the rank: no scaling then.
-  const bool split_ran_out = profile.evaluation_batch < std::max<int64_t>(config.batch_size, 500);
   const double evaluation_scale =
-      profile.evaluation_batch > 0 && !split_ran_out
-          ? static_cast<double>(evaluation_batch) / static_cast<double>(profile.evaluation_batch)
+      profile.evaluation_batch > 0
+          ? std::min(1.0, static_cast<double>(evaluation_batch) /
+                              static_cast<double>(profile.evaluation_batch))
           : 1.0;
+  const auto scaled = [](double by, int64_t bytes) {
+    return static_cast<int64_t>(by * static_cast<double>(bytes));
+  };
   const auto stage_count = static_cast<int64_t>(plan.stages.size());
   out.memory.loaded_bytes = loaded.allocated;
   out.memory.loaded_peak_bytes = loaded.peak;
@@ -285,21 +288,16 @@ void predict_memory(const RunPlan& plan, const ExperimentConfig& config,
     in.loaded_peak_bytes = loaded.peak;
     in.runtime_bytes = profile.runtime_bytes;
     const double share = stage_trainable_share(plan, stage);
-    in.optimizer_state_bytes =
-        static_cast<int64_t>(share * static_cast<double>(profile.optimizer_state_bytes));
+    in.optimizer_state_bytes = scaled(share, profile.optimizer_state_bytes);
     for (int64_t b = stage.first_block; b < stage.first_block + stage.blocks; ++b) {
       if (b >= static_cast<int64_t>(profile.block_memory.size())) break;
       const auto& measured = profile.block_memory[static_cast<size_t>(b)];
-      const auto scaled = [scale](int64_t bytes) {
-        return static_cast<int64_t>(scale * static_cast<double>(bytes));
-      };
       predict::BlockMemory block;
-      block.held = scaled(measured.held);
-      block.peak = scaled(measured.peak);
-      block.forward_peak = scaled(measured.forward_peak);
+      block.held = scaled(scale, measured.held);
+      block.peak = scaled(scale, measured.peak);
+      block.forward_peak = scaled(scale, measured.forward_peak);
       block.frozen = b < plan.frozen_blocks;
-      block.evaluation_peak =
-          static_cast<int64_t>(evaluation_scale * static_cast<double>(measured.evaluation_peak));
+      block.evaluation_peak = scaled(evaluation_scale, measured.evaluation_peak);
       // Gradients, in the share of the block's trainable parameters.
       block.gradient =
           plan.trainable > 0
@@ -423,9 +421,9 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
     int64_t resident = blocks.most_resident;
     const auto evaluation = evaluation_peaks(model, samples, config.precision, memory, resident);
     profile = BlockProfile{};
-    for (size_t b = 0; b < blocks.memory.size() && b < evaluation.size(); ++b)
-      profile->block_memory.push_back(blocks.memory[b]),
-          profile->block_memory.back().evaluation_peak = evaluation[b];
+    profile->block_memory = blocks.memory;
+    for (size_t b = 0; b < evaluation.size(); ++b)
+      profile->block_memory[b].evaluation_peak = evaluation[b];
     profile->evaluation_batch = samples.size(0);
     profile->costs = blocks.costs;
     profile->gradient_bytes = optimizer.gradient_bytes;

@@ -7,10 +7,6 @@
 #include <mutex>
 #include <unordered_map>
 
-#ifdef FLOTILLA_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
-
 #include "torch_adapter.h"
 
 namespace flotilla {
@@ -19,6 +15,12 @@ namespace {
 // What tensors from the counting allocator hold now, and the most since a
 // mark: process-wide, as the allocator is.
 std::atomic<int64_t> cpu_in_use{0}, cpu_peak{0}, cpu_highest{0};
+
+void raise_to(std::atomic<int64_t>& most, int64_t now) {
+  int64_t seen = most.load();
+  while (now > seen && !most.compare_exchange_weak(seen, now)) {
+  }
+}
 
 // Wraps the CPU allocator it was made with; each allocation is kept by its
 // address with its size, so that frees after the watch has gone still count
@@ -40,12 +42,8 @@ class CountingCpuAllocator final : public c10::Allocator {
     }
     const int64_t now =
         cpu_in_use.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
-    int64_t peak = cpu_peak.load();
-    while (now > peak && !cpu_peak.compare_exchange_weak(peak, now)) {
-    }
-    int64_t highest = cpu_highest.load();
-    while (now > highest && !cpu_highest.compare_exchange_weak(highest, now)) {
-    }
+    raise_to(cpu_peak, now);
+    raise_to(cpu_highest, now);
     return {data, data, &release, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
@@ -97,7 +95,7 @@ TensorMemoryWatch::TensorMemoryWatch(const torch::Device& device) : device_(devi
   auto& counting = counting_allocator();
   previous_ = c10::GetCPUAllocator();
   if (previous_ != &counting) c10::SetCPUAllocator(&counting, /*priority=*/255);
-  cpu_peak.store(cpu_in_use.load());
+  mark();
   cpu_highest.store(cpu_in_use.load());
 }
 
@@ -106,15 +104,16 @@ TensorMemoryWatch::~TensorMemoryWatch() {
     c10::SetCPUAllocator(previous_, /*priority=*/255);
 }
 
+int TensorMemoryWatch::gpu() const {
+  return device_.index() < 0 ? 0 : device_.index();
+}
+
 int64_t TensorMemoryWatch::in_use() const {
-  if (device_.is_cuda())
-    return memory_stats(true, device_.index() < 0 ? 0 : device_.index()).allocated;
-  return cpu_in_use.load();
+  return device_.is_cuda() ? memory_stats(true, gpu()).allocated : cpu_in_use.load();
 }
 
 int64_t TensorMemoryWatch::peak() const {
-  if (device_.is_cuda()) return memory_stats(true, device_.index() < 0 ? 0 : device_.index()).peak;
-  return cpu_peak.load();
+  return device_.is_cuda() ? memory_stats(true, gpu()).peak : cpu_peak.load();
 }
 
 int64_t TensorMemoryWatch::highest() const {
@@ -122,13 +121,10 @@ int64_t TensorMemoryWatch::highest() const {
 }
 
 void TensorMemoryWatch::mark() {
-  if (device_.is_cuda()) {
-#ifdef FLOTILLA_WITH_CUDA
-    c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index() < 0 ? 0 : device_.index());
-#endif
-    return;
-  }
-  cpu_peak.store(cpu_in_use.load());
+  if (device_.is_cuda())
+    reset_cuda_peak_memory(gpu());
+  else
+    cpu_peak.store(cpu_in_use.load());
 }
 
 }  // namespace flotilla

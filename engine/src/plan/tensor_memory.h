@@ -30,6 +30,7 @@ class TensorMemoryWatch {
   int64_t highest() const;
 
  private:
+  int gpu() const;  // the CUDA device's index
   torch::Device device_;
   c10::Allocator* previous_ = nullptr;
 };
