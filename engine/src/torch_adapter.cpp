@@ -494,16 +494,7 @@ at::Tensor& leave_as_allocated(at::Tensor& self, double, double, c10::optional<a
   return self;
 }
 
-// Replacing a registered kernel is announced with a warning; here it is the
-// point. The handler's signature and the guard's namespace moved in LibTorch 2.
-class QuietWarnings final : public c10::WarningHandler {
- public:
-#if TORCH_VERSION_MAJOR >= 2
-  void process(const c10::Warning&) override {}
-#else
-  void process(const c10::SourceLocation&, const std::string&, const bool) override {}
-#endif
-};
+// The guard's namespace moved in LibTorch 2.
 #if TORCH_VERSION_MAJOR >= 2
 using WarningHandlerGuard = c10::WarningUtils::WarningHandlerGuard;
 #else
@@ -513,6 +504,16 @@ using WarningHandlerGuard = c10::Warning::WarningHandlerGuard;
 }  // namespace
 
 struct RandomInitialisationSkipped::Registration {
+  // Replacing a registered kernel is announced with a warning; here it is
+  // the point. The handler's signature moved in LibTorch 2.
+  class QuietWarnings final : public c10::WarningHandler {
+   public:
+#if TORCH_VERSION_MAJOR >= 2
+    void process(const c10::Warning&) override {}
+#else
+    void process(const c10::SourceLocation&, const std::string&, const bool) override {}
+#endif
+  };
   QuietWarnings quiet;
   torch::Library library{torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__};
 };

@@ -1,5 +1,6 @@
 #include "comm/communicator.h"
 
+#include "metrics/phase_timer.h"
 #include "torch_adapter.h"
 
 namespace flotilla {
@@ -7,11 +8,6 @@ namespace {
 
 int64_t payload_bytes(const torch::Tensor& t) {
   return t.numel() * t.element_size();
-}
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 }  // namespace

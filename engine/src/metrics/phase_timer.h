@@ -10,6 +10,12 @@
 
 namespace flotilla {
 
+// Milliseconds from `start` to now on the steady clock.
+inline double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 enum class Phase { data, forward, backward, comm, optimizer, count };
 
 struct PhaseTimes {

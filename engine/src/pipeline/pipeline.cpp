@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "codec/activation_codec.h"
+#include "metrics/phase_timer.h"
 #include "models/layers.h"
 #include "torch_adapter.h"
 
@@ -13,11 +14,6 @@ namespace {
 // that neither direction's messages can be taken for the other's.
 constexpr int kActivationTag = 0;
 constexpr int kGradientTag = 1;
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 void end_phase(PhaseTimer* timer, Phase phase) {
   if (timer) timer->end_phase(phase);

@@ -11,6 +11,7 @@
 
 #include "codec/activation_codec.h"
 #include "data/batch_loader.h"
+#include "metrics/phase_timer.h"
 #include "optim/multi_tensor_optimizer.h"
 #include "pipeline/schedule.h"
 #include "plan/block_profile.h"
@@ -26,10 +27,6 @@ namespace flotilla {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 void synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize();

@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "flotilla/engine/training.h"
 #include "freeze/freezer.h"
+#include "metrics/phase_timer.h"
 #include "models/model_factory.h"
 #include "pipeline/partition.h"
 #include "pipeline/pipeline.h"
@@ -25,10 +26,6 @@ namespace flotilla {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 int64_t element_count(const std::vector<int64_t>& shape) {
   int64_t n = 1;
