@@ -3,25 +3,62 @@
 #include <QByteArrayView>
 #include <QSqlDatabase>
 #include <QSqlDriver>
+#include <QSqlError>
 #include <QVariant>
 
+#include <dlfcn.h>
 #include <sqlite3.h>
 
 #include "sql_query.h"
 
 namespace flotilla::controller {
+namespace {
 
-RecordInsert::RecordInsert(QSqlDatabase& db, const QString& path) : path_(path) {
+constexpr const char* kInsertSql =
+    "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
+    "VALUES (?, ?, ?, ?, ?, ?)";
+
+}  // namespace
+
+// The driver is an object of Qt's SQLite plugin: the library its virtual
+// table lies in is that plugin. Looked up from the plugin, sqlite3_step is
+// the plugin's own copy where it bundles SQLite, nothing where that copy is
+// hidden, and the system library's where it links that; looked up as this
+// program's calls are (the global scope), it is the one we call.
+bool driver_shares_our_sqlite(const QSqlDatabase& db) {
+  const QSqlDriver* driver = db.driver();
+  if (!driver) return false;
+  Dl_info plugin_info{};
+  const void* vtable = *reinterpret_cast<void* const*>(driver);
+  if (dladdr(vtable, &plugin_info) == 0 || !plugin_info.dli_fname) return false;
+  void* plugin = dlopen(plugin_info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (!plugin) return false;
+  const void* theirs = dlsym(plugin, "sqlite3_step");
+  dlclose(plugin);
+  const void* ours = dlsym(RTLD_DEFAULT, "sqlite3_step");
+  return theirs && theirs == ours;
+}
+
+RecordInsert::RecordInsert(QSqlDatabase& db, const QString& path, Binding binding) : path_(path) {
   const QVariant handle = db.driver() ? db.driver()->handle() : QVariant();
   if (!handle.isValid() || qstrcmp(handle.typeName(), "sqlite3*") != 0)
     throw StoreError("database " + path_.toStdString() + ": the writer's connection is not SQLite");
+  if (binding == Binding::qt || !driver_shares_our_sqlite(db)) {
+    qt_statement_.emplace(db);
+    if (!qt_statement_->prepare(kInsertSql)) {
+      const QSqlError error = qt_statement_->lastError();
+      const std::string message = "database " + path_.toStdString() +
+                                  ": preparing the records' INSERT: " + error.text().toStdString();
+      if (refuses_writes(error)) throw DatabaseRefused(message);
+      throw StoreError(message);
+    }
+    return;
+  }
   db_ = *static_cast<sqlite3* const*>(handle.constData());
   if (!db_)
     throw StoreError("database " + path_.toStdString() + ": the writer's connection is closed");
-  const char* sql =
-      "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
-      "VALUES (?, ?, ?, ?, ?, ?)";
-  if (const int rc = sqlite3_prepare_v2(db_, sql, -1, &statement_, nullptr); rc != SQLITE_OK) {
+  if (const int rc = sqlite3_prepare_v2(db_, kInsertSql, -1, &statement_, nullptr);
+      rc != SQLITE_OK) {
     const std::string message = "database " + path_.toStdString() +
                                 ": preparing the records' INSERT: " + sqlite3_errmsg(db_);
     sqlite3_finalize(statement_);
@@ -33,6 +70,10 @@ RecordInsert::RecordInsert(QSqlDatabase& db, const QString& path) : path_(path) 
 
 RecordInsert::~RecordInsert() {
   sqlite3_finalize(statement_);
+}
+
+RecordInsert::Outcome RecordInsert::insert(const std::string& run, const RecordRow& record) {
+  return statement_ ? insert_directly(run, record) : insert_through_qt(run, record);
 }
 
 // Valid UTF-8 is bound as it is (SQLite keeps the pointer until the reset);
@@ -47,7 +88,8 @@ void RecordInsert::bind_text(int index, const std::string& text, QByteArray& rep
   sqlite3_bind_text(statement_, index, replaced.constData(), int(replaced.size()), SQLITE_STATIC);
 }
 
-RecordInsert::Outcome RecordInsert::insert(const std::string& run, const RecordRow& record) {
+RecordInsert::Outcome RecordInsert::insert_directly(const std::string& run,
+                                                    const RecordRow& record) {
   bind_text(1, run, replaced_[0]);
   sqlite3_bind_int64(statement_, 2, record.seq);
   bind_text(3, record.node, replaced_[1]);
@@ -71,6 +113,24 @@ RecordInsert::Outcome RecordInsert::insert(const std::string& run, const RecordR
   sqlite3_reset(statement_);
   sqlite3_clear_bindings(statement_);
   return outcome;
+}
+
+RecordInsert::Outcome RecordInsert::insert_through_qt(const std::string& run,
+                                                      const RecordRow& record) {
+  QSqlQuery& insert = *qt_statement_;
+  insert.addBindValue(QString::fromStdString(run));
+  insert.addBindValue(QVariant::fromValue<qlonglong>(record.seq));
+  insert.addBindValue(QString::fromStdString(record.node));
+  insert.addBindValue(QVariant::fromValue<qlonglong>(record.rank));
+  insert.addBindValue(QString::fromStdString(record.type));
+  insert.addBindValue(QString::fromStdString(record.body));
+  if (insert.exec())
+    return insert.numRowsAffected() == 1 ? Outcome::inserted : Outcome::seen_before;
+  const QSqlError error = insert.lastError();
+  error_ = error.text().toStdString();
+  if (refuses_writes(error))
+    throw DatabaseRefused("database " + path_.toStdString() + ": " + error_);
+  return Outcome::failed;
 }
 
 }  // namespace flotilla::controller

@@ -218,9 +218,11 @@ void writer_parts(const fs::path& dir, const std::vector<RecordRow>& rows) {
   QElapsedTimer t;
   double inserted = 0, read = 0, bucketed = 0;
   int64_t steps = 0;
+  bool direct = false;
   t.start();
   store.write_transaction([&](QSqlDatabase& db) {
     RecordInsert insert(db, store.path());
+    direct = insert.binds_directly();
     for (const auto& r : rows)
       if (insert.insert(kRun, r) != RecordInsert::Outcome::inserted)
         throw std::runtime_error("the bench's insert failed: " + insert.error());
@@ -237,35 +239,26 @@ void writer_parts(const fs::path& dir, const std::vector<RecordRow>& rows) {
   const auto n = double(rows.size());
   std::printf(
       "3. the writer's parts in one write transaction of the store:\n"
-      "   INSERT %.2f s (%.0f/s); step numbers read from the bodies %.2f s (%.0f/s, %lld "
+      "   INSERT (%s) %.2f s (%.0f/s); step numbers read from the bodies %.2f s (%.0f/s, %lld "
       "steps);\n"
       "   buckets (numbers read again, folded, upserted) %.2f s (%.0f/s); COMMIT %.3f s;\n"
       "   all %.2f s: %.0f records/s\n",
-      inserted, n / inserted, read, n / read, static_cast<long long>(steps), bucketed, n / bucketed,
+      direct ? "SQLite's own interface" : "QtSql: Qt's driver brings its own SQLite", inserted,
+      n / inserted, read, n / read, static_cast<long long>(steps), bucketed, n / bucketed,
       committed - inserted - read - bucketed, committed - read, n / (committed - read));
 }
 
 void insert_through_qtsql(const fs::path& dir, const std::vector<RecordRow>& rows) {
   Store store(db_path(dir, "qtsql_insert.db"));
   a_running_run(store);
-  const QString run = QString::fromStdString(kRun);
   QElapsedTimer t;
   double inserted = 0;
   t.start();
   store.write_transaction([&](QSqlDatabase& db) {
-    QSqlQuery insert(db);
-    insert.prepare(
-        "INSERT OR IGNORE INTO records (run_id, seq, node, rank, type, body) "
-        "VALUES (?, ?, ?, ?, ?, ?)");
-    for (const auto& r : rows) {
-      insert.addBindValue(run);
-      insert.addBindValue(QVariant::fromValue<qlonglong>(r.seq));
-      insert.addBindValue(QString::fromStdString(r.node));
-      insert.addBindValue(QVariant::fromValue<qlonglong>(r.rank));
-      insert.addBindValue(QString::fromStdString(r.type));
-      insert.addBindValue(QString::fromStdString(r.body));
-      if (!insert.exec()) throw std::runtime_error("the bench's insert failed");
-    }
+    RecordInsert insert(db, store.path(), RecordInsert::Binding::qt);
+    for (const auto& r : rows)
+      if (insert.insert(kRun, r) != RecordInsert::Outcome::inserted)
+        throw std::runtime_error("the bench's insert through QtSql failed: " + insert.error());
     inserted = seconds(t);
   });
   std::printf("   the same INSERT through QtSql (texts bound as UTF-16): %.2f s (%.0f/s)\n",
