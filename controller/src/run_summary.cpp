@@ -7,6 +7,7 @@
 
 #include "flotilla/protocol/experiment_config.h"
 #include "flotilla/protocol/numbers.h"
+#include "flotilla/protocol/record_fields.h"
 #include "flotilla/protocol/run_metrics.h"
 
 namespace flotilla::controller {
@@ -26,12 +27,6 @@ std::string iso_time(int64_t ms) {
   s << std::put_time(&tm, "%Y-%m-%d %H:%M:%S");
   return s.str();
 }
-
-const char* kStepColumns[] = {
-    "epoch",         "step",         "samples",    "loss",         "lr",           "data_ms",
-    "forward_ms",    "backward_ms",  "comm_ms",    "comm_busy_ms", "optimizer_ms", "step_ms",
-    "samples_per_s", "bytes_sent",   "bytes_recv", "algbw_gbps",   "busbw_gbps",   "comm_per_s",
-    "mem_alloc",     "mem_reserved", "mem_peak"};
 
 }  // namespace
 
@@ -208,15 +203,19 @@ std::string summary_json(const RunSummary& s) {
 
 std::string steps_csv(const std::vector<RecordRow>& records) {
   std::ostringstream out;
+  // Every field of a step record (docs/records.md), rank first.
+  std::vector<std::string> columns;
+  for (const auto name : records::field_names("step"))
+    if (name != "rank") columns.emplace_back(name);
   out << "seq,node,rank";
-  for (const char* column : kStepColumns) out << ',' << column;
+  for (const auto& column : columns) out << ',' << column;
   out << '\n';
   for (const auto& record : records) {
     if (record.type != "step") continue;
     const auto j = json::parse(record.body, nullptr, false);
     if (!j.is_object()) continue;
     out << record.seq << ',' << record.node << ',' << record.rank;
-    for (const char* column : kStepColumns) {
+    for (const auto& column : columns) {
       out << ',';
       if (j.contains(column)) out << j[column].dump();
     }

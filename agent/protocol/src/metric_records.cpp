@@ -1,6 +1,10 @@
 #include "flotilla/protocol/metric_records.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <type_traits>
+
+#include "flotilla/protocol/record_fields.h"
 
 namespace flotilla::records {
 namespace {
@@ -10,6 +14,37 @@ constexpr std::pair<Outcome, std::string_view> kOutcomes[] = {{Outcome::finished
                                                               {Outcome::failed, "failed"},
                                                               {Outcome::oom, "oom"},
                                                               {Outcome::killed, "killed"}};
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+// A record's line: its type and every field the table says is written.
+template <class Record>
+std::string line_of(std::string_view type, const Record& r) {
+  json j{{"type", type}};
+  visit_fields(r, [&](const char* name, const auto& value, bool written) {
+    if (!written) return;
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, Outcome>)
+      j[name] = name_of(value);
+    else if constexpr (is_optional<T>::value)
+      j[name] = *value;  // written only when it holds one
+    else
+      j[name] = value;
+  });
+  return j.dump();
+}
+
+template <class Record>
+std::vector<std::string_view> names_of() {
+  std::vector<std::string_view> names;
+  const Record r;
+  visit_fields(r, [&](const char* name, const auto&, bool) { names.push_back(name); });
+  return names;
+}
+
 }  // namespace
 
 std::string_view name_of(Outcome outcome) {
@@ -25,141 +60,37 @@ std::optional<Outcome> outcome_from_name(std::string_view name) {
 }
 
 std::string to_line(const Start& r) {
-  json j{{"type", "start"},
-         {"rank", r.rank},
-         {"world_size", r.world_size},
-         {"model", r.model},
-         {"dataset", r.dataset},
-         {"device", r.device},
-         {"parameters", r.parameters},
-         {"trainable_parameters", r.trainable_parameters},
-         {"blocks", r.blocks},
-         {"block_parameters", r.block_parameters},
-         {"balance", r.balance},
-         {"steps_per_epoch", r.steps_per_epoch},
-         {"threads", r.threads},
-         {"blas", r.blas},
-         {"blas_threads", r.blas_threads},
-         {"torch_version", r.torch_version},
-         {"precision", r.precision}};
-  if (!r.engine.empty()) j["engine"] = r.engine;
-  if (!r.machine.empty()) j["machine"] = r.machine;
-  if (r.cores > 0) j["cores"] = r.cores;
-  if (!r.gradient_dtype.empty()) j["gradient_dtype"] = r.gradient_dtype;
-  if (!r.boundary_dtype.empty()) j["boundary_dtype"] = r.boundary_dtype;
-  if (r.resumed_from_step > 0) j["resumed_from_step"] = r.resumed_from_step;
-  return j.dump();
+  return line_of("start", r);
 }
 
 std::string to_line(const Step& r) {
-  json j{{"type", "step"},
-         {"rank", r.rank},
-         {"epoch", r.epoch},
-         {"step", r.step},
-         {"samples", r.samples},
-         {"lr", r.lr},
-         {"data_ms", r.data_ms},
-         {"forward_ms", r.forward_ms},
-         {"backward_ms", r.backward_ms},
-         {"comm_ms", r.comm_ms},
-         {"comm_busy_ms", r.comm_busy_ms},
-         {"optimizer_ms", r.optimizer_ms},
-         {"step_ms", r.step_ms},
-         {"samples_per_s", r.samples_per_s},
-         {"bytes_sent", r.bytes_sent},
-         {"bytes_recv", r.bytes_recv},
-         {"algbw_gbps", r.algbw_gbps},
-         {"busbw_gbps", r.busbw_gbps},
-         {"comm_per_s", r.comm_per_s},
-         {"mem_alloc", r.mem_alloc},
-         {"mem_reserved", r.mem_reserved},
-         {"mem_peak", r.mem_peak},
-         {"frozen_blocks", r.frozen_blocks}};
-  if (r.loss) j["loss"] = *r.loss;
-  if (r.cached_samples > 0) j["cached_samples"] = r.cached_samples;
-  if (r.stage >= 0) {
-    j["stage"] = r.stage;
-    j["replica"] = r.replica;
-    j["busy_ms"] = r.busy_ms;
-    j["idle_ms"] = r.idle_ms;
-  }
-  if (r.compression_ratio > 0) {
-    j["compression_ratio"] = r.compression_ratio;
-    j["encode_ms"] = r.encode_ms;
-    j["decode_ms"] = r.decode_ms;
-  }
-  if (r.recv_act_bytes > 0) {
-    j["recv_act_bytes"] = r.recv_act_bytes;
-    j["recv_act_ms"] = r.recv_act_ms;
-  }
-  if (r.recv_grad_bytes > 0) {
-    j["recv_grad_bytes"] = r.recv_grad_bytes;
-    j["recv_grad_ms"] = r.recv_grad_ms;
-  }
-  if (r.loss_scale > 0) {
-    j["loss_scale"] = r.loss_scale;
-    j["skipped"] = r.skipped;
-  }
-  return j.dump();
+  return line_of("step", r);
 }
 
 std::string to_line(const Epoch& r) {
-  json j{{"type", "epoch"},        {"rank", r.rank},       {"epoch", r.epoch},
-         {"steps", r.steps},       {"loss", r.loss},       {"acc_train", r.acc_train},
-         {"acc_test", r.acc_test}, {"epoch_s", r.epoch_s}, {"samples_per_s", r.samples_per_s}};
-  if (r.nic_rx_bytes >= 0 && r.nic_tx_bytes >= 0) {
-    j["nic_rx_bytes"] = r.nic_rx_bytes;
-    j["nic_tx_bytes"] = r.nic_tx_bytes;
-  }
-  return j.dump();
+  return line_of("epoch", r);
 }
 
 std::string to_line(const End& r) {
-  return json{{"type", "end"},
-              {"rank", r.rank},
-              {"outcome", name_of(r.outcome)},
-              {"message", r.message},
-              {"batch_size", r.batch_size},
-              {"steps", r.steps},
-              {"epochs", r.epochs},
-              {"elapsed_s", r.elapsed_s},
-              {"wall_time", r.wall_time}}
-      .dump();
+  return line_of("end", r);
 }
 
 std::string to_line(const Bench& r) {
-  return json{{"type", "bench"},
-              {"rank", r.rank},
-              {"op", r.op},
-              {"bytes", r.bytes},
-              {"elements", r.elements},
-              {"iterations", r.iterations},
-              {"time_us", r.time_us},
-              {"algbw_gbps", r.algbw_gbps},
-              {"busbw_gbps", r.busbw_gbps},
-              {"ranks", r.ranks}}
-      .dump();
+  return line_of("bench", r);
 }
 
 std::string to_line(const Transition& r) {
-  return json{{"type", "transition"},
-              {"rank", r.rank},
-              {"epoch", r.epoch},
-              {"step", r.step},
-              {"frozen_blocks", r.frozen_blocks},
-              {"from_stages", r.from_stages},
-              {"from_replicas", r.from_replicas},
-              {"to_stages", r.to_stages},
-              {"to_replicas", r.to_replicas},
-              {"from_balance", r.from_balance},
-              {"balance", r.balance},
-              {"stage", r.stage},
-              {"replica", r.replica},
-              {"batch_per_replica", r.batch_per_replica},
-              {"chunks", r.chunks},
-              {"bytes_moved", r.bytes_moved},
-              {"ms", r.ms}}
-      .dump();
+  return line_of("transition", r);
+}
+
+std::vector<std::string_view> field_names(std::string_view type) {
+  if (type == "start") return names_of<Start>();
+  if (type == "step") return names_of<Step>();
+  if (type == "epoch") return names_of<Epoch>();
+  if (type == "end") return names_of<End>();
+  if (type == "bench") return names_of<Bench>();
+  if (type == "transition") return names_of<Transition>();
+  return {};
 }
 
 }  // namespace flotilla::records

@@ -1,6 +1,8 @@
 #pragma once
 // The records a training rank emits, one JSON object per line. Field names are
-// those of DESIGN.md's metric table; the agent adds `run` and `seq` on the way.
+// those of DESIGN.md's metric table; record_fields.h lists each record's
+// fields once for the writer, the reader and docs/records.md. The agent adds
+// `time` and numbers each line on the way.
 
 #include <cstdint>
 #include <optional>
