@@ -56,17 +56,51 @@ Controller::Controller(Store& store, ControllerOptions options)
   in_background([this] { watch_for_stalls(); });
 }
 
+ConnectOptions Controller::connect_options() const {
+  auto options = options_.connect;
+  if (options.agent_binary.empty()) options.agent_binary = options_.agent_binary;
+  return options;
+}
+
+void Controller::keep_checked_connection(const std::string& node,
+                                         std::unique_ptr<NodeConnection> connection) {
+  std::lock_guard lock(mutex_);
+  checked_connections_[node] = {std::move(connection), std::chrono::steady_clock::now()};
+}
+
+std::shared_ptr<NodeConnection> Controller::take_checked_connection(const std::string& node) {
+  std::lock_guard lock(mutex_);
+  const auto it = checked_connections_.find(node);
+  if (it == checked_connections_.end()) return nullptr;
+  auto kept = std::move(it->second);
+  checked_connections_.erase(it);
+  if (std::chrono::steady_clock::now() - kept.opened > kCheckedConnectionKept) return nullptr;
+  return kept.connection;
+}
+
 std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
   const auto row = store_.node(node);
   if (!row) throw std::runtime_error("no node \"" + node + "\" in " + store_.path().toStdString());
-  auto options = options_.connect;
-  if (options.agent_binary.empty()) options.agent_binary = options_.agent_binary;
-  auto connection = NodeConnection::open(*row, options);
+  std::shared_ptr<NodeConnection> connection;
+  std::unique_ptr<Transport> transport;
+  // The connection the host-key check just made, where there is one; if the
+  // node has dropped it meanwhile, a new one.
+  if (auto checked = take_checked_connection(node)) {
+    try {
+      transport = checked->start_agent();
+      connection = std::move(checked);
+    } catch (const std::exception&) {
+      transport.reset();
+    }
+  }
+  if (!transport) {
+    connection = NodeConnection::open(*row, connect_options());
+    transport = connection->start_agent();
+  }
   {
     std::lock_guard lock(mutex_);
     addresses_[node] = connection->address();
   }
-  auto transport = connection->start_agent();
   if (const auto& replaced = connection->last_deploy().replaced; !replaced.empty())
     note_problem("node " + node + ": " + replaced);
   return transport;
@@ -207,21 +241,43 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
 
 std::vector<Controller::UnknownHostKey> Controller::unknown_host_keys(
     const std::vector<std::string>& nodes) {
-  std::vector<UnknownHostKey> unknown;
+  std::vector<NodeRow> to_check;
   for (const auto& name : nodes) {
     const auto node = store_.node(name);
     if (!node)
       throw std::runtime_error("no node \"" + name + "\" in " + store_.path().toStdString());
     if (node->is_local()) continue;
-    auto options = options_.connect;
-    options.trust_new_host_key = false;
-    try {
-      NodeConnection::open(*node, options);
-    } catch (const HostKeyError& e) {
-      if (e.kind() != HostKeyError::Kind::unknown) throw;
-      unknown.push_back({name, e.fingerprint()});
+    {
+      // A live link's key was checked when it connected.
+      std::lock_guard lock(mutex_);
+      if (const auto it = links_.find(name); it != links_.end() && it->second->open()) continue;
     }
+    to_check.push_back(*node);
   }
+  // All at once: a handshake costs round trips and key exchange, and an
+  // unreachable node its timeout; N nodes then cost about one node's time.
+  std::vector<std::future<std::optional<UnknownHostKey>>> checks;
+  for (const auto& node : to_check)
+    checks.push_back(
+        std::async(std::launch::async, [this, node]() -> std::optional<UnknownHostKey> {
+          auto options = connect_options();
+          options.trust_new_host_key = false;
+          try {
+            keep_checked_connection(node.name, NodeConnection::open(node, options));
+            return std::nullopt;
+          } catch (const HostKeyError& e) {
+            if (e.kind() != HostKeyError::Kind::unknown) throw;
+            return UnknownHostKey{node.name, e.fingerprint()};
+          }
+        }));
+  std::vector<UnknownHostKey> unknown;
+  std::exception_ptr first_problem;
+  for (auto& check : checks) try {
+      if (auto key = check.get()) unknown.push_back(*key);
+    } catch (...) {
+      if (!first_problem) first_problem = std::current_exception();
+    }
+  if (first_problem) std::rethrow_exception(first_problem);
   return unknown;
 }
 
@@ -234,10 +290,10 @@ void Controller::trust_host_key(const std::string& name, const std::string& conf
                              "fingerprint a person confirmed (\"SHA256:...\")");
   // This is a new connection, and the node may present another key on it
   // than the one shown: only the confirmed one is recorded.
-  auto options = options_.connect;
+  auto options = connect_options();
   options.trust_new_host_key = false;
   options.confirmed_host_keys = {{name, confirmed_fingerprint}};
-  NodeConnection::open(*node, options);
+  keep_checked_connection(name, NodeConnection::open(*node, options));
 }
 
 void Controller::send_stop(const std::string& run, const std::string& node, double grace_s,

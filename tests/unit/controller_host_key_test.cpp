@@ -92,6 +92,40 @@ TEST(HostKeyTrust, AKeySwappedBetweenTheQuestionAndTheTrustIsRefusedNamingBothAn
   }
 }
 
+size_t logins_in(const std::string& sshd_log) {
+  size_t n = 0;
+  for (auto at = sshd_log.find("Accepted publickey"); at != std::string::npos;
+       at = sshd_log.find("Accepted publickey", at + 1))
+    ++n;
+  return n;
+}
+
+// The connection that settled the key is the one the agent is started over,
+// and a node with a live link is not connected to again to be checked.
+TEST(HostKeyTrust, TheLinkAfterTheCheckIsMadeOverTheConnectionThatCheckedTheKey) {
+  std::string why;
+  if (!LocalSshd::available(&why)) GTEST_SKIP() << why;
+  TempDir dir;
+  LocalSshd sshd(dir.path());
+  ASSERT_TRUE(sshd.start(1)) << sshd.log();
+  Store store(QString::fromStdString((dir.path() / "flotilla.db").string()));
+  auto node = node_of(sshd, dir.path());
+  node.agent_path = FLOTILLA_AGENT_BINARY;
+  store.add_node(node);
+  ControllerOptions options;
+  options.connect.known_hosts = dir.path() / "known_hosts";
+  options.connect.timeout = 10s;
+  Controller controller(store, options);
+
+  const auto unknown = controller.unknown_host_keys({"keyed"});
+  ASSERT_EQ(unknown.size(), 1u);
+  controller.trust_host_key("keyed", unknown.front().fingerprint);
+  EXPECT_EQ(logins_in(sshd.log()), 1u) << sshd.log();
+  EXPECT_GT(controller.probe("keyed").free_port, 0);
+  EXPECT_TRUE(controller.unknown_host_keys({"keyed"}).empty());
+  EXPECT_EQ(logins_in(sshd.log()), 1u) << sshd.log();
+}
+
 TEST(HostKeyTrust, TrustingNeedsTheFingerprintThatWasConfirmed) {
   TempDir dir;
   Store store(QString::fromStdString((dir.path() / "flotilla.db").string()));

@@ -27,6 +27,7 @@
 namespace flotilla::controller {
 
 class AgentLink;
+class NodeConnection;
 class Transport;
 
 class ControllerObserver {
@@ -106,7 +107,8 @@ class Controller {
   bool wait_for_end(const std::string& run, std::chrono::milliseconds timeout);
 
   // Host keys are settled before a run on remote nodes is stored or started:
-  // connects to each remote node of `nodes` and returns those whose host key
+  // connects to each remote node of `nodes` without a live link, all at
+  // once, and returns those whose host key
   // this controller's known_hosts does not hold yet, with the key's SHA256
   // fingerprint for a person to compare. Throws HostKeyError for a key that
   // has changed (always refused) or differs from one confirmed in the
@@ -123,6 +125,14 @@ class Controller {
   // HostKeyError (not_confirmed, naming both) and nothing is recorded. A
   // changed key is still refused.
   void trust_host_key(const std::string& node, const std::string& confirmed_fingerprint);
+  // The connections of both that found a trusted key are kept for the start
+  // that follows: the node's next link is made over one instead of a second
+  // handshake, if it comes within this time.
+  static constexpr std::chrono::seconds kCheckedConnectionKept{120};
+
+  // The node's answer to a probe over its link, connecting it first where
+  // it has none (a free port for a rendezvous, what the node has).
+  protocol::ProbeReply probe(const std::string& node);
 
  private:
   static bool is_slurm_run(const std::string& config_json);
@@ -142,8 +152,6 @@ class Controller {
                       const protocol::BenchOptions& bench, bool resume);
   AgentLink& link_for(const std::string& node);
   std::unique_ptr<Transport> open_transport(const std::string& node);
-  // The node's answer to a probe over its link (a free port for a rendezvous).
-  protocol::ProbeReply probe(const std::string& node);
   // StopRun (after a Resume, so that the end reaches this controller) to one node.
   // `why`: empty for a person's request, else the failure that stops it.
   void send_stop(const std::string& run, const std::string& node, double grace_s,
@@ -234,6 +242,15 @@ class Controller {
   std::atomic<bool> closing_{false};
   std::map<std::string, std::unique_ptr<AgentLink>> links_;
   std::map<std::string, std::string> addresses_;  // node -> where its peers reach it
+  struct CheckedConnection {
+    std::shared_ptr<NodeConnection> connection;
+    std::chrono::steady_clock::time_point opened;
+  };
+  std::map<std::string, CheckedConnection> checked_connections_;  // under mutex_
+  void keep_checked_connection(const std::string& node, std::unique_ptr<NodeConnection> connection);
+  std::shared_ptr<NodeConnection> take_checked_connection(const std::string& node);
+  // options_.connect with the agent binary the controller deploys.
+  ConnectOptions connect_options() const;
   std::map<std::string, std::shared_ptr<std::promise<protocol::ProbeReply>>> probes_;
   // Per run, the nodes that have ended it, and how.
   std::map<std::string, std::map<std::string, protocol::RunEnd>> node_ends_;
