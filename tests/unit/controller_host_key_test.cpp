@@ -33,6 +33,14 @@ NodeRow node_of(const LocalSshd& sshd, const std::filesystem::path& dir) {
   return n;
 }
 
+// A controller whose known_hosts is the test's own (empty at first).
+ControllerOptions options_in(const std::filesystem::path& dir) {
+  ControllerOptions options;
+  options.connect.known_hosts = dir / "known_hosts";
+  options.connect.timeout = 10s;
+  return options;
+}
+
 std::string file_text(const std::filesystem::path& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -50,10 +58,7 @@ TEST(HostKeyTrust, AKeySwappedBetweenTheQuestionAndTheTrustIsRefusedNamingBothAn
 
   Store store(QString::fromStdString((dir.path() / "flotilla.db").string()));
   store.add_node(node_of(sshd, dir.path()));
-  ControllerOptions options;
-  options.connect.known_hosts = dir.path() / "known_hosts";
-  options.connect.timeout = 10s;
-  Controller controller(store, options);
+  Controller controller(store, options_in(dir.path()));
 
   // The person is shown the key the node presents now...
   const auto unknown = controller.unknown_host_keys({"keyed"});
@@ -112,10 +117,7 @@ TEST(HostKeyTrust, TheLinkAfterTheCheckIsMadeOverTheConnectionThatCheckedTheKey)
   auto node = node_of(sshd, dir.path());
   node.agent_path = FLOTILLA_AGENT_BINARY;
   store.add_node(node);
-  ControllerOptions options;
-  options.connect.known_hosts = dir.path() / "known_hosts";
-  options.connect.timeout = 10s;
-  Controller controller(store, options);
+  Controller controller(store, options_in(dir.path()));
 
   const auto unknown = controller.unknown_host_keys({"keyed"});
   ASSERT_EQ(unknown.size(), 1u);
