@@ -175,6 +175,7 @@ void SweepRunner::start_point(const SweepRow& sweep, const SweepPointRow& point)
   std::string refusal;
   try {
     controller_.start_run(parse_experiment(point.config_json, sweep.name), std::nullopt, run);
+    if (observer_) observer_->point_run_stored(sweep, point, run);
   } catch (const ConfigError& e) {
     refusal = joined_lines(e.problems());
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "cli_fixture.h"
+#include "flotilla/controller/run_prediction.h"
 #include "flotilla/controller/sweep_store.h"
 
 namespace flotilla::testing {
@@ -245,6 +246,53 @@ axes:
       << nodes_output;
   const auto [list_status, list] = f.run({"sweeps"});
   EXPECT_EQ(std::count(list.begin(), list.end(), '\n'), 1) << list;  // the header only
+}
+
+// Every point that will run is predicted before anything does (a repeated
+// point once), a refused one is not, and each run keeps its point's
+// prediction for compare.
+TEST(FlotillaSweep, PredictsEachPointFirstAndKeepsItWithThePointsRun) {
+  Flotilla f;
+  setenv("FLOTILLA_PROFILE_DIR", (f.dir().path() / "profiles").c_str(), 1);
+  const auto file = f.dir().write("predicted.yaml", R"(
+name: predicted
+base:
+  model: small_cnn
+  dataset: synthetic
+  synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 64, test_samples: 32}
+  threads: 1
+  max_steps: 2
+axes:
+  batch_size: [8, 32]
+  strategy: [ddp, pipeline]
+)");
+  const auto [dry_status, dry] = f.run({"sweep", file.string(), "--dry-run", "--predict"}, 300s);
+  ASSERT_EQ(dry_status, 0) << dry;
+  for (const char* point : {"point 1 (batch_size 8, strategy ddp): predicted step ",
+                            "point 3 (batch_size 32, strategy ddp): predicted step "})
+    EXPECT_NE(dry.find(point), std::string::npos) << point << "\n" << dry;
+  EXPECT_EQ(dry.find("point 2 (batch_size 8, strategy pipeline): predicted"), std::string::npos)
+      << dry;  // refused: one rank cannot be a pipeline
+  size_t predicted = 0;
+  for (auto at = dry.find("predicted step"); at != std::string::npos;
+       at = dry.find("predicted step", at + 1))
+    ++predicted;
+  EXPECT_EQ(predicted, 2u) << dry;
+  EXPECT_TRUE(points_of(f, "predicted").empty()) << "a dry run stored its points";
+
+  const auto [status, output] = f.run({"sweep", file.string(), "--predict"}, 600s);
+  ASSERT_EQ(status, 0) << output;
+  const auto points = points_of(f, "predicted");
+  ASSERT_EQ(points.size(), 4u);
+  const auto store = f.store();
+  for (const auto& point : points) {
+    if (point.state == PointState::refused) continue;
+    ASSERT_EQ(point.state, PointState::finished) << point.index;
+    const auto prediction = controller::run_prediction(store, point.run_id);
+    ASSERT_TRUE(prediction) << "point " << point.index + 1 << "'s run kept no prediction";
+    EXPECT_GT(prediction->samples_per_s, 0);
+    EXPECT_EQ(prediction->samples_per_step, point.index < 2 ? 8 : 32);
+  }
 }
 
 TEST(FlotillaSweep, RefusesBadInputBeforeAnythingStartsNamingTheKey) {

@@ -2,12 +2,15 @@
 
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "cli_console.h"
+#include "cli_plan.h"
 #include "flotilla/controller/compare.h"
+#include "flotilla/controller/run_prediction.h"
 #include "flotilla/controller/sweep_plan.h"
 #include "flotilla/controller/sweep_report.h"
 #include "flotilla/controller/sweep_runner.h"
@@ -19,7 +22,22 @@ namespace {
 // Sweep progress on the console, in turn with the runs' own lines.
 class SweepPrinter final : public SweepObserver {
  public:
-  SweepPrinter(ConsoleObserver& console, int64_t points) : console_(console), points_(points) {}
+  // `predictions` (by point index) are kept with the points' runs in `store`.
+  SweepPrinter(ConsoleObserver& console, int64_t points, Store* store = nullptr,
+               const std::map<int64_t, std::string>* predictions = nullptr)
+      : console_(console), points_(points), store_(store), predictions_(predictions) {}
+  void point_run_stored(const SweepRow&, const SweepPointRow& point,
+                        const std::string& run) override {
+    // As `flotilla run --predict` keeps it: compare's predicted columns.
+    if (!predictions_) return;
+    const auto it = predictions_->find(point.index);
+    if (it == predictions_->end()) return;
+    try {
+      set_run_prediction(*store_, run, it->second);
+    } catch (const StoreError& e) {  // the run goes on; only its predicted columns are missing
+      console_.problem("run " + run + ": its prediction was not kept: " + e.what());
+    }
+  }
   void point_started(const SweepRow& sweep, const SweepPointRow& point,
                      const std::string& run) override {
     console_.print("sweep " + sweep.name + ": point " + position(point) + " (" +
@@ -45,6 +63,8 @@ class SweepPrinter final : public SweepObserver {
   }
   ConsoleObserver& console_;
   int64_t points_;
+  Store* store_;
+  const std::map<int64_t, std::string>* predictions_;
 };
 
 std::vector<SweepPointRow> rows_of(const std::vector<SweepPoint>& points) {
@@ -61,6 +81,39 @@ std::vector<SweepPointRow> rows_of(const std::vector<SweepPoint>& points) {
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+// `flotilla plan --predict` of every point that will run, one line each (a
+// point repeated is predicted once): its plan JSON by point index. A point
+// the engine cannot plan says why (engine_plan printed it) and runs anyway.
+std::map<int64_t, std::string> predict_points(const Store& store,
+                                              const std::vector<SweepPointRow>& rows) {
+  std::map<int64_t, std::string> plans;
+  std::map<std::string, std::string> by_config;
+  std::cout << "predicted before anything runs (docs/predict.md):\n" << std::flush;
+  for (const auto& row : rows) {
+    if (row.state != PointState::queued) continue;
+    const std::string label =
+        "point " + std::to_string(row.index + 1) + " (" + point_values_text(row.values_json) + ")";
+    auto known = by_config.find(row.config_json);
+    if (known == by_config.end()) {
+      std::string plan;
+      try {
+        const auto result =
+            engine_plan(store, parse_experiment(row.config_json, label), false, true);
+        if (result.status == kExitDone) plan = result.json;
+      } catch (const ConfigError& e) {
+        print_config_error(label, e);
+      }
+      known = by_config.emplace(row.config_json, plan).first;
+    }
+    const std::string line = prediction_line(known->second);
+    std::cout << "  " << label << ": " << (line.empty() ? "no prediction (see above)" : line)
+              << "\n"
+              << std::flush;
+    if (!line.empty()) plans[row.index] = known->second;
+  }
+  return plans;
 }
 
 int status_of_sweep(SweepState state, const std::vector<SweepPointRow>& points) {
@@ -102,9 +155,11 @@ int launch_sweep(Store& store, SweepSpec spec, const SweepLaunch& launch,
     std::cerr << "flotilla: sweep " << spec.name << ": every point is refused; nothing to run\n";
     return kExitBadInput;
   }
+  const auto predictions =
+      launch.predict ? predict_points(store, rows) : std::map<int64_t, std::string>{};
   if (launch.dry_run) return kExitDone;
 
-  SweepPrinter printer(console.observer, progress.total);
+  SweepPrinter printer(console.observer, progress.total, &store, &predictions);
   SweepRunner runner(store, console.controller, spec.name, &printer);
   try {
     SweepStore(store).create(spec, points, launch.source, runner.identity());
@@ -139,7 +194,8 @@ int command_sweep(Store& store, const SweepCommands& c, const ControllerOptions&
     print_config_error(c.file, e);
     return kExitBadInput;
   }
-  return launch_sweep(store, std::move(spec), {c.file, c.nodes, c.dry_run, c.yes}, options);
+  return launch_sweep(store, std::move(spec), {c.file, c.nodes, c.dry_run, c.yes, c.predict},
+                      options);
 }
 
 // The stored sweep named `name`, and its definition; throws naming what is wrong.
@@ -286,6 +342,9 @@ void add_sweep_commands(CLI::App& app, SweepCommands& c) {
   c.sweep->add_option("file", c.file, "sweep file (YAML or JSON)");
   c.sweep->add_flag("--dry-run", c.dry_run, "print the grid and the refused points, run nothing");
   c.sweep->add_flag("--yes", c.yes, "queue a grid of more than 1,000 runs");
+  c.sweep->add_flag("--predict", c.predict,
+                    "predict each point's step, throughput and peak memory first (`flotilla "
+                    "plan --predict` of each) and keep it with the point's run for compare");
   c.sweep->add_option("--nodes", c.nodes, "comma-separated nodes, overriding the base's `nodes`");
   c.sweep->add_option("--name", c.name, "store the sweep under this name instead of the file's");
   c.show = c.sweep->add_subcommand(

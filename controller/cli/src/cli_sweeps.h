@@ -23,7 +23,7 @@ struct SweepCommands {
   CLI::App* kill = nullptr;
   CLI::App* list = nullptr;
   std::string file, nodes, name;
-  bool dry_run = false, yes = false;
+  bool dry_run = false, yes = false, predict = false;
   std::string show_name, format = "table";
   std::string kill_name;
   double grace_s = 5.0;
@@ -39,6 +39,7 @@ struct SweepLaunch {
   std::string nodes;
   bool dry_run = false;
   bool yes = false;
+  bool predict = false;  // each point's step predicted first, kept with its run
 };
 // Resolves its base, checks the grid and the nodes, prints the grid and the
 // refusals, then (unless a dry run) stores the sweep and runs it to its end,

@@ -26,6 +26,9 @@ class SweepObserver {
   virtual ~SweepObserver() = default;
   virtual void point_started(const SweepRow& /*sweep*/, const SweepPointRow& /*point*/,
                              const std::string& /*run*/) {}
+  // The point's run is stored and its start under way (after point_started).
+  virtual void point_run_stored(const SweepRow& /*sweep*/, const SweepPointRow& /*point*/,
+                                const std::string& /*run*/) {}
   virtual void point_ended(const SweepRow& /*sweep*/, const SweepPointRow& /*point*/,
                            PointState /*state*/, const std::string& /*reason*/) {}
   virtual void points_skipped(const SweepRow& /*sweep*/,
