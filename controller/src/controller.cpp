@@ -2,6 +2,7 @@
 
 #include <QDateTime>
 #include <QRandomGenerator>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -64,8 +65,13 @@ ConnectOptions Controller::connect_options() const {
 
 void Controller::keep_checked_connection(const std::string& node,
                                          std::unique_ptr<NodeConnection> connection) {
+  const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
-  checked_connections_[node] = {std::move(connection), std::chrono::steady_clock::now()};
+  // One no link came for in time (a start the person did not make) is closed.
+  for (auto it = checked_connections_.begin(); it != checked_connections_.end();)
+    it = now - it->second.opened > kCheckedConnectionKept ? checked_connections_.erase(it)
+                                                          : std::next(it);
+  checked_connections_[node] = {std::move(connection), now};
 }
 
 std::shared_ptr<NodeConnection> Controller::take_checked_connection(const std::string& node) {
@@ -89,8 +95,7 @@ std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
     try {
       transport = checked->start_agent();
       connection = std::move(checked);
-    } catch (const std::exception&) {
-      transport.reset();
+    } catch (const std::exception&) {  // dropped by the node: a new one below
     }
   }
   if (!transport) {
@@ -272,11 +277,13 @@ std::vector<Controller::UnknownHostKey> Controller::unknown_host_keys(
         }));
   std::vector<UnknownHostKey> unknown;
   std::exception_ptr first_problem;
-  for (auto& check : checks) try {
+  for (auto& check : checks) {
+    try {
       if (auto key = check.get()) unknown.push_back(*key);
-    } catch (...) {
+    } catch (...) {  // every check is waited for before the first problem is thrown
       if (!first_problem) first_problem = std::current_exception();
     }
+  }
   if (first_problem) std::rethrow_exception(first_problem);
   return unknown;
 }

@@ -6,6 +6,8 @@
 #include <QSqlError>
 #include <QVariant>
 
+#include <atomic>
+
 #include <dlfcn.h>
 #include <sqlite3.h>
 
@@ -24,19 +26,25 @@ constexpr const char* kInsertSql =
 // table lies in is that plugin. Looked up from the plugin, sqlite3_step is
 // the plugin's own copy where it bundles SQLite, nothing where that copy is
 // hidden, and the system library's where it links that; looked up as this
-// program's calls are (the global scope), it is the one we call.
+// program's calls are (the global scope), it is the one we call. The
+// writer asks at every commit: a driver class found sharing it is
+// remembered, so the lookups are made once.
 bool driver_shares_our_sqlite(const QSqlDatabase& db) {
+  static std::atomic<const void*> shared_vtable{nullptr};
   const QSqlDriver* driver = db.driver();
   if (!driver) return false;
-  Dl_info plugin_info{};
   const void* vtable = *reinterpret_cast<void* const*>(driver);
+  if (vtable == shared_vtable.load()) return true;
+  Dl_info plugin_info{};
   if (dladdr(vtable, &plugin_info) == 0 || !plugin_info.dli_fname) return false;
   void* plugin = dlopen(plugin_info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
   if (!plugin) return false;
   const void* theirs = dlsym(plugin, "sqlite3_step");
   dlclose(plugin);
   const void* ours = dlsym(RTLD_DEFAULT, "sqlite3_step");
-  return theirs && theirs == ours;
+  if (!theirs || theirs != ours) return false;
+  shared_vtable = vtable;
+  return true;
 }
 
 RecordInsert::RecordInsert(QSqlDatabase& db, const QString& path, Binding binding) : path_(path) {

@@ -248,9 +248,9 @@ axes:
   EXPECT_EQ(std::count(list.begin(), list.end(), '\n'), 1) << list;  // the header only
 }
 
-// Every point that will run is predicted before anything does (a repeated
-// point once), a refused one is not, and each run keeps its point's
-// prediction for compare.
+// Every grid point that will run is predicted before anything does, its
+// repeats once with it, a refused one not at all, and each run keeps its
+// point's prediction for compare.
 TEST(FlotillaSweep, PredictsEachPointFirstAndKeepsItWithThePointsRun) {
   Flotilla f;
   setenv("FLOTILLA_PROFILE_DIR", (f.dir().path() / "profiles").c_str(), 1);
@@ -265,34 +265,38 @@ base:
 axes:
   batch_size: [8, 32]
   strategy: [ddp, pipeline]
+repeat: 2
 )");
   const auto [dry_status, dry] = f.run({"sweep", file.string(), "--dry-run", "--predict"}, 300s);
   ASSERT_EQ(dry_status, 0) << dry;
-  for (const char* point : {"point 1 (batch_size 8, strategy ddp): predicted step ",
-                            "point 3 (batch_size 32, strategy ddp): predicted step "})
+  for (const char* point : {"(batch_size 8, strategy ddp): predicted step ",
+                            "(batch_size 32, strategy ddp): predicted step "})
     EXPECT_NE(dry.find(point), std::string::npos) << point << "\n" << dry;
-  EXPECT_EQ(dry.find("point 2 (batch_size 8, strategy pipeline): predicted"), std::string::npos)
+  EXPECT_EQ(dry.find("strategy pipeline): predicted"), std::string::npos)
       << dry;  // refused: one rank cannot be a pipeline
   size_t predicted = 0;
   for (auto at = dry.find("predicted step"); at != std::string::npos;
        at = dry.find("predicted step", at + 1))
     ++predicted;
-  EXPECT_EQ(predicted, 2u) << dry;
+  EXPECT_EQ(predicted, 2u) << dry;  // two grid points, each with two repeats
   EXPECT_TRUE(points_of(f, "predicted").empty()) << "a dry run stored its points";
 
   const auto [status, output] = f.run({"sweep", file.string(), "--predict"}, 600s);
   ASSERT_EQ(status, 0) << output;
   const auto points = points_of(f, "predicted");
-  ASSERT_EQ(points.size(), 4u);
+  ASSERT_EQ(points.size(), 8u);
   const auto store = f.store();
+  int predicted_runs = 0;
   for (const auto& point : points) {
     if (point.state == PointState::refused) continue;
     ASSERT_EQ(point.state, PointState::finished) << point.index;
     const auto prediction = controller::run_prediction(store, point.run_id);
     ASSERT_TRUE(prediction) << "point " << point.index + 1 << "'s run kept no prediction";
     EXPECT_GT(prediction->samples_per_s, 0);
-    EXPECT_EQ(prediction->samples_per_step, point.index < 2 ? 8 : 32);
+    EXPECT_EQ(prediction->samples_per_step, json::parse(point.values_json)["batch_size"]);
+    ++predicted_runs;
   }
+  EXPECT_EQ(predicted_runs, 4);
 }
 
 TEST(FlotillaSweep, RefusesBadInputBeforeAnythingStartsNamingTheKey) {

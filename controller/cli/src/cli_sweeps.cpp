@@ -83,35 +83,36 @@ std::vector<SweepPointRow> rows_of(const std::vector<SweepPoint>& points) {
   return rows;
 }
 
-// `flotilla plan --predict` of every point that will run, one line each (a
-// point repeated is predicted once): its plan JSON by point index. A point
-// the engine cannot plan says why (engine_plan printed it) and runs anyway.
+// `flotilla plan --predict` of every point that will run, one line each:
+// its plan JSON by point index. A point's repeats differ only in their seed,
+// on which no block's time depends, so each grid point is planned once and
+// its repeats keep that plan. A point the engine cannot plan says why
+// (engine_plan printed it) and runs anyway.
 std::map<int64_t, std::string> predict_points(const Store& store,
                                               const std::vector<SweepPointRow>& rows) {
   std::map<int64_t, std::string> plans;
-  std::map<std::string, std::string> by_config;
+  std::map<std::vector<int64_t>, std::string> by_grid_point;
   std::cout << "predicted before anything runs (docs/predict.md):\n" << std::flush;
   for (const auto& row : rows) {
     if (row.state != PointState::queued) continue;
-    const std::string label =
-        "point " + std::to_string(row.index + 1) + " (" + point_values_text(row.values_json) + ")";
-    auto known = by_config.find(row.config_json);
-    if (known == by_config.end()) {
-      std::string plan;
+    auto [plan, first] = by_grid_point.try_emplace(row.coords);
+    if (first) {
+      const std::string label = "point " + std::to_string(row.index + 1) + " (" +
+                                point_values_text(row.values_json) + ")";
       try {
         const auto result =
             engine_plan(store, parse_experiment(row.config_json, label), false, true);
-        if (result.status == kExitDone) plan = result.json;
+        if (result.status == kExitDone) plan->second = result.json;
       } catch (const ConfigError& e) {
         print_config_error(label, e);
       }
-      known = by_config.emplace(row.config_json, plan).first;
+      const std::string line = prediction_line(plan->second);
+      if (line.empty()) plan->second.clear();
+      std::cout << "  " << label << ": " << (line.empty() ? "no prediction (see above)" : line)
+                << "\n"
+                << std::flush;
     }
-    const std::string line = prediction_line(known->second);
-    std::cout << "  " << label << ": " << (line.empty() ? "no prediction (see above)" : line)
-              << "\n"
-              << std::flush;
-    if (!line.empty()) plans[row.index] = known->second;
+    if (!plan->second.empty()) plans[row.index] = plan->second;
   }
   return plans;
 }
