@@ -2,11 +2,12 @@
 
 #include <QDateTime>
 #include <QRandomGenerator>
+#include <QThreadPool>
 #include <iterator>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "agent_link.h"
+#include "event_loop.h"
 #include "flotilla/controller/link_bench.h"
 #include "flotilla/controller/nodes.h"
 #include "flotilla/controller/paths.h"
@@ -17,6 +18,8 @@ namespace flotilla::controller {
 namespace {
 // The grace of the stops a failure sends to the other nodes.
 constexpr double kStopGraceS = 5.0;
+// The pool's bound: connects and stops waiting on the network at once.
+constexpr int kBackgroundThreads = 32;
 }  // namespace
 
 std::string Controller::new_run_id() {
@@ -27,34 +30,40 @@ std::string Controller::new_run_id() {
 }
 
 Controller::Controller(Store& store, ControllerOptions options)
-    : store_(store), options_(std::move(options)) {
+    : store_(store),
+      options_(std::move(options)),
+      background_(std::make_unique<QThreadPool>()),
+      loop_(std::make_unique<EventLoop>(
+          [this](const std::string& what) { note_problem("controller: " + what); })) {
   if (options_.agent_binary.empty()) options_.agent_binary = sibling_program("flotilla-agent");
+  // Connecting and stopping nodes wait on the network: many at once (a
+  // failed run's nodes are all stopped together), never unbounded.
+  background_->setMaxThreadCount(kBackgroundThreads);
   // Records the database refuses wait in the store's queue; whoever follows
   // the runs hears of it (the CLI prints a line, the window its status).
   store_listener_ = store_.add_problem_listener(
       [this](const StoreProblem& problem) { note_problem(problem.message); });
   // Records the store let go of past its queue's limit while the database
   // refused writes: the agent sends them again from its spool, as for an
-  // attach. Not on the writer thread, which must not wait for a link.
+  // attach. Posted: the writer thread must not wait for the loop or a link.
   refetch_listener_ = store_.add_refetch_listener([this](const RefetchRequest& r) {
-    {
+    loop_->post([this, r] {
       // Another controller on this store (a sweep's, a kill's) follows it.
-      std::lock_guard lock(mutex_);
       if (!followed_.count(r.run)) return;
-    }
-    in_background([this, r] {
-      try {
-        if (!link_for(r.node).send(protocol::Resume{r.run, r.after_seq}))
-          throw std::runtime_error("the agent went away");
-      } catch (const std::exception& e) {
-        note_problem("run " + r.run + ": node " + r.node + " could not be asked again for the " +
-                     "records after #" + std::to_string(r.after_seq) + " (" + e.what() +
-                     "); they stay in its spool, and a reconnect or `flotilla attach` fetches "
-                     "them");
-      }
+      in_background([this, r] {
+        try {
+          if (!link_for(r.node)->send(protocol::Resume{r.run, r.after_seq}))
+            throw std::runtime_error("the agent went away");
+        } catch (const std::exception& e) {
+          note_problem("run " + r.run + ": node " + r.node + " could not be asked again for the " +
+                       "records after #" + std::to_string(r.after_seq) + " (" + e.what() +
+                       "); they stay in its spool, and a reconnect or `flotilla attach` fetches "
+                       "them");
+        }
+      });
     });
   });
-  in_background([this] { watch_for_stalls(); });
+  loop_->post([this] { check_stalls(); });  // and every second after
 }
 
 ConnectOptions Controller::connect_options() const {
@@ -66,7 +75,7 @@ ConnectOptions Controller::connect_options() const {
 void Controller::keep_checked_connection(const std::string& node,
                                          std::unique_ptr<NodeConnection> connection) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(links_mutex_);
   // One no link came for in time (a start the person did not make) is closed.
   for (auto it = checked_connections_.begin(); it != checked_connections_.end();)
     it = now - it->second.opened > kCheckedConnectionKept ? checked_connections_.erase(it)
@@ -75,7 +84,7 @@ void Controller::keep_checked_connection(const std::string& node,
 }
 
 std::shared_ptr<NodeConnection> Controller::take_checked_connection(const std::string& node) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(links_mutex_);
   const auto it = checked_connections_.find(node);
   if (it == checked_connections_.end()) return nullptr;
   auto kept = std::move(it->second);
@@ -103,7 +112,7 @@ std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
     transport = connection->start_agent();
   }
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(links_mutex_);
     addresses_[node] = connection->address();
   }
   if (const auto& replaced = connection->last_deploy().replaced; !replaced.empty())
@@ -112,13 +121,12 @@ std::unique_ptr<Transport> Controller::open_transport(const std::string& node) {
 }
 
 protocol::ProbeReply Controller::probe(const std::string& node) {
+  refuse_on_loop("probe");
   auto answer = std::make_shared<std::promise<protocol::ProbeReply>>();
   auto future = answer->get_future();
-  {
-    std::lock_guard lock(mutex_);
-    probes_[node] = answer;
-  }
-  if (!link_for(node).send(protocol::Probe{}))
+  // Registered before the probe goes out: the answer is handled on the loop.
+  loop_->call([&] { probes_[node] = answer; });
+  if (!link_for(node)->send(protocol::Probe{}))
     throw std::runtime_error("node " + node + ": the agent went away before the probe");
   if (future.wait_for(options_.hello_timeout) != std::future_status::ready)
     throw std::runtime_error("node " + node + ": no answer to a probe");
@@ -129,55 +137,51 @@ Controller::~Controller() {
   store_.remove_problem_listener(store_listener_);
   store_.remove_refetch_listener(refetch_listener_);
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(background_mutex_);
     closing_ = true;
   }
-  closing_changed_.notify_all();
-  std::list<Background> background;
+  // Work started before (stops a failure queued) is done; the loop still
+  // runs for it. Retries are the loop's timers and end with it.
+  background_->waitForDone();
+  std::map<std::string, std::shared_ptr<AgentLink>> links;
+  std::vector<std::shared_ptr<AgentLink>> closed;
   {
-    std::lock_guard lock(mutex_);
-    background.swap(background_);
-  }
-  for (auto& b : background) b.thread.join();
-  std::map<std::string, std::unique_ptr<AgentLink>> links;
-  std::vector<std::unique_ptr<AgentLink>> closed;
-  {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(links_mutex_);
     links.swap(links_);
     closed.swap(closed_links_);
   }
-  // Destroyed here, outside the lock: their reader threads may be calling in.
+  // Closed here, outside the lock, while the loop still takes what their
+  // readers post (a reader waiting for room there is let go).
+  links.clear();
+  closed.clear();
+  loop_->stop();
 }
 
-void Controller::pause_before_retry() {
-  std::unique_lock lock(mutex_);
-  closing_changed_.wait_for(lock, options_.retry_interval, [&] { return closing_.load(); });
+void Controller::refuse_on_loop(const char* call) const {
+  if (loop_->on_loop_thread())
+    throw std::logic_error(std::string("Controller::") + call +
+                           " was called from an observer, on the controller's loop thread, "
+                           "and would wait for that thread; call it from another");
 }
 
 void Controller::in_background(std::function<void()> work) {
-  std::list<Background> finished;
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(background_mutex_);
   if (closing_) return;
-  for (auto it = background_.begin(); it != background_.end();)
-    if (*it->done)
-      finished.splice(finished.end(), background_, it++);
-    else
-      ++it;
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  background_.push_back({std::thread([work = std::move(work), done] {
-                           work();
-                           *done = true;
-                         }),
-                         done});
-  // Joined here: each has returned from its work, or is about to.
-  for (auto& b : finished) b.thread.join();
+  background_->start(std::move(work));
 }
 
-AgentLink& Controller::link_for(const std::string& node) {
-  std::unique_lock lock(mutex_);
+std::shared_ptr<AgentLink> Controller::open_link(const std::string& node) const {
+  std::lock_guard lock(links_mutex_);
+  const auto it = links_.find(node);
+  return it != links_.end() && it->second->open() ? it->second : nullptr;
+}
+
+std::shared_ptr<AgentLink> Controller::link_for(const std::string& node) {
+  refuse_on_loop("link_for");  // it may connect: seconds in which no run is heard
+  std::unique_lock lock(links_mutex_);
   // Closed links whose reader has returned are dropped (outside the lock:
   // closing a local agent's transport waits for its process).
-  std::vector<std::unique_ptr<AgentLink>> finished;
+  std::vector<std::shared_ptr<AgentLink>> finished;
   for (auto it = closed_links_.begin(); it != closed_links_.end();)
     if ((*it)->finished()) {
       finished.push_back(std::move(*it));
@@ -187,7 +191,7 @@ AgentLink& Controller::link_for(const std::string& node) {
     }
   if (auto it = links_.find(node); it != links_.end()) {
     if (it->second->open()) {
-      AgentLink& link = *it->second;
+      auto link = it->second;
       lock.unlock();
       finished.clear();
       return link;
@@ -197,37 +201,44 @@ AgentLink& Controller::link_for(const std::string& node) {
   }
   lock.unlock();
   finished.clear();
-  // Opening may take seconds (starting a process, later an SSH handshake).
+  // Opening may take seconds (starting a process, an SSH handshake): never
+  // on the loop, which would hold every run's messages meanwhile.
   auto transport = open_transport(node);
   LinkEvents events;
-  events.on_message = [this, node](const protocol::Message& m) { handle(node, m); };
+  // The reader only decodes; what a message means is decided on the loop.
+  events.on_message = [this, node](const protocol::Message& m) {
+    loop_->post_from_link([this, node, m] { handle(node, m); });
+  };
   events.on_problem = [this](const std::string& message) { note_problem(message); };
   events.on_closed = [this, node] {
-    if (!closing_) reconnect_later(node);
+    if (closing_) return;
+    const int64_t closed_ms = now_ms();
+    loop_->post([this, node, closed_ms] { link_closed(node, closed_ms); });
   };
-  auto link = std::make_unique<AgentLink>(node, std::move(transport), std::move(events),
+  // It answered: no longer unreachable (before the link can say it closed).
+  loop_->post([this, node] { unreachable_since_ms_.erase(node); });
+  auto link = std::make_shared<AgentLink>(node, std::move(transport), std::move(events),
                                           options_.hello_timeout);
   lock.lock();
-  unreachable_since_ms_.erase(node);
   auto& slot = links_[node];
   if (slot) closed_links_.push_back(std::move(slot));  // another thread opened one meanwhile
-  slot = std::move(link);
-  return *slot;
+  slot = link;
+  return link;
 }
 
 bool Controller::kill_run(const std::string& run, double grace_s) {
+  refuse_on_loop("kill_run");
   const auto row = store_.run(run);
   if (!row) throw std::runtime_error("no run \"" + run + "\" in " + store_.path().toStdString());
   if (is_terminal(row->state)) return false;
   if (row->state == RunState::created) {
-    end_run(run, RunState::killed, "killed before it started");
+    loop_->call([&] { end_run(run, RunState::killed, "killed before it started"); });
     return true;
   }
-  {
-    std::lock_guard lock(mutex_);
+  loop_->call([&] {
     followed_.insert(run);
     killing_.insert(run);
-  }
+  });
   // Nodes in parallel: an unreachable one costs its connect timeout once, not per node.
   std::vector<std::future<void>> stopping;
   for (const auto& node : row->nodes)
@@ -237,7 +248,7 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
       } catch (const std::exception& e) {
         note_problem("kill " + run + ": node " + node + " is unreachable (" + e.what() +
                      "); the kill is retried until it can be delivered");
-        retry_stop(run, node, grace_s);
+        loop_->post([this, run, node, grace_s] { retry_stop_later(run, node, grace_s, {}); });
       }
     }));
   for (auto& s : stopping) s.get();
@@ -252,11 +263,7 @@ std::vector<Controller::UnknownHostKey> Controller::unknown_host_keys(
     if (!node)
       throw std::runtime_error("no node \"" + name + "\" in " + store_.path().toStdString());
     if (node->is_local()) continue;
-    {
-      // A live link's key was checked when it connected.
-      std::lock_guard lock(mutex_);
-      if (const auto it = links_.find(name); it != links_.end() && it->second->open()) continue;
-    }
+    if (open_link(name)) continue;  // a live link's key was checked when it connected
     to_check.push_back(*node);
   }
   // All at once: a handshake costs round trips and key exchange, and an
@@ -305,61 +312,64 @@ void Controller::trust_host_key(const std::string& name, const std::string& conf
 
 void Controller::send_stop(const std::string& run, const std::string& node, double grace_s,
                            const std::string& why) {
-  bool unreachable = false;
-  {
-    std::lock_guard lock(mutex_);
-    unreachable = unreachable_since_ms_.count(node) > 0;
-  }
+  const bool unreachable = loop_->call([&] { return unreachable_since_ms_.count(node) > 0; });
   if (unreachable && !node_answers(node))
     throw std::runtime_error("unreachable: its SSH port does not answer");
-  auto& link = link_for(node);
+  const auto link = link_for(node);
   // The end, and every record before it, must reach this controller.
-  if (!link.send(protocol::Resume{run, store_.last_seq(run, node)}) ||
-      !link.send(protocol::StopRun{run, grace_s, why}))
+  if (!link->send(protocol::Resume{run, store_.last_seq(run, node)}) ||
+      !link->send(protocol::StopRun{run, grace_s, why}))
     throw std::runtime_error("the agent went away");
 }
 
-void Controller::retry_stop(const std::string& run, const std::string& node, double grace_s,
-                            const std::string& why) {
-  in_background([this, run, node, grace_s, why] {
-    while (!closing_) {
-      pause_before_retry();
-      if (closing_) return;
-      {
-        std::lock_guard lock(mutex_);
-        if (ended_.count(run)) return;
-      }
-      try {
-        send_stop(run, node, grace_s, why);
-        note_problem("kill " + run + ": node " + node + " is reachable again; the kill was sent");
-        return;
-      } catch (const std::exception&) {
-      }
+void Controller::deliver_stop(const std::string& run, const std::string& node, double grace_s,
+                              const std::string& why, std::string first_failure) {
+  in_background([this, run, node, grace_s, why, first_failure = std::move(first_failure)] {
+    try {
+      send_stop(run, node, grace_s, why);
+    } catch (const std::exception& e) {
+      note_problem(first_failure + " (" + e.what() +
+                   "); the stop is retried until it can be delivered");
+      loop_->post([this, run, node, grace_s, why] { retry_stop_later(run, node, grace_s, why); });
     }
   });
 }
 
+void Controller::retry_stop_later(const std::string& run, const std::string& node, double grace_s,
+                                  const std::string& why) {
+  loop_->post_after(options_.retry_interval, [this, run, node, grace_s, why] {
+    {
+      std::lock_guard lock(ended_mutex_);
+      if (ended_.count(run)) return;
+    }
+    in_background([this, run, node, grace_s, why] {
+      try {
+        send_stop(run, node, grace_s, why);
+        note_problem("kill " + run + ": node " + node + " is reachable again; the kill was sent");
+      } catch (const std::exception&) {
+        loop_->post([this, run, node, grace_s, why] { retry_stop_later(run, node, grace_s, why); });
+      }
+    });
+  });
+}
+
 void Controller::attach(const std::string& run) {
+  refuse_on_loop("attach");
   const auto row = store_.run(run);
   if (!row) throw std::runtime_error("no run \"" + run + "\" in " + store_.path().toStdString());
   if (is_terminal(row->state)) return;
-  {
-    std::lock_guard lock(mutex_);
-    if (followed_.count(run)) {
-      // Followed already, unless the link it came through has closed since.
-      bool all_open = true;
-      for (const auto& node : row->nodes) {
-        auto it = links_.find(node);
-        all_open = all_open && it != links_.end() && it->second->open();
-      }
-      if (all_open) return;
-    }
+  const bool followed_already = loop_->call([&] {
+    // Followed already, unless a link it came through has closed since.
+    bool all_open = followed_.count(run) > 0;
+    for (const auto& node : row->nodes) all_open = all_open && open_link(node);
     followed_.insert(run);
-  }
+    return all_open;
+  });
+  if (followed_already) return;
   for (const auto& node : row->nodes) {
     try {
-      link_for(node).send(protocol::Resume{run, store_.last_seq(run, node)});
-      heard_from(run, node);  // the stall watchdog's clock starts now
+      link_for(node)->send(protocol::Resume{run, store_.last_seq(run, node)});
+      loop_->post([this, run, node] { heard_from(run, node); });  // the stall clock starts now
     } catch (const std::exception& e) {
       note_problem("attach " + run + ": " + e.what());
     }
@@ -371,7 +381,9 @@ std::vector<std::string> Controller::attach_live_runs() {
   for (const auto& row : store_.live_runs()) {
     if (row.state == RunState::created) {
       // It never reached an agent: nothing of it can be running.
-      end_run(row.id, RunState::failed, "the controller stopped before the run was started");
+      loop_->call([&] {
+        end_run(row.id, RunState::failed, "the controller stopped before the run was started");
+      });
       continue;
     }
     attach(row.id);
@@ -381,7 +393,8 @@ std::vector<std::string> Controller::attach_live_runs() {
 }
 
 bool Controller::wait_for_end(const std::string& run, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
+  refuse_on_loop("wait_for_end");
+  std::unique_lock lock(ended_mutex_);
   const bool ended = ended_changed_.wait_for(lock, timeout, [&] { return ended_.count(run) > 0; });
   if (ended) return true;
   lock.unlock();
@@ -405,78 +418,51 @@ void Controller::end_run(const std::string& run, RunState state, const std::stri
   // observer hears of the end before waiters wake, so that a printed end
   // comes before whatever the waiter prints next.
   move_run(run, state, reason);
+  followed_.erase(run);
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(ended_mutex_);
     ended_.insert(run);
-    followed_.erase(run);
   }
   ended_changed_.notify_all();
 }
 
 void Controller::stop_after_failure(const std::string& run, const std::string& failed_node,
                                     const std::vector<std::string>& all_nodes) {
-  {
-    std::lock_guard lock(mutex_);
-    if (killing_.count(run) || !failing_.insert(run).second) return;  // stopping already
-  }
-  // While start() still sends starts, only the nodes that had theirs hold
-  // ranks; the run has ended, so the others get none.
+  if (killing_.count(run) || !failing_.insert(run).second) return;  // stopping already
+  // Before the run's starts went out, no node holds ranks: none is stopped,
+  // and the start sends none to a failing run.
   std::vector<std::string> nodes;
-  {
-    std::lock_guard order(start_order_mutex_);
-    const auto sent = starts_sent_.find(run);
-    for (const auto& node : all_nodes)
-      if (sent == starts_sent_.end() || sent->second.count(node)) nodes.push_back(node);
-    // start() sends no more starts to a failing run.
-    if (sent != starts_sent_.end()) starts_sent_.erase(sent);
-  }
-  // On a thread of its own: this may be a link's reader thread, and a node
-  // whose link has closed is reconnected first.
-  for (const auto& node : nodes) {
-    in_background([this, run, node, failed_node] {
-      const std::string why = "stopped because " + failed_node + " failed";
-      try {
-        send_stop(run, node, kStopGraceS, why);
-      } catch (const std::exception& e) {
-        note_problem("run " + run + ": node " + node + " could not be told to stop its ranks (" +
-                     e.what() + "); the stop is retried until it can be delivered");
-        retry_stop(run, node, kStopGraceS, why);
-      }
-    });
-  }
+  const auto sent = starts_sent_.find(run);
+  for (const auto& node : all_nodes)
+    if (sent == starts_sent_.end() || sent->second.count(node)) nodes.push_back(node);
+  for (const auto& node : nodes)
+    deliver_stop(run, node, kStopGraceS, "stopped because " + failed_node + " failed",
+                 "run " + run + ": node " + node + " could not be told to stop its ranks");
 }
 
 void Controller::node_ended(const std::string& node, const protocol::RunEnd& end) {
   const auto row = store_.run(end.run);
   if (!row) return;
   const auto nodes = row->nodes;
-  std::map<std::string, protocol::RunEnd> ends;
-  {
-    std::unique_lock lock(mutex_);
-    auto& seen = node_ends_[end.run];
-    seen[node] = end;
-    if (seen.size() < nodes.size()) {
-      const auto outcome = run_state_from_name(end.outcome);
-      const bool failed = outcome != RunState::finished && outcome != RunState::killed;
-      if (!failed || killing_.count(end.run)) {
-        // A node stopped after another failed: the rest may be unreachable.
-        lock.unlock();
-        end_if_only_unreachable_nodes_left(end.run);
-        return;
-      }
-      // The first node to fail: the others' ranks would wait for it in a
-      // collective or the rendezvous; they are stopped now.
+  auto& seen = node_ends_[end.run];
+  seen[node] = end;
+  if (seen.size() < nodes.size()) {
+    const auto outcome = run_state_from_name(end.outcome);
+    const bool failed = outcome != RunState::finished && outcome != RunState::killed;
+    // The first node to fail: the others' ranks would wait for it in a
+    // collective or the rendezvous; they are stopped now.
+    if (failed && !killing_.count(end.run)) {
       std::vector<std::string> others;
       for (const auto& n : nodes)
         if (!seen.count(n)) others.push_back(n);
-      lock.unlock();
       stop_after_failure(end.run, "node " + node, others);
-      end_if_only_unreachable_nodes_left(end.run);
-      return;
     }
-    ends = std::move(seen);
-    node_ends_.erase(end.run);
+    // A node stopped after another failed: the rest may be unreachable.
+    end_if_only_unreachable_nodes_left(end.run);
+    return;
   }
+  const auto ends = std::move(seen);
+  node_ends_.erase(end.run);
   // Every node has ended the run: the worst outcome is the run's, with the
   // words of every node that ended it so (the cause is often on one node and
   // its peers only saw it go).
@@ -505,12 +491,8 @@ void Controller::node_ended(const std::string& node, const protocol::RunEnd& end
   RunState state = RunState::finished;
   for (const auto& [name, e] : ends)
     if (rank_of(outcome_of(e)) > rank_of(state)) state = outcome_of(e);
-  bool killing = false;
-  {
-    std::lock_guard lock(mutex_);
-    killing = killing_.erase(end.run) > 0;
-    failing_.erase(end.run);
-  }
+  bool killing = killing_.erase(end.run) > 0;
+  failing_.erase(end.run);
   // An agent reports `killed` only for a stop someone asked for, and the ranks
   // of other nodes that saw their peers go then fail: a requested kill ends
   // the run killed, whichever controller asked, whatever those ranks said.
@@ -607,15 +589,10 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     return;
   }
   if (const auto* probe = std::get_if<protocol::ProbeReply>(&message)) {
-    std::shared_ptr<std::promise<protocol::ProbeReply>> waiting;
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = probes_.find(node); it != probes_.end()) {
-        waiting = it->second;
-        probes_.erase(it);
-      }
+    if (auto it = probes_.find(node); it != probes_.end()) {
+      it->second->set_value(*probe);
+      probes_.erase(it);
     }
-    if (waiting) waiting->set_value(*probe);
     return;
   }
   if (const auto* started = std::get_if<protocol::Started>(&message)) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent_link.h"
+#include "event_loop.h"
 #include "flotilla/controller/controller.h"
 
 namespace flotilla::controller {
@@ -59,108 +60,92 @@ std::string ranks_and_steps(const std::vector<int64_t>& ranks,
 
 void Controller::heard_from(const std::string& run, const std::string& node,
                             const protocol::Record* record) {
-  std::lock_guard lock(heard_mutex_);
   auto& heard = heard_[run].nodes[node];
   heard.at = Clock::now();
   if (record && record->rank >= 0 && record->record_type == "step")
     heard.last_step_record[record->rank] = record->record_json;
 }
 
-void Controller::watch_for_stalls() {
-  while (!closing_) {
-    {
-      std::unique_lock lock(mutex_);
-      closing_changed_.wait_for(lock, kCheckEvery, [&] { return closing_.load(); });
-    }
-    if (closing_) return;
-    try {
-      check_stalls();
-    } catch (const std::exception& e) {
-      // The store may refuse a read for a while (a locked database): the
-      // next check tries again.
-      note_problem(std::string("stall watchdog: ") + e.what());
-    }
-  }
-}
-
 void Controller::check_stalls() {
+  loop_->post_after(kCheckEvery, [this] { check_stalls(); });
   const auto now = Clock::now();
-  std::set<std::string> followed;
   std::set<std::string> linked;  // nodes whose link is open and not marked unreachable
-  std::map<std::string, std::set<std::string>> ended_on;  // per run, the nodes that ended it
   {
-    std::lock_guard lock(mutex_);
-    followed = followed_;
+    std::lock_guard lock(links_mutex_);
     for (const auto& [node, link] : links_)
       if (link->open() && !unreachable_since_ms_.count(node)) linked.insert(node);
-    for (const auto& [run, ends] : node_ends_)
-      for (const auto& [node, end] : ends) ended_on[run].insert(node);
   }
   // A run is watched from the first word of any of its nodes (Started, a
   // record, an attach): before that the start has limits of its own.
-  std::vector<std::string> unread;
-  {
-    std::lock_guard lock(heard_mutex_);
-    for (auto it = heard_.begin(); it != heard_.end();) {
-      if (!followed.count(it->first)) {
-        it = heard_.erase(it);  // ended, or a late record of a run no longer followed
+  std::map<std::string, std::pair<std::chrono::seconds, std::vector<StalledNode>>> silent;
+  for (auto it = heard_.begin(); it != heard_.end();) {
+    auto& [run, heard] = *it;
+    if (!followed_.count(run)) {
+      it = heard_.erase(it);  // ended, or a late record of a run no longer followed
+      continue;
+    }
+    ++it;
+    if (!heard.stall_timeout) {
+      // The store may refuse a read for a while (a locked database): the
+      // next check tries again.
+      try {
+        const auto row = store_.run(run);
+        if (!row) continue;
+        heard.stall_timeout = stall_timeout_of(row->config_json);
+        heard.members = row->nodes;
+      } catch (const std::exception& e) {
+        note_problem(std::string("stall watchdog: ") + e.what());
         continue;
       }
-      if (!it->second.stall_timeout) unread.push_back(it->first);
-      ++it;
+    }
+    if (*heard.stall_timeout == std::chrono::seconds(0) || stall_checks_.count(run)) continue;
+    const auto allowed = std::max(*heard.stall_timeout, kLeastNodeSilence);
+    const auto ends = node_ends_.find(run);
+    for (const auto& node : heard.members) {
+      if (ends != node_ends_.end() && ends->second.count(node)) continue;
+      auto [at, first_seen] = heard.nodes.try_emplace(node);
+      // A node without a link has nothing to say: its clock starts again
+      // when the link is back (the stream resumes from its last record).
+      if (first_seen || !linked.count(node)) {
+        at->second.at = now;
+        continue;
+      }
+      if (now - at->second.at < allowed) continue;
+      auto& found = silent[run];
+      found.first = *heard.stall_timeout;
+      found.second.push_back({node, steps_of(at->second.last_step_record)});
     }
   }
-  std::map<std::string, std::pair<std::chrono::seconds, std::vector<std::string>>> configs;
-  for (const auto& run : unread)
-    if (const auto row = store_.run(run))
-      configs[run] = {stall_timeout_of(row->config_json), row->nodes};
-
-  std::map<std::string, std::pair<std::chrono::seconds, std::vector<StalledNode>>> silent;
-  {
-    std::lock_guard lock(heard_mutex_);
-    for (auto& [run, heard] : heard_) {
-      if (!heard.stall_timeout) {
-        const auto config = configs.find(run);
-        if (config == configs.end()) continue;
-        heard.stall_timeout = config->second.first;
-        heard.members = config->second.second;
-      }
-      if (*heard.stall_timeout == std::chrono::seconds(0)) continue;
-      const auto allowed = std::max(*heard.stall_timeout, kLeastNodeSilence);
-      for (const auto& node : heard.members) {
-        if (ended_on[run].count(node)) continue;
-        auto [it, first_seen] = heard.nodes.try_emplace(node);
-        // A node without a link has nothing to say: its clock starts again
-        // when the link is back (the stream resumes from its last record).
-        if (first_seen || !linked.count(node)) {
-          it->second.at = now;
-          continue;
-        }
-        if (now - it->second.at < allowed) continue;
-        auto& found = silent[run];
-        found.first = *heard.stall_timeout;
-        found.second.push_back({node, steps_of(it->second.last_step_record)});
-      }
-    }
-  }
-  for (const auto& [run, found] : silent) {
+  for (auto& [run, found] : silent) {
     // A silent path is not a frozen host: a node whose SSH port does not
     // answer is about to be marked unreachable (kUnreachableWithin), and its
     // run goes on and is resumed when the path is back. Only a node that
-    // answers yet sends nothing is stalled.
-    std::vector<StalledNode> stalled;
-    for (const auto& node : found.second)
-      if (node_answers(node.node)) stalled.push_back(node);
-    if (!stalled.empty()) end_stalled(run, found.first, stalled);
+    // answers yet sends nothing is stalled. The ports are tried off the loop.
+    stall_checks_.insert(run);
+    in_background([this, run = run, timeout = found.first, silent_nodes = found.second] {
+      std::vector<StalledNode> stalled;
+      for (const auto& node : silent_nodes)
+        if (node_answers(node.node)) stalled.push_back(node);
+      loop_->post([this, run, timeout, stalled = std::move(stalled)]() mutable {
+        stall_checks_.erase(run);
+        // A node heard from while its port was tried is not stalled after all.
+        const auto heard = heard_.find(run);
+        if (heard == heard_.end() || !followed_.count(run)) return;
+        const auto allowed = std::max(timeout, kLeastNodeSilence);
+        const auto spoke = [&](const StalledNode& node) {
+          const auto at = heard->second.nodes.find(node.node);
+          return at != heard->second.nodes.end() && Clock::now() - at->second.at < allowed;
+        };
+        stalled.erase(std::remove_if(stalled.begin(), stalled.end(), spoke), stalled.end());
+        if (!stalled.empty()) end_stalled(run, timeout, stalled);
+      });
+    });
   }
 }
 
 void Controller::end_stalled(const std::string& run, std::chrono::seconds timeout,
                              const std::vector<StalledNode>& stalled) {
-  {
-    std::lock_guard lock(heard_mutex_);
-    heard_.erase(run);
-  }
+  heard_.erase(run);
   const auto row = store_.run(run);
   if (!row || is_terminal(row->state)) return;
   const auto& nodes = row->nodes;
@@ -178,20 +163,17 @@ void Controller::end_stalled(const std::string& run, std::chrono::seconds timeou
   reason += named + (stalled.size() == 1 ? "; its supervisor or host is not running"
                                          : "; their supervisors or hosts are not running");
   std::vector<std::string> to_stop;
-  {
-    std::lock_guard lock(mutex_);
-    // What other nodes said as they ended (often their ranks stalled in a
-    // collective with the frozen one) follows the cause.
-    const auto ends = node_ends_.find(run);
-    for (const auto& node : nodes) {
-      if (ends == node_ends_.end() || !ends->second.count(node)) {
-        to_stop.push_back(node);
-        continue;
-      }
-      const auto& end = ends->second.at(node);
-      if (end.outcome != name_of(RunState::finished) && !end.message.empty())
-        reason += "; node " + node + ": " + end.message;
+  // What other nodes said as they ended (often their ranks stalled in a
+  // collective with the frozen one) follows the cause.
+  const auto ends = node_ends_.find(run);
+  for (const auto& node : nodes) {
+    if (ends == node_ends_.end() || !ends->second.count(node)) {
+      to_stop.push_back(node);
+      continue;
     }
+    const auto& end = ends->second.at(node);
+    if (end.outcome != name_of(RunState::finished) && !end.message.empty())
+      reason += "; node " + node + ": " + end.message;
   }
   end_run(run, RunState::failed, reason);
   // The existing stop path: reachable nodes stop their ranks now; a frozen

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent_link.h"
+#include "event_loop.h"
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/link_bench.h"
 #include "flotilla/controller/nodes.h"
@@ -42,6 +43,7 @@ std::string Controller::start_link_bench(const LinkBenchRequest& request) {
 std::string Controller::start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
                               protocol::RunMode mode, const protocol::BenchOptions& bench,
                               const std::string& run_id) {
+  refuse_on_loop("start_run");
   auto problems = validate(config);
   for (auto& problem : hosting_problems(config)) problems.push_back(std::move(problem));
   if (!problems.empty()) throw ConfigError(problems);
@@ -54,22 +56,23 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
   row.nodes = config.nodes;
   row.world_size = config.world_size();
   row.created_ms = now_ms();
-  store_.create_run(row);
-  if (mode == protocol::RunMode::allreduce_bench)
-    add_link_bench(store_,
-                   {row.id, node_set_key(config.nodes), config.ranks_per_node,
-                    std::string(name_of(config.device)), row.created_ms, RunState::created});
-  if (observer_) observer_->state_changed(row.id, RunState::created, "");
-  move_run(row.id, RunState::starting);
-  {
-    std::lock_guard lock(mutex_);
+  // Its rows are written on the loop, as every state of it will be.
+  loop_->call([&] {
+    store_.create_run(row);
+    if (mode == protocol::RunMode::allreduce_bench)
+      add_link_bench(store_,
+                     {row.id, node_set_key(config.nodes), config.ranks_per_node,
+                      std::string(name_of(config.device)), row.created_ms, RunState::created});
+    if (observer_) observer_->state_changed(row.id, RunState::created, "");
+    move_run(row.id, RunState::starting);
     followed_.insert(row.id);
-  }
+  });
   start_on_nodes(row.id, config, row.config_json, mode, bench, /*resume=*/false);
   return row.id;
 }
 
 void Controller::resume_run(const std::string& run) {
+  refuse_on_loop("resume_run");
   const auto row = store_.run(run);
   if (!row) throw std::runtime_error("no run \"" + run + "\" in " + store_.path().toStdString());
   if (!is_terminal(row->state))
@@ -85,52 +88,52 @@ void Controller::resume_run(const std::string& run) {
                        "run instead"});
   if (auto problems = hosting_problems(config); !problems.empty()) throw ConfigError(problems);
   const std::string reason = "resumed: attempt " + std::to_string(store_.attempts(run) + 1);
-  if (!store_.reopen(run, reason))
-    throw std::runtime_error("run " + run + " changed state meanwhile and was not resumed");
-  if (observer_) observer_->state_changed(run, RunState::starting, reason);
-  {
-    std::lock_guard lock(mutex_);
-    ended_.erase(run);
+  loop_->call([&] {
+    if (!store_.reopen(run, reason))
+      throw std::runtime_error("run " + run + " changed state meanwhile and was not resumed");
+    if (observer_) observer_->state_changed(run, RunState::starting, reason);
+    {
+      std::lock_guard lock(ended_mutex_);
+      ended_.erase(run);
+    }
     node_ends_.erase(run);
     killing_.erase(run);
     failing_.erase(run);
     followed_.insert(run);
-  }
+  });
   start_on_nodes(run, config, row->config_json, protocol::RunMode::train, {}, /*resume=*/true);
 }
 
 void Controller::start_on_nodes(const std::string& run, const ExperimentConfig& config,
                                 const std::string& config_json, protocol::RunMode mode,
                                 const protocol::BenchOptions& bench, bool resume) {
-  RunRow row;
-  row.id = run;
-  row.config_json = config_json;
-  row.world_size = config.world_size();
-  std::vector<std::string> started;  // the nodes a StartRun was sent to
+  // Until its starts go out, a failure of the run stops no node.
+  loop_->call([&] { starts_sent_[run]; });
   try {
     // Rank 0's node serves the rendezvous: this machine for local runs, else
     // the first node at its address, on a port its agent finds free.
     // Connecting, deploying and starting agents takes seconds a node: all
-    // nodes at once, so that N nodes cost about one node's time.
-    std::vector<std::future<void>> connecting;
+    // nodes at once, so that N nodes cost about one node's time. On this
+    // thread, not the loop, which goes on with the other runs meanwhile.
+    std::vector<std::future<std::shared_ptr<AgentLink>>> connecting;
     for (const auto& node : config.nodes)
-      connecting.push_back(std::async(std::launch::async, [this, node] { link_for(node); }));
-    for (auto& c : connecting) c.get();
+      connecting.push_back(std::async(std::launch::async, [this, node] { return link_for(node); }));
+    std::vector<std::shared_ptr<AgentLink>> links;
+    for (auto& c : connecting) links.push_back(c.get());
     // Every node must understand the mode before any starts: an older agent
     // would ignore it and train.
-    if (mode != protocol::RunMode::train)
-      for (const auto& node : config.nodes)
-        if (!link_for(node).has_capability(protocol::kAllreduceBenchCapability))
-          throw std::runtime_error("node " + node +
-                                   ": its agent predates the all-reduce sweep (no \"" +
-                                   protocol::kAllreduceBenchCapability +
-                                   "\" capability); deploy this Flotilla's agent there");
-    if (resume)
-      for (const auto& node : config.nodes)
-        if (!link_for(node).has_capability(protocol::kResumeRunCapability))
-          throw std::runtime_error("node " + node + ": its agent predates resuming runs (no \"" +
-                                   protocol::kResumeRunCapability +
-                                   "\" capability); deploy this Flotilla's agent there");
+    for (const auto& link : links) {
+      if (mode != protocol::RunMode::train &&
+          !link->has_capability(protocol::kAllreduceBenchCapability))
+        throw std::runtime_error("node " + link->node() +
+                                 ": its agent predates the all-reduce sweep (no \"" +
+                                 protocol::kAllreduceBenchCapability +
+                                 "\" capability); deploy this Flotilla's agent there");
+      if (resume && !link->has_capability(protocol::kResumeRunCapability))
+        throw std::runtime_error(
+            "node " + link->node() + ": its agent predates resuming runs (no \"" +
+            protocol::kResumeRunCapability + "\" capability); deploy this Flotilla's agent there");
+    }
     const auto& first = config.nodes.front();
     std::string master_addr = "127.0.0.1";
     int master_port = 0;
@@ -139,7 +142,7 @@ void Controller::start_on_nodes(const std::string& run, const ExperimentConfig& 
     if (!slurm) {
       master_port = probe(first).free_port;
       if (first != "local") {
-        std::lock_guard lock(mutex_);
+        std::lock_guard lock(links_mutex_);
         master_addr = addresses_[first];
       }
       if (master_port == 0) throw std::runtime_error("node " + first + " has no free TCP port");
@@ -147,54 +150,52 @@ void Controller::start_on_nodes(const std::string& run, const ExperimentConfig& 
     // What the login node was added with, unless the run says otherwise.
     const std::string sent_config = slurm ? with_login_defaults(config, config_json) : config_json;
     const int64_t ranks_a_node = slurm ? config.world_size() : config.ranks_per_node;
+    std::vector<protocol::StartRun> starts;
     int64_t first_rank = 0;
-    bool failed_meanwhile = false;
-    {
-      std::lock_guard order(start_order_mutex_);
-      starts_sent_[row.id];
-    }
     for (const auto& node : config.nodes) {
       protocol::StartRun start;
-      start.run = row.id;
+      start.run = run;
       start.node = node;
       start.config_json = sent_config;
       for (int64_t r = 0; r < ranks_a_node; ++r) start.ranks.push_back(first_rank + r);
       first_rank += ranks_a_node;
-      start.world_size = row.world_size;
+      start.world_size = config.world_size();
       start.master_addr = master_addr;
       start.master_port = master_port;
       start.mode = mode;
       start.bench = bench;
       start.resume = resume;
-      auto& link = link_for(node);  // may take seconds: outside the lock
-      std::lock_guard order(start_order_mutex_);
-      {
-        std::lock_guard lock(mutex_);
-        // A node started before failed the run meanwhile (its data, its
-        // ranks): the rest are not started; that failure stops those that were.
-        if (ended_.count(row.id) || failing_.count(row.id)) {
-          failed_meanwhile = true;  // its stop_after_failure reads starts_sent_
-          break;
+      starts.push_back(std::move(start));
+    }
+    // All starts in one loop task: a node's failure of the run (its data,
+    // its ranks) is handled before them, and then none is sent, or after
+    // them, and then it stops each node that had one (over the same link,
+    // so that the stop arrives second).
+    loop_->call([&] {
+      try {
+        for (size_t i = 0; i < starts.size(); ++i) {
+          if (ended_.count(run) || failing_.count(run)) break;
+          starts_sent_[run].insert(starts[i].node);  // from here on it may hold ranks
+          if (!links[i]->send(starts[i]))
+            throw std::runtime_error("node " + starts[i].node +
+                                     ": the agent went away before the start");
         }
+      } catch (const std::exception& e) {
+        // Nodes that started their ranks would wait out the rendezvous for
+        // the rest; they are stopped now (queued before the end is stored,
+        // which may let the caller close this controller).
+        const auto started = starts_sent_[run];
+        stop_after_failure(run, "the start", {started.begin(), started.end()});
+        end_run(run, RunState::failed, e.what());
       }
-      started.push_back(node);  // from here on it may hold ranks
-      starts_sent_[row.id].insert(node);
-      if (!link.send(start))
-        throw std::runtime_error("node " + node + ": the agent went away before the start");
-    }
-    if (!failed_meanwhile) {
-      std::lock_guard order(start_order_mutex_);
-      starts_sent_.erase(row.id);
-    }
+      starts_sent_.erase(run);
+    });
   } catch (const std::exception& e) {
-    {
-      std::lock_guard order(start_order_mutex_);
-      starts_sent_.erase(row.id);
-    }
-    end_run(row.id, RunState::failed, e.what());
-    // Nodes that started their ranks would wait out the rendezvous for the
-    // rest; they are stopped now.
-    if (!started.empty()) stop_after_failure(row.id, "the start", started);
+    const std::string why = e.what();
+    loop_->call([&] {
+      starts_sent_.erase(run);
+      end_run(run, RunState::failed, why);
+    });
   }
 }
 

@@ -198,7 +198,7 @@ class ControllerWorker : public QObject,
   void databaseTakesWrites(const QString& message);
 
  private:
-  // ControllerObserver: called on the agent links' threads. Records are not
+  // ControllerObserver: called on the controller's loop thread. Records are not
   // forwarded: the dashboard reads them from the store, as for runs started
   // elsewhere.
   void state_changed(const std::string& run, controller::RunState state,

@@ -1,7 +1,8 @@
 #pragma once
 // Starts, follows, stops and reattaches runs: the store on one side, one
-// AgentLink per node on the other. Thread-safe; messages from the agents
-// arrive on the links' reader threads, and observers are called there.
+// AgentLink per node on the other. Thread-safe; the run state machine lives
+// on one loop thread, and observers are called there (problems may also
+// come from the store's writer thread).
 
 #include <atomic>
 #include <chrono>
@@ -9,14 +10,12 @@
 #include <filesystem>
 #include <functional>
 #include <future>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "flotilla/controller/connect_options.h"
@@ -24,9 +23,12 @@
 #include "flotilla/protocol/experiment_config.h"
 #include "flotilla/protocol/messages.h"
 
+class QThreadPool;
+
 namespace flotilla::controller {
 
 class AgentLink;
+class EventLoop;
 class NodeConnection;
 class Transport;
 
@@ -58,7 +60,7 @@ class Controller {
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
-  // Set before the first run; called on the links' threads.
+  // Set before the first run; called on the controller's loop thread.
   void set_observer(ControllerObserver* observer) { observer_ = observer; }
 
   // Stores a run of `config` and starts it on the config's nodes; returns the
@@ -135,6 +137,13 @@ class Controller {
   protocol::ProbeReply probe(const std::string& node);
 
  private:
+  // How it is threaded (docs: the README's folder table, controller/README.md):
+  // one loop thread (event_loop.h) owns the run state machine below and
+  // makes every store write of it; the links' reader threads only decode
+  // lines and post the messages there; public calls post their state
+  // changes there and wait; connecting, probing ports and delivering stops
+  // run on a bounded pool and post their outcome back; retries and the
+  // stall watchdog are the loop's timers, not threads that sleep.
   static bool is_slurm_run(const std::string& config_json);
   void slurm_job_said(const std::string& run, const std::string& record_json);
   // A SLURM run's config as sent to its login node: the partition and
@@ -150,16 +159,30 @@ class Controller {
   void start_on_nodes(const std::string& run, const ExperimentConfig& config,
                       const std::string& config_json, protocol::RunMode mode,
                       const protocol::BenchOptions& bench, bool resume);
-  AgentLink& link_for(const std::string& node);
+  // The node's open link, connecting it first (seconds: never on the loop).
+  std::shared_ptr<AgentLink> link_for(const std::string& node);
+  // The node's link if it is open, else null; connects nothing.
+  std::shared_ptr<AgentLink> open_link(const std::string& node) const;
   std::unique_ptr<Transport> open_transport(const std::string& node);
-  // StopRun (after a Resume, so that the end reaches this controller) to one node.
-  // `why`: empty for a person's request, else the failure that stops it.
+  // StopRun (after a Resume, so that the end reaches this controller) to one
+  // node; off the loop. `why`: empty for a person's request, else the
+  // failure that stops it. Throws when the node cannot be reached.
   void send_stop(const std::string& run, const std::string& node, double grace_s,
                  const std::string& why = {});
-  // After a node's link closed: reconnects and resumes its live runs from the
-  // last stored record, retrying until it can or no run there is live.
-  void reconnect_later(const std::string& node);
-  // Whether the node's SSH port answers (NodeConnection::answers).
+  // send_stop on the pool; a node that cannot be reached gets it again every
+  // retry_interval until the run has ended. `first_failure`: what to say
+  // when the first try fails.
+  void deliver_stop(const std::string& run, const std::string& node, double grace_s,
+                    const std::string& why, std::string first_failure);
+  void retry_stop_later(const std::string& run, const std::string& node, double grace_s,
+                        const std::string& why);
+  // After a node's link closed (loop): tells a lost agent from an
+  // unreachable node, then reconnects and resumes its live runs from the
+  // last stored record every retry_interval until it can or none is live.
+  void link_closed(const std::string& node, int64_t closed_ms);
+  void reconnect_later(const std::string& node, bool unreachable);
+  void mark_unreachable(const std::string& node, int64_t since_ms);
+  // Whether the node's SSH port answers (NodeConnection::answers); off the loop.
   bool node_answers(const std::string& node) const;
   // A node marked unreachable (its link went silent, its port does not
   // answer) while a node failed the run: the stop cannot reach its ranks.
@@ -168,9 +191,6 @@ class Controller {
   // and what they recorded since stays in their spools.
   void end_runs_left_to_unreachable_nodes();
   void end_if_only_unreachable_nodes_left(const std::string& run);
-  // Keeps trying to deliver a kill to a node that could not be reached.
-  void retry_stop(const std::string& run, const std::string& node, double grace_s,
-                  const std::string& why = {});
   // A node failed the run (it could not start there, or its ranks failed):
   // the ranks on `nodes` are stopped now rather than waiting out their
   // rendezvous, and the run's end stays that failure, not `killed`.
@@ -192,8 +212,7 @@ class Controller {
   // left to the unreachable-node path instead (controller_links.cpp).
   void heard_from(const std::string& run, const std::string& node,
                   const protocol::Record* record = nullptr);
-  // Checks every second until the controller closes, on a thread of its own.
-  void watch_for_stalls();
+  // Every second on the loop, until the controller closes.
   void check_stalls();
   struct StalledNode {
     std::string node;
@@ -203,65 +222,37 @@ class Controller {
                    const std::vector<StalledNode>& stalled);
   void end_run(const std::string& run, RunState state, const std::string& reason);
   void note_problem(const std::string& message);
+  // The calls that wait for the loop are refused on it (an observer's call):
+  // they would wait for themselves.
+  void refuse_on_loop(const char* call) const;
+  // Runs `work` on the bounded pool (not once closing).
+  void in_background(std::function<void()> work);
 
   Store& store_;
   ControllerOptions options_;
   ControllerObserver* observer_ = nullptr;
   int store_listener_ = -1;    // the store's refusals, told to the observer
   int refetch_listener_ = -1;  // records the store let go of, asked of their agent again
-  mutable std::mutex mutex_;
-  std::condition_variable ended_changed_;
-  std::set<std::string> ended_;     // runs whose end this controller stored
+  std::atomic<bool> closing_{false};
+
+  // The run state machine: touched by loop tasks only, so without a lock.
   std::set<std::string> followed_;  // runs this controller streams
   std::set<std::string> killing_;   // runs this controller was asked to kill
   std::set<std::string> failing_;   // runs whose other nodes it stopped after a failure
-  // A node can fail a run while start() is still sending the other nodes
-  // their StartRun. Sending a start and choosing whom a failure stops both
-  // hold this lock: a node that had its start is stopped after it (on the
-  // same link, so the stop arrives second), and a node that had none gets
-  // neither (start() sends no start to a run that has ended).
-  std::mutex start_order_mutex_;
-  // While start() sends a run's starts: the nodes sent one so far.
+  // While a run's starts are not sent yet: the nodes sent one (the starts
+  // go out in one loop task, so a failure is handled before or after all).
   std::map<std::string, std::set<std::string>> starts_sent_;
   // Nodes whose link went silent and whose SSH port does not answer: since
   // when (ms since the epoch); cleared once a link to the node opens.
   std::map<std::string, int64_t> unreachable_since_ms_;
-  // Work in the background (reconnects, kill retries, stops after a
-  // failure): finished ones are joined whenever another starts, so a
-  // long-lived window keeps only the ones still running.
-  struct Background {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  std::list<Background> background_;
-  // Starts `work` on a thread of its own (not while closing). Takes mutex_.
-  void in_background(std::function<void()> work);
-  // Waits retry_interval, or less when the controller closes.
-  void pause_before_retry();
-  std::condition_variable closing_changed_;
-  std::atomic<bool> closing_{false};
-  std::map<std::string, std::unique_ptr<AgentLink>> links_;
-  std::map<std::string, std::string> addresses_;  // node -> where its peers reach it
-  struct CheckedConnection {
-    std::shared_ptr<NodeConnection> connection;
-    std::chrono::steady_clock::time_point opened;
-  };
-  std::map<std::string, CheckedConnection> checked_connections_;  // under mutex_
-  void keep_checked_connection(const std::string& node, std::unique_ptr<NodeConnection> connection);
-  std::shared_ptr<NodeConnection> take_checked_connection(const std::string& node);
-  // options_.connect with the agent binary the controller deploys.
-  ConnectOptions connect_options() const;
   std::map<std::string, std::shared_ptr<std::promise<protocol::ProbeReply>>> probes_;
   // Per run, the nodes that have ended it, and how.
   std::map<std::string, std::map<std::string, protocol::RunEnd>> node_ends_;
-  std::vector<std::unique_ptr<AgentLink>> closed_links_;  // joined later, not on their own thread
-
-  // What the stall watchdog heard, per live run and node (its own mutex: a
-  // record takes it on the link's reader thread, and mutex_ is for the rest).
+  // What the stall watchdog heard, per live run and node.
   struct NodeHeard {
     std::chrono::steady_clock::time_point at;
     // By rank, its last step record as it came: read for its step only when
-    // the node stalls, not on every record of the link's hot path.
+    // the node stalls, not on every record of the hot path.
     std::map<int64_t, std::string> last_step_record;
   };
   struct RunHeard {
@@ -269,8 +260,32 @@ class Controller {
     std::vector<std::string> members;                   // the run's nodes, from the store too
     std::map<std::string, NodeHeard> nodes;
   };
-  std::mutex heard_mutex_;
   std::map<std::string, RunHeard> heard_;
+  std::set<std::string> stall_checks_;  // runs whose silent nodes' ports are being tried
+
+  // Runs whose end this controller stored: the loop adds, wait_for_end waits.
+  std::mutex ended_mutex_;
+  std::condition_variable ended_changed_;
+  std::set<std::string> ended_;
+
+  // Connections, shared by whoever connects (callers, the pool) and the loop.
+  mutable std::mutex links_mutex_;
+  std::map<std::string, std::shared_ptr<AgentLink>> links_;
+  std::vector<std::shared_ptr<AgentLink>> closed_links_;  // until their reader has returned
+  std::map<std::string, std::string> addresses_;          // node -> where its peers reach it
+  struct CheckedConnection {
+    std::shared_ptr<NodeConnection> connection;
+    std::chrono::steady_clock::time_point opened;
+  };
+  std::map<std::string, CheckedConnection> checked_connections_;
+  void keep_checked_connection(const std::string& node, std::unique_ptr<NodeConnection> connection);
+  std::shared_ptr<NodeConnection> take_checked_connection(const std::string& node);
+  // options_.connect with the agent binary the controller deploys.
+  ConnectOptions connect_options() const;
+
+  std::mutex background_mutex_;  // starting work vs. closing
+  std::unique_ptr<QThreadPool> background_;
+  std::unique_ptr<EventLoop> loop_;
 };
 
 }  // namespace flotilla::controller
