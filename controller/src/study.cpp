@@ -15,6 +15,7 @@
 
 #include "flotilla/controller/kept_runs.h"
 #include "flotilla/controller/paths.h"
+#include "flotilla/controller/run_prediction.h"
 #include "flotilla/controller/study_chart.h"
 #include "flotilla/controller/sweep_report.h"
 #include "flotilla/protocol/config_keys.h"
@@ -57,6 +58,7 @@ std::vector<std::string> columns_of(const SweepSpec& spec) {
   return columns;
 }
 
+// `i`: the key's place among the study's columns (past the end: not one of them).
 std::string header_of(const SweepSpec& spec, size_t i, const std::string& key) {
   if (i < spec.report.headers.size() && !spec.report.headers[i].empty())
     return spec.report.headers[i];
@@ -205,6 +207,23 @@ SweepSpec load_study(const std::string& name, const std::string& scale) {
   return spec;
 }
 
+namespace {
+// Where the study's runs were predicted first (`study run --predict`): each
+// prediction and its error beside the measured column it predicts (after
+// it, or at the end when the study's columns leave that one out).
+std::vector<std::string> with_predicted_columns(std::vector<std::string> keys, bool throughput,
+                                                bool memory) {
+  const auto insert_after = [&](const std::string& measured, std::vector<std::string> added) {
+    auto at = std::find(keys.begin(), keys.end(), measured);
+    at = at == keys.end() ? keys.end() : std::next(at);
+    keys.insert(at, added.begin(), added.end());
+  };
+  if (throughput) insert_after("throughput", {"predicted_throughput", "prediction_err_pct"});
+  if (memory) insert_after("peak_mem_mib", {"predicted_peak_mem_mib", "peak_mem_err_pct"});
+  return keys;
+}
+}  // namespace
+
 StudyTable study_table(const Store& store, const SweepSpec& spec,
                        const std::vector<SweepPointRow>& points) {
   StudyTable out;
@@ -229,9 +248,16 @@ StudyTable study_table(const Store& store, const SweepSpec& spec,
     members[key].push_back(&point);
   }
   if (ran.empty()) throw CompareError({"the sweep has no run yet: nothing to report"});
+  bool predicted_throughput = false, predicted_memory = false;
+  for (const auto* point : ran)
+    if (const auto predicted = run_prediction(store, point->run_id)) {
+      predicted_throughput = predicted_throughput || predicted->samples_per_s > 0;
+      predicted_memory = predicted_memory || predicted->peak_memory_bytes > 0;
+    }
 
   // One compare table per group, its baseline the group's first matching run.
-  const auto columns = compare_columns_for(spec);
+  const auto columns =
+      with_predicted_columns(compare_columns_for(spec), predicted_throughput, predicted_memory);
   std::map<std::string, CompareRow> rows;                      // by run
   std::map<std::string, std::optional<double>> baseline_sent;  // by run: its group's
   std::vector<std::string> warnings;
@@ -267,9 +293,13 @@ StudyTable study_table(const Store& store, const SweepSpec& spec,
     }
   }
 
-  const auto keys = columns_of(spec);
+  const auto study_keys = columns_of(spec);
+  const auto keys = with_predicted_columns(study_keys, predicted_throughput, predicted_memory);
   out.columns = keys;
-  for (size_t i = 0; i < keys.size(); ++i) out.headers.push_back(header_of(spec, i, keys[i]));
+  // A study's own headers go with its own columns, wherever predictions moved them.
+  for (const auto& key : keys)
+    out.headers.push_back(header_of(
+        spec, std::find(study_keys.begin(), study_keys.end(), key) - study_keys.begin(), key));
   std::vector<std::string> configs;
   bool have_baseline = false;
   for (const auto* point : ran) {

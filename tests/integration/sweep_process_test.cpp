@@ -5,6 +5,7 @@
 #include "cli_fixture.h"
 #include "flotilla/controller/run_prediction.h"
 #include "flotilla/controller/sweep_store.h"
+#include "study_files.h"
 
 namespace flotilla::testing {
 namespace {
@@ -297,6 +298,18 @@ repeat: 2
     ++predicted_runs;
   }
   EXPECT_EQ(predicted_runs, 4);
+
+  // Its report puts each prediction and its error beside what was measured.
+  const auto report_dir = f.dir().path() / "report";
+  const auto [report_status, report] =
+      f.run({"study", "report", "predicted", "-o", report_dir.string()}, 120s);
+  ASSERT_EQ(report_status, 0) << report;
+  const auto markdown = read_text(report_dir / "report.md");
+  for (const char* beside : {"| samples/s | samples/s predicted | prediction error % |",
+                             "| peak mem MiB | peak mem MiB predicted | peak mem error % |"})
+    EXPECT_NE(markdown.find(beside), std::string::npos) << beside << "\n" << markdown;
+  const auto csv = read_text(report_dir / "study.csv");
+  EXPECT_NE(csv.find("samples/s,samples/s predicted,prediction error %"), std::string::npos) << csv;
 }
 
 TEST(FlotillaSweep, RefusesBadInputBeforeAnythingStartsNamingTheKey) {

@@ -88,9 +88,10 @@ TEST(RunStatistics, DdpRunFromTheLeadRankAfterWarmUp) {
   EXPECT_DOUBLE_EQ(s.message_bytes.value(), 250.0);
   // busbw 1..5 over steps 6..10: median 3.
   EXPECT_DOUBLE_EQ(s.busbw_gbps.value(), 3.0);
-  // CPU: the largest rank RSS the agents saw, not the steps' mem_peak.
-  EXPECT_EQ(s.peak_memory.value(), 700);
-  EXPECT_EQ(s.memory_source, MemorySource::rank_rss);
+  // CPU: the steps' own high-water mark (999), above the largest rank RSS
+  // the agents' samples saw (700).
+  EXPECT_EQ(s.peak_memory.value(), 999);
+  EXPECT_EQ(s.memory_source, MemorySource::step_rss);
   // Epochs 10, 6, 8 s: the first left out, median of 6 and 8.
   EXPECT_DOUBLE_EQ(s.epoch_s.value(), 7.0);
   EXPECT_EQ(s.epochs, 3);
@@ -107,6 +108,24 @@ TEST(RunStatistics, GpuMemoryIsTheAllocatorsPeak) {
   const auto s = run_statistics(run);
   EXPECT_EQ(s.peak_memory.value(), 4096);
   EXPECT_EQ(s.memory_source, MemorySource::gpu_peak);
+}
+
+TEST(RunStatistics, CpuPeakIsTheAgentsSampleWhereItSawMoreThanTheSteps) {
+  auto run = ddp_run();
+  run.peak_rank_rss = {{0, 500}, {1, 5000}};
+  const auto s = run_statistics(run);
+  EXPECT_EQ(s.peak_memory.value(), 5000);
+  EXPECT_EQ(s.memory_source, MemorySource::rank_rss);
+}
+
+TEST(RunStatistics, ARunShorterThanASampleIsNotTakenAtItsFirstSample) {
+  // The agent's one sample came as the rank's process had just started.
+  auto run = ddp_run();
+  run.peak_rank_rss = {{0, 413696}};
+  for (auto& step : run.steps) step.mem_peak = 190824448;
+  const auto s = run_statistics(run);
+  EXPECT_EQ(s.peak_memory.value(), 190824448);
+  EXPECT_EQ(s.memory_source, MemorySource::step_rss);
 }
 
 TEST(RunStatistics, CpuRunWithoutSystemRecordsFallsBackToTheStepsRss) {

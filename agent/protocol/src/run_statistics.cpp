@@ -159,12 +159,13 @@ RunStatistics run_statistics(const RunRecords& in) {
   if (in.gpu && step_peak > 0) {
     out.peak_memory = step_peak;
     out.memory_source = MemorySource::gpu_peak;
-  } else if (!in.gpu && rss_peak > 0) {
-    out.peak_memory = rss_peak;
-    out.memory_source = MemorySource::rank_rss;
-  } else if (!in.gpu && step_peak > 0) {
-    out.peak_memory = step_peak;
-    out.memory_source = MemorySource::step_rss;
+  } else if (!in.gpu && (rss_peak > 0 || step_peak > 0)) {
+    // A peak is the larger of the two looks at the rank's resident memory:
+    // its own high-water mark (ru_maxrss) in each step, and the agents'
+    // samples each second, which can miss a run's peak or, for a run of
+    // less than a second, see only the process just started.
+    out.peak_memory = std::max(rss_peak, step_peak);
+    out.memory_source = rss_peak > step_peak ? MemorySource::rank_rss : MemorySource::step_rss;
   }
 
   std::vector<const records::Epoch*> epochs;

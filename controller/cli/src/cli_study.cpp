@@ -56,6 +56,7 @@ std::string shown_command(const StudyCommands& c) {
   std::string command = "flotilla study run " + name + " --scale " + c.scale;
   if (!c.nodes.empty()) command += " --nodes " + c.nodes;
   if (!c.sweep_name.empty()) command += " --name " + c.sweep_name;
+  if (c.predict) command += " --predict";
   return command;
 }
 
@@ -95,7 +96,8 @@ int command_run(Store& store, const StudyCommands& c, const ControllerOptions& o
     return kExitBadInput;
   }
   const std::string source = "study " + c.name + " (" + c.scale + ")";
-  const int status = launch_sweep(store, spec, {source, c.nodes, c.dry_run, c.yes}, options);
+  const int status =
+      launch_sweep(store, spec, {source, c.nodes, c.dry_run, c.yes, c.predict}, options);
   if (c.dry_run || status == kExitBadInput) return status;
   const int reported = report_sweep(store, spec.name, c.output, shown_command(c));
   return std::max(status, reported);
@@ -122,6 +124,9 @@ void add_study_commands(CLI::App& app, StudyCommands& c) {
   c.run->add_option("-o,--output", c.output, "the report's directory (created if missing)");
   c.run->add_flag("--dry-run", c.dry_run, "print the grid and the refused points, run nothing");
   c.run->add_flag("--yes", c.yes, "queue a grid of more than 1,000 runs");
+  c.run->add_flag("--predict", c.predict,
+                  "predict each point first (`flotilla plan --predict`); the report then has a "
+                  "predicted column and its error beside samples/s and peak memory");
   c.report = c.study->add_subcommand(
       "report", "write the study report of a stored sweep (one continued by `flotilla attach`)");
   c.report->add_option("sweep", c.report_sweep, "sweep name (`flotilla sweeps`)")->required();

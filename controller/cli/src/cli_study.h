@@ -20,7 +20,7 @@ struct StudyCommands {
   CLI::App* report = nullptr;
   std::string name, scale = "cpu", nodes, sweep_name, output;
   std::string report_sweep;
-  bool dry_run = false, yes = false;
+  bool dry_run = false, yes = false, predict = false;
 };
 
 void add_study_commands(CLI::App& app, StudyCommands& commands);
