@@ -403,12 +403,13 @@ bool Controller::wait_for_end(const std::string& run, std::chrono::milliseconds 
 }
 
 void Controller::note_problem(const std::string& message) {
-  if (observer_) observer_->problem(message);
+  if (auto* observer = observer_.load()) observer->problem(message);
 }
 
 bool Controller::move_run(const std::string& run, RunState state, const std::string& reason) {
   const bool moved = store_.transition(run, state, reason);
-  if (moved && observer_) observer_->state_changed(run, state, reason);
+  if (auto* observer = observer_.load(); moved && observer)
+    observer->state_changed(run, state, reason);
   return moved;
 }
 
@@ -575,8 +576,8 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
                   record->record_json};
     heard_from(record->run, node, record);
     // One let go of past the store's queue limit comes again from the spool.
-    if (store_.append_record(record->run, row) && observer_)
-      observer_->record_received(record->run, row);
+    if (auto* observer = observer_.load(); store_.append_record(record->run, row) && observer)
+      observer->record_received(record->run, row);
     if (row.type == "slurm_job") slurm_job_said(record->run, record->record_json);
     return;
   }
@@ -584,7 +585,7 @@ void Controller::handle(const std::string& node, const protocol::Message& messag
     RecordRow row{end->seq, node, -1, "run_end", protocol::encode(*end)};
     // Let go of past the store's queue limit: acted on when it comes again.
     if (!store_.append_record(end->run, row)) return;
-    if (observer_) observer_->record_received(end->run, row);
+    if (auto* observer = observer_.load()) observer->record_received(end->run, row);
     node_ended(node, *end);
     return;
   }

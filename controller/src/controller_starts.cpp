@@ -63,7 +63,7 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
       add_link_bench(store_,
                      {row.id, node_set_key(config.nodes), config.ranks_per_node,
                       std::string(name_of(config.device)), row.created_ms, RunState::created});
-    if (observer_) observer_->state_changed(row.id, RunState::created, "");
+    if (auto* observer = observer_.load()) observer->state_changed(row.id, RunState::created, "");
     move_run(row.id, RunState::starting);
     followed_.insert(row.id);
   });
@@ -91,7 +91,7 @@ void Controller::resume_run(const std::string& run) {
   loop_->call([&] {
     if (!store_.reopen(run, reason))
       throw std::runtime_error("run " + run + " changed state meanwhile and was not resumed");
-    if (observer_) observer_->state_changed(run, RunState::starting, reason);
+    if (auto* observer = observer_.load()) observer->state_changed(run, RunState::starting, reason);
     {
       std::lock_guard lock(ended_mutex_);
       ended_.erase(run);

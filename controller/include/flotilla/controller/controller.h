@@ -230,7 +230,7 @@ class Controller {
 
   Store& store_;
   ControllerOptions options_;
-  ControllerObserver* observer_ = nullptr;
+  std::atomic<ControllerObserver*> observer_{nullptr};  // read on the loop
   int store_listener_ = -1;    // the store's refusals, told to the observer
   int refetch_listener_ = -1;  // records the store let go of, asked of their agent again
   std::atomic<bool> closing_{false};
