@@ -43,7 +43,11 @@ AgentLink::AgentLink(std::string node, std::unique_ptr<Transport> transport, Lin
                              std::to_string(hello->version) + ", this controller " +
                              std::to_string(protocol::kVersion));
   capabilities_ = hello->capabilities;
-  for (auto& m : early) events_.on_message(m);
+  if (events_.on_messages) {
+    if (!early.empty()) events_.on_messages(std::move(early));
+  } else {
+    for (auto& m : early) events_.on_message(m);
+  }
   reader_ = std::thread([this] { read_loop(); });
 }
 
@@ -97,7 +101,13 @@ void AgentLink::read_loop() {
   while (!closing_) {
     auto bytes = transport_->read(std::chrono::milliseconds(200));
     if (!bytes) break;
-    feed(*bytes, [&](protocol::Message m) { events_.on_message(m); });
+    if (events_.on_messages) {
+      std::vector<protocol::Message> read;
+      feed(*bytes, [&](protocol::Message m) { read.push_back(std::move(m)); });
+      if (!read.empty()) events_.on_messages(std::move(read));
+    } else {
+      feed(*bytes, [&](protocol::Message m) { events_.on_message(m); });
+    }
   }
   open_ = false;
   if (!closing_ && events_.on_closed) events_.on_closed();

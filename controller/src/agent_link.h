@@ -20,6 +20,10 @@ namespace flotilla::controller {
 
 struct LinkEvents {
   std::function<void(const protocol::Message&)> on_message;
+  // Where set, the messages of each read at once instead (in order): one
+  // hand-over a read rather than one a message, for a reader that posts
+  // them to another thread.
+  std::function<void(std::vector<protocol::Message>&&)> on_messages;
   std::function<void(const std::string& problem)> on_problem;
   std::function<void()> on_closed;  // the agent's end went away
 };

@@ -206,8 +206,13 @@ std::shared_ptr<AgentLink> Controller::link_for(const std::string& node) {
   auto transport = open_transport(node);
   LinkEvents events;
   // The reader only decodes; what a message means is decided on the loop.
-  events.on_message = [this, node](const protocol::Message& m) {
-    loop_->post_from_link([this, node, m] { handle(node, m); });
+  events.on_messages = [this, node](std::vector<protocol::Message>&& read) {
+    const size_t count = read.size();
+    loop_->post_from_link(
+        [this, node, read = std::move(read)] {
+          for (const auto& m : read) handle(node, m);
+        },
+        count);
   };
   events.on_problem = [this](const std::string& message) { note_problem(message); };
   events.on_closed = [this, node] {

@@ -1,5 +1,7 @@
 #include "event_loop.h"
 
+#include <algorithm>
+
 namespace flotilla::controller {
 
 EventLoop::EventLoop(std::function<void(const std::string&)> report, size_t link_queue_limit)
@@ -13,21 +15,23 @@ void EventLoop::post(Task task) {
   try_post(std::move(task));
 }
 
-void EventLoop::post_from_link(Task task) {
-  try_post(std::move(task), /*from_link=*/true);
+void EventLoop::post_from_link(Task task, size_t messages) {
+  try_post(std::move(task), std::max<size_t>(messages, 1));
 }
 
-bool EventLoop::try_post(Task task, bool from_link) {
+bool EventLoop::try_post(Task task, size_t messages) {
   std::unique_lock lock(mutex_);
-  if (from_link && !stopping_ && link_tasks_ >= link_queue_limit_) {
+  if (messages > 0 && !stopping_ && link_tasks_ >= link_queue_limit_) {
     ++posters_waiting_;
     room_changed_.wait(lock, [&] { return stopping_ || link_tasks_ < link_queue_limit_; });
     --posters_waiting_;
   }
   if (stopping_) return false;
-  tasks_.emplace_back(std::move(task), from_link);
-  if (from_link) ++link_tasks_;
-  wake_.notify_one();
+  // The loop sleeps only on an empty queue: a wake-up a batch, not a task.
+  const bool was_empty = tasks_.empty();
+  tasks_.emplace_back(std::move(task), messages);
+  link_tasks_ += messages;
+  if (was_empty) wake_.notify_one();
   return true;
 }
 
@@ -65,7 +69,7 @@ void EventLoop::run() {
     // Timers that are due join the queue's end, behind what was posted.
     const auto now = Clock::now();
     while (!stopping_ && !timers_.empty() && timers_.begin()->first <= now) {
-      tasks_.emplace_back(std::move(timers_.begin()->second), false);
+      tasks_.emplace_back(std::move(timers_.begin()->second), 0);
       timers_.erase(timers_.begin());
     }
     if (tasks_.empty()) {
@@ -81,8 +85,8 @@ void EventLoop::run() {
     tasks_.clear();
     lock.unlock();
     size_t from_links = 0;
-    for (auto& [task, from_link] : batch) {
-      from_links += from_link ? 1 : 0;
+    for (auto& [task, messages] : batch) {
+      from_links += messages;
       try {
         task();
       } catch (const std::exception& e) {

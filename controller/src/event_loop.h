@@ -27,7 +27,7 @@ class EventLoop {
   using Clock = std::chrono::steady_clock;
 
   // `report`: told what a task threw (the loop goes on with the next).
-  // `link_queue_limit`: how many tasks posted by post_from_link may be
+  // `link_queue_limit`: how many messages posted by post_from_link may be
   // queued or running at once before the posting thread waits for room.
   explicit EventLoop(std::function<void(const std::string&)> report,
                      size_t link_queue_limit = 16384);
@@ -38,11 +38,12 @@ class EventLoop {
   // Runs `task` on the loop after every task posted before it. Dropped once
   // the loop has stopped.
   void post(Task task);
-  // As post, for a link's reader thread: while `link_queue_limit` such tasks
-  // wait, it waits for room. The agent's stream then backs up into its
-  // spool, so a loop held up (a database write waiting out a lock) holds a
-  // bounded number of messages in memory, not a whole burst.
-  void post_from_link(Task task);
+  // As post, for a link's reader thread, with the number of messages the
+  // task handles: while `link_queue_limit` messages wait, it waits for
+  // room. The agent's stream then backs up into its spool, so a loop held
+  // up (a database write waiting out a lock) holds a bounded number of
+  // messages in memory, not a whole burst.
+  void post_from_link(Task task, size_t messages = 1);
   // Runs `task` on the loop once `delay` has passed (after the tasks due then).
   void post_after(std::chrono::milliseconds delay, Task task);
   // Runs `work` on the loop and returns what it returns (or throws what it
@@ -57,7 +58,7 @@ class EventLoop {
     if (!try_post([task] { (*task)(); })) throw std::runtime_error("the controller is closing");
     return result.get();
   }
-  // What post_from_link holds now, and how many link threads wait for room.
+  // The messages post_from_link holds now, and how many link threads wait for room.
   size_t link_tasks() const;
   size_t posters_waiting() const;
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -66,15 +67,15 @@ class EventLoop {
   void stop();
 
  private:
-  bool try_post(Task task, bool from_link = false);
+  bool try_post(Task task, size_t messages = 0);
   void run();
 
   const std::function<void(const std::string&)> report_;
   const size_t link_queue_limit_;
   mutable std::mutex mutex_;
-  std::condition_variable wake_;             // a task, a timer or the stop
-  std::condition_variable room_changed_;     // post_from_link's wait
-  std::deque<std::pair<Task, bool>> tasks_;  // with whether a link posted it
+  std::condition_variable wake_;               // a task, a timer or the stop
+  std::condition_variable room_changed_;       // post_from_link's wait
+  std::deque<std::pair<Task, size_t>> tasks_;  // with the link messages it handles
   size_t link_tasks_ = 0;
   size_t posters_waiting_ = 0;
   std::multimap<Clock::time_point, Task> timers_;
