@@ -137,7 +137,7 @@ class Controller {
   protocol::ProbeReply probe(const std::string& node);
 
  private:
-  // How it is threaded (docs: the README's folder table, controller/README.md):
+  // How it is threaded (docs/architecture.md, "The controller's threads"):
   // one loop thread (event_loop.h) owns the run state machine below and
   // makes every store write of it; the links' reader threads only decode
   // lines and post the messages there; public calls post their state
