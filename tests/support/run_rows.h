@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
 #include <string>
 
 #include "flotilla/controller/store.h"
@@ -20,6 +21,15 @@ inline controller::RunRow minimal_run(const std::string& id, int world_size = 2)
   run.world_size = world_size;
   run.created_ms = controller::now_ms();
   return run;
+}
+
+// minimal_run stored and moved on to running, as an agent's Started leaves
+// it: a run a controller can attach to. Throws when the store refuses.
+inline void store_running_run(controller::Store& store, const std::string& id) {
+  store.create_run(minimal_run(id));
+  if (!store.transition(id, controller::RunState::starting) ||
+      !store.transition(id, controller::RunState::running))
+    throw std::runtime_error("run " + id + " could not be moved to running");
 }
 
 // A local CPU DDP run of `world_size` ranks, as the store keeps it.

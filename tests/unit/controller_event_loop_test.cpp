@@ -16,6 +16,7 @@
 #include "event_loop.h"
 #include "flotilla/controller/controller.h"
 #include "flotilla/protocol/messages.h"
+#include "run_rows.h"
 #include "temp_dir.h"
 
 namespace flotilla::controller {
@@ -187,15 +188,7 @@ TEST(ControllerLoop, RecordsAndTheEndOfARunAreHandledOnOneThreadThatIsNotTheCall
                                 "\"\nread never\n");
   std::filesystem::permissions(agent, std::filesystem::perms::owner_all);
   Store store(QString::fromStdString((dir.path() / "flotilla.db").string()));
-  RunRow run;
-  run.id = "r1";
-  run.experiment_name = "exp";
-  run.config_json = "{}";
-  run.nodes = {"local"};
-  run.created_ms = now_ms();
-  store.create_run(run);
-  ASSERT_TRUE(store.transition("r1", RunState::starting));
-  ASSERT_TRUE(store.transition("r1", RunState::running));
+  testing::store_running_run(store, "r1");
 
   ControllerOptions options;
   options.agent_binary = agent;
