@@ -253,7 +253,7 @@ bool Controller::kill_run(const std::string& run, double grace_s) {
       } catch (const std::exception& e) {
         note_problem("kill " + run + ": node " + node + " is unreachable (" + e.what() +
                      "); the kill is retried until it can be delivered");
-        loop_->post([this, run, node, grace_s] { retry_stop_later(run, node, grace_s, {}); });
+        retry_stop_later(run, node, grace_s, {});
       }
     }));
   for (auto& s : stopping) s.get();
@@ -335,7 +335,7 @@ void Controller::deliver_stop(const std::string& run, const std::string& node, d
     } catch (const std::exception& e) {
       note_problem(first_failure + " (" + e.what() +
                    "); the stop is retried until it can be delivered");
-      loop_->post([this, run, node, grace_s, why] { retry_stop_later(run, node, grace_s, why); });
+      retry_stop_later(run, node, grace_s, why);
     }
   });
 }
@@ -352,7 +352,7 @@ void Controller::retry_stop_later(const std::string& run, const std::string& nod
         send_stop(run, node, grace_s, why);
         note_problem("kill " + run + ": node " + node + " is reachable again; the kill was sent");
       } catch (const std::exception&) {
-        loop_->post([this, run, node, grace_s, why] { retry_stop_later(run, node, grace_s, why); });
+        retry_stop_later(run, node, grace_s, why);
       }
     });
   });

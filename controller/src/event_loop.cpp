@@ -21,23 +21,23 @@ void EventLoop::post_from_link(Task task, size_t messages) {
 
 bool EventLoop::try_post(Task task, size_t messages) {
   std::unique_lock lock(mutex_);
-  if (messages > 0 && !stopping_ && link_tasks_ >= link_queue_limit_) {
+  if (messages > 0 && !stopping_ && link_messages_ >= link_queue_limit_) {
     ++posters_waiting_;
-    room_changed_.wait(lock, [&] { return stopping_ || link_tasks_ < link_queue_limit_; });
+    room_changed_.wait(lock, [&] { return stopping_ || link_messages_ < link_queue_limit_; });
     --posters_waiting_;
   }
   if (stopping_) return false;
   // The loop sleeps only on an empty queue: a wake-up a batch, not a task.
   const bool was_empty = tasks_.empty();
   tasks_.emplace_back(std::move(task), messages);
-  link_tasks_ += messages;
+  link_messages_ += messages;
   if (was_empty) wake_.notify_one();
   return true;
 }
 
-size_t EventLoop::link_tasks() const {
+size_t EventLoop::link_messages() const {
   std::lock_guard lock(mutex_);
-  return link_tasks_;
+  return link_messages_;
 }
 
 size_t EventLoop::posters_waiting() const {
@@ -97,7 +97,7 @@ void EventLoop::run() {
     batch.clear();  // what the tasks held goes here, outside the lock
     lock.lock();
     // Room for the readers once their messages are handled, not merely taken.
-    link_tasks_ -= from_links;
+    link_messages_ -= from_links;
     if (from_links > 0) room_changed_.notify_all();
   }
 }

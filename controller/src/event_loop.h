@@ -59,7 +59,7 @@ class EventLoop {
     return result.get();
   }
   // The messages post_from_link holds now, and how many link threads wait for room.
-  size_t link_tasks() const;
+  size_t link_messages() const;
   size_t posters_waiting() const;
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
   // Runs the tasks already posted (not the timers), then ends the thread.
@@ -76,7 +76,7 @@ class EventLoop {
   std::condition_variable wake_;               // a task, a timer or the stop
   std::condition_variable room_changed_;       // post_from_link's wait
   std::deque<std::pair<Task, size_t>> tasks_;  // with the link messages it handles
-  size_t link_tasks_ = 0;
+  size_t link_messages_ = 0;
   size_t posters_waiting_ = 0;
   std::multimap<Clock::time_point, Task> timers_;
   bool stopping_ = false;

@@ -111,7 +111,7 @@ TEST(EventLoop, ALinkPostingFasterThanTheLoopRunsWaitsAtTheLimit) {
   });
   ASSERT_TRUE(eventually([&] { return loop.posters_waiting() == 1 || returned == kBurst; }));
   EXPECT_EQ(loop.posters_waiting(), 1u) << "the whole burst was queued in memory";
-  EXPECT_EQ(loop.link_tasks(), kLimit);
+  EXPECT_EQ(loop.link_messages(), kLimit);
   EXPECT_EQ(returned.load(), static_cast<int>(kLimit));
   release.set_value();
   link.join();
@@ -204,6 +204,25 @@ TEST(ControllerLoop, RecordsAndTheEndOfARunAreHandledOnOneThreadThatIsNotTheCall
   EXPECT_NE(*threads.begin(), std::this_thread::get_id());
   EXPECT_EQ(store.run("r1")->state, RunState::finished);
   EXPECT_EQ(store.last_seq("r1", "local"), 501);
+}
+
+TEST(ControllerLoop, AStateChangeACallerAsksForIsToldOnTheLoopNotTheCallersThread) {
+  // Before the loop, a public call moved the run on the caller's thread and
+  // told the observer there, beside the links' threads.
+  testing::TempDir dir;
+  Store store(QString::fromStdString((dir.path() / "flotilla.db").string()));
+  store.create_run(testing::minimal_run("never-started"));
+  ControllerOptions options;
+  options.agent_binary = "/nonexistent/flotilla-agent";  // nothing is started
+  ThreadsTold told;
+  Controller controller(store, options);
+  controller.set_observer(&told);
+  ASSERT_TRUE(controller.kill_run("never-started"));
+  EXPECT_EQ(told.states(), 1);
+  const auto threads = told.threads();
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_NE(*threads.begin(), std::this_thread::get_id());
+  EXPECT_EQ(store.run("never-started")->state, RunState::killed);
 }
 
 }  // namespace

@@ -174,6 +174,7 @@ class Controller {
   // when the first try fails.
   void deliver_stop(const std::string& run, const std::string& node, double grace_s,
                     const std::string& why, std::string first_failure);
+  // Any thread: a timer on the loop that tries again unless the run has ended.
   void retry_stop_later(const std::string& run, const std::string& node, double grace_s,
                         const std::string& why);
   // After a node's link closed (loop): tells a lost agent from an
