@@ -1,5 +1,6 @@
 // flotilla-train: trains one rank of a run; or prints a run's plan (--plan);
-// or times the all-reduce of a run's ranks (--allreduce-bench).
+// or times the all-reduce of a run's ranks (--allreduce-bench); or times a
+// run's blocks on this node for `flotilla nodes profile` (--profile-blocks).
 #include <malloc.h>
 #include <CLI/CLI.hpp>
 
@@ -10,6 +11,7 @@
 #include <iterator>
 
 #include "flotilla/engine/allreduce_bench.h"
+#include "flotilla/engine/block_profile_run.h"
 #include "flotilla/engine/plan.h"
 #include "flotilla/engine/training.h"
 
@@ -48,6 +50,13 @@ int exit_status(flotilla::records::Outcome outcome) {
   }
 }
 
+// This flotilla-train, which times ranks sharing the cores by running
+// itself; empty where /proc cannot say (then they are timed in threads).
+std::string own_binary() {
+  std::error_code unknown;
+  return std::filesystem::read_symlink("/proc/self/exe", unknown).string();
+}
+
 int print_plan(const std::string& config_path, flotilla::PlanOptions options,
                const std::string& links_path) {
   try {
@@ -76,8 +85,8 @@ int main(int argc, char** argv) {
       "variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)."};
   std::string config_path, records = "-";
   bool no_measure = false, quiet = false, plan = false, measure = false, bench = false,
-       resume = false, predict = false, remeasure = false;
-  std::string links_path;
+       resume = false, predict = false, remeasure = false, profile_blocks = false;
+  std::string links_path, node_profiles_dir, node_profiles_node;
   std::string min_bytes = "8", max_bytes = "256M";
   flotilla::AllreduceBenchOptions bench_options;
   app.add_option("--config", config_path, "experiment or run file (YAML or JSON); - reads stdin")
@@ -105,10 +114,22 @@ int main(int argc, char** argv) {
                  "with --predict: the link bench to count communication by (JSON, "
                  "docs/predict.md); without it communication is not counted")
       ->needs(plan_flag);
+  app.add_option("--node-profiles", node_profiles_dir,
+                 "with --predict: a folder of node profiles (`profile` records, "
+                 "docs/predict.md) to take the blocks' times from")
+      ->needs(plan_flag);
+  app.add_option("--profile-node", node_profiles_node,
+                 "with --node-profiles: the node whose profile to use")
+      ->needs(plan_flag);
   auto* bench_flag = app.add_flag("--allreduce-bench", bench,
                                   "time all-reduces of every message size instead of training "
                                   "(docs/allreduce_bench.md)")
                          ->excludes(plan_flag);
+  app.add_flag("--profile-blocks", profile_blocks,
+               "time the blocks, optimizer and core sharing here as --plan --predict does and "
+               "write them as a `profile` record instead of training (flotilla nodes profile)")
+      ->excludes(plan_flag)
+      ->excludes(bench_flag);
   app.add_option("--min-bytes", min_bytes, "smallest message (bytes; K, M, G suffixes), default 8")
       ->needs(bench_flag);
   app.add_option("--max-bytes", max_bytes, "largest message, default 256M")->needs(bench_flag);
@@ -130,8 +151,9 @@ int main(int argc, char** argv) {
     options.remeasure = remeasure;
     if (predict) {
       options.profile_dir = flotilla::default_profile_dir();
-      std::error_code unknown;  // then core sharing is timed in threads instead
-      options.engine_binary = std::filesystem::read_symlink("/proc/self/exe", unknown).string();
+      options.engine_binary = own_binary();
+      options.node_profiles_dir = node_profiles_dir;
+      options.node_profiles_node = node_profiles_node;
     }
     return print_plan(config_path, options, links_path);
   }
@@ -158,6 +180,21 @@ int main(int argc, char** argv) {
     sink = flotilla::FileRecordSink::open(records);
   } catch (const std::exception& e) {
     return refuse(config_path, e);
+  }
+
+  if (profile_blocks) {
+    flotilla::BlockProfileRunOptions profile;
+    profile.config = config;
+    profile.env = env;
+    profile.sink = sink.get();
+    profile.profile_dir = flotilla::default_profile_dir();
+    profile.engine_binary = own_binary();
+    const auto result = flotilla::run_block_profile(profile);
+    if (!quiet && result.outcome != flotilla::records::Outcome::finished)
+      std::cerr << ("flotilla-train: block profile " +
+                    std::string(flotilla::records::name_of(result.outcome)) + ": " +
+                    result.message + "\n");
+    return exit_status(result.outcome);
   }
 
   if (bench) {

@@ -99,7 +99,8 @@ void Session::handle(const protocol::Message& message) {
     send(protocol::Hello{"agent",
                          options_.software,
                          {"start", "stop", "status", "resume", "system-metrics", "probe",
-                          protocol::kAllreduceBenchCapability, protocol::kResumeRunCapability}});
+                          protocol::kAllreduceBenchCapability, protocol::kResumeRunCapability,
+                          protocol::kBlockProfileCapability}});
     return;
   }
   if (!greeted_) {
@@ -151,7 +152,7 @@ void Session::start(const protocol::StartRun& start) {
   if (start.ranks.empty()) throw std::runtime_error("no ranks to start");
   std::vector<std::string> unread;  // the ranks report a config they cannot read
   const auto config = read_experiment(start.config_json, "start", unread);
-  if (start.mode == protocol::RunMode::train) {
+  if (start.mode != protocol::RunMode::allreduce_bench) {
     // The data is checked here, where the ranks read it, before any starts:
     // a node without it (or with a damaged copy) ends the run at once with
     // the files named, rather than after its peers have begun. (On a SLURM

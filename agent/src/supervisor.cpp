@@ -58,12 +58,14 @@ double wall_seconds() {
          1e6;
 }
 
-// A rank's command line: training, or the all-reduce sweep of `nodes bench`
-// with the limits the controller set (the engine's defaults for the rest).
+// A rank's command line: training, the all-reduce sweep of `nodes bench`
+// with the limits the controller set (the engine's defaults for the rest),
+// or the block profile of `nodes profile`.
 std::vector<std::string> train_arguments(const protocol::StartRun& start, const std::string& binary,
                                          const std::string& config_file) {
   std::vector<std::string> argv{binary, "--config", config_file, "--records", "-"};
   if (start.resume) argv.push_back("--resume");
+  if (start.mode == protocol::RunMode::block_profile) argv.push_back("--profile-blocks");
   if (start.mode != protocol::RunMode::allreduce_bench) return argv;
   argv.push_back("--allreduce-bench");
   for (const auto& [flag, value] : {std::pair{"--min-bytes", start.bench.min_bytes},

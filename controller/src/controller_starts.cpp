@@ -8,6 +8,7 @@
 #include "event_loop.h"
 #include "flotilla/controller/controller.h"
 #include "flotilla/controller/link_bench.h"
+#include "flotilla/controller/node_profiles.h"
 #include "flotilla/controller/nodes.h"
 
 namespace flotilla::controller {
@@ -40,6 +41,13 @@ std::string Controller::start_link_bench(const LinkBenchRequest& request) {
   return start(config, std::nullopt, protocol::RunMode::allreduce_bench, request.sweep);
 }
 
+std::string Controller::start_block_profile(const ExperimentConfig& config) {
+  if (config.nodes.size() != 1)
+    throw ConfigError(
+        {"nodes: a block profile runs on one node, got " + std::to_string(config.nodes.size())});
+  return start(config, std::nullopt, protocol::RunMode::block_profile, {});
+}
+
 std::string Controller::start(const ExperimentConfig& config, std::optional<int64_t> experiment_id,
                               protocol::RunMode mode, const protocol::BenchOptions& bench,
                               const std::string& run_id) {
@@ -63,6 +71,8 @@ std::string Controller::start(const ExperimentConfig& config, std::optional<int6
       add_link_bench(store_,
                      {row.id, node_set_key(config.nodes), config.ranks_per_node,
                       std::string(name_of(config.device)), row.created_ms, RunState::created});
+    if (mode == protocol::RunMode::block_profile)
+      add_node_profile(store_, row.id, config.nodes.front(), row.created_ms);
     if (auto* observer = observer_.load()) observer->state_changed(row.id, RunState::created, "");
     move_run(row.id, RunState::starting);
     followed_.insert(row.id);
@@ -123,11 +133,17 @@ void Controller::start_on_nodes(const std::string& run, const ExperimentConfig& 
     // Every node must understand the mode before any starts: an older agent
     // would ignore it and train.
     for (const auto& link : links) {
-      if (mode != protocol::RunMode::train &&
+      if (mode == protocol::RunMode::allreduce_bench &&
           !link->has_capability(protocol::kAllreduceBenchCapability))
         throw std::runtime_error("node " + link->node() +
                                  ": its agent predates the all-reduce sweep (no \"" +
                                  protocol::kAllreduceBenchCapability +
+                                 "\" capability); deploy this Flotilla's agent there");
+      if (mode == protocol::RunMode::block_profile &&
+          !link->has_capability(protocol::kBlockProfileCapability))
+        throw std::runtime_error("node " + link->node() +
+                                 ": its agent predates block profiles (no \"" +
+                                 protocol::kBlockProfileCapability +
                                  "\" capability); deploy this Flotilla's agent there");
       if (resume && !link->has_capability(protocol::kResumeRunCapability))
         throw std::runtime_error(

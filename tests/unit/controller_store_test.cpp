@@ -392,12 +392,13 @@ TEST(Store, AppliesAMigrationNumberedBelowTheVersionTheDatabaseReached) {
     ASSERT_TRUE(q.exec("DROP TABLE step_buckets"));
     ASSERT_TRUE(q.exec("DROP TABLE applied_migrations"));
     // Nor the columns and tables of migrations after 6 (0008's node kinds,
-    // 0010's predictions, 0011's node engines).
+    // 0010's predictions, 0011's node engines, 0012's node profiles).
     for (const char* column :
          {"kind", "slurm_partition", "slurm_account", "torch_prefix", "engine_json"})
       ASSERT_TRUE(q.exec(QString("ALTER TABLE nodes DROP COLUMN %1").arg(column)))
           << q.lastError().text().toStdString();
     ASSERT_TRUE(q.exec("DROP TABLE run_predictions"));
+    ASSERT_TRUE(q.exec("DROP TABLE node_profiles"));
     ASSERT_TRUE(q.exec("UPDATE schema_version SET version = 6"));
     db.close();
   }

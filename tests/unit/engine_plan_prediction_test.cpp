@@ -259,6 +259,61 @@ TEST(RunPlanPrediction, ASecondPredictionOfTheSameBlocksReusesThisMachinesProfil
   EXPECT_EQ(make_run_plan(config, options).prediction->block_costs, "measured");
 }
 
+// A profile a node sent (`flotilla nodes profile`) serves predictions of
+// the same blocks at the same micro-batch with the threads a rank gets on
+// that node's cores, and only of that node.
+TEST(RunPlanPrediction, ANodesProfileServesItsBlocksMicroBatchAndThreadsOnThatNode) {
+  testing::TempDir dir;
+  PlanOptions timing;
+  timing.predict = true;
+  std::string body;
+  timing.on_profile = [&](const std::string& record) { body = record; };
+  const auto config = small_cnn("strategy: ddp\n");
+  make_run_plan(config, timing);
+  ASSERT_FALSE(body.empty());
+  // As the controller hands it over, from a node of one core whose blocks
+  // are slower than this machine's.
+  auto record = nlohmann::json::parse(body);
+  EXPECT_EQ(record.at("micro_batch"), 16);
+  EXPECT_EQ(record.at("threads"), 1);
+  record["node"] = "n1";
+  record["cores"] = 1;
+  record["profile"]["blocks"][0]["forward_ms"] = 123.0;
+  const auto profiles = dir.path() / "node-profiles";
+  std::filesystem::create_directories(profiles);
+  std::ofstream(profiles / "p1.json") << record.dump();
+
+  PlanOptions from_node;
+  from_node.predict = true;
+  from_node.node_profiles_dir = profiles.string();
+  from_node.node_profiles_node = "n1";
+  const auto used = *make_run_plan(config, from_node).prediction;
+  EXPECT_EQ(used.block_costs, "node_profile");
+  EXPECT_EQ(used.block_costs_node, "n1");
+  EXPECT_GE(used.stages[0].forward_ms, 123.0);
+
+  // Threads left to the machine: one on that node's one core, whatever
+  // this machine has.
+  auto automatic = config;
+  automatic.threads = 0;
+  EXPECT_EQ(make_run_plan(automatic, from_node).prediction->block_costs, "node_profile");
+
+  auto two_threads = config;
+  two_threads.threads = 2;
+  const auto other = *make_run_plan(two_threads, from_node).prediction;
+  EXPECT_EQ(other.block_costs, "measured");
+  const auto said = std::find_if(other.notes.begin(), other.notes.end(), [](const auto& note) {
+    return note.find("no profile of node n1 for this model at micro-batch 16") != std::string::npos;
+  });
+  ASSERT_NE(said, other.notes.end());
+  EXPECT_NE(said->find("it has 1 of other configs, e.g. micro-batch 16, 1 thread(s)"),
+            std::string::npos)
+      << *said;
+
+  from_node.node_profiles_node = "n2";
+  EXPECT_EQ(make_run_plan(config, from_node).prediction->block_costs, "measured");
+}
+
 // A rank's peak is the loaded process plus its training's tensors: every
 // stage above what the planner held once loaded, gradients and momentum in
 // it, and the run's peak the fullest stage's.

@@ -84,6 +84,13 @@ TEST(Messages, ProbeReplyCarriesTheSlurmClusterOfALoginNodeAndNoneElsewhere) {
   EXPECT_FALSE(std::get<ProbeReply>(decode(encode(login))).slurm.has_value());
 }
 
+TEST(Messages, StartRunCarriesTheBlockProfileMode) {
+  StartRun profile{"p1", "flh1", "{}", {0, 1}, 2, "127.0.0.1", 29500, RunMode::block_profile, {}};
+  const auto line = encode(profile);
+  EXPECT_NE(line.find(R"("mode":"block_profile")"), std::string::npos) << line;
+  EXPECT_EQ(std::get<StartRun>(decode(line)).mode, RunMode::block_profile);
+}
+
 TEST(Messages, StartRunCarriesTheBenchModeAndReadsOldStartsAsTraining) {
   StartRun bench{"b1",
                  "flh1",
@@ -115,9 +122,9 @@ TEST(Messages, StartRunCarriesTheBenchModeAndReadsOldStartsAsTraining) {
           decode(R"({"v":1,"type":"start","run":"r","config":{},"ranks":[0],"world_size":1,)"
                  R"("mode":"dance"})");
         } catch (const DecodeError& e) {
-          EXPECT_STREQ(
-              e.what(),
-              "field \"mode\": unknown run mode \"dance\" (known: train, allreduce_bench)");
+          EXPECT_STREQ(e.what(),
+                       "field \"mode\": unknown run mode \"dance\" (known: train, allreduce_bench, "
+                       "block_profile)");
           throw;
         }
       },

@@ -213,7 +213,14 @@ struct Encoder {
 }  // namespace
 
 std::string_view name_of(RunMode mode) {
-  return mode == RunMode::allreduce_bench ? "allreduce_bench" : "train";
+  switch (mode) {
+    case RunMode::allreduce_bench:
+      return "allreduce_bench";
+    case RunMode::block_profile:
+      return "block_profile";
+    default:
+      return "train";
+  }
 }
 
 std::string encode(const Message& message) {
@@ -272,9 +279,11 @@ Message decode(std::string_view line) {
     const auto mode = optional_field<std::string>(j, "mode", "train");
     if (mode == name_of(RunMode::allreduce_bench))
       start.mode = RunMode::allreduce_bench;
+    else if (mode == name_of(RunMode::block_profile))
+      start.mode = RunMode::block_profile;
     else if (mode != name_of(RunMode::train))
       throw DecodeError("field \"mode\": unknown run mode \"" + mode +
-                        "\" (known: train, allreduce_bench)");
+                        "\" (known: train, allreduce_bench, block_profile)");
     if (const auto bench = j.find("bench"); bench != j.end()) {
       if (!bench->is_object())
         throw DecodeError("field \"bench\" has the wrong type: " + bench->dump());

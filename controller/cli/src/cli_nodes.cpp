@@ -130,6 +130,7 @@ void add_node_commands(CLI::App& app, NodeCommands& c) {
   c.probe = nodes->add_subcommand("probe", "connect, deploy if needed, and ask what a node is");
   c.probe->add_option("names", c.probe_names, "nodes (default: all)");
   add_bench_command(*nodes, c.bench);
+  add_profile_command(*nodes, c.profile);
 }
 
 std::optional<int> run_node_commands(Store& store, const NodeCommands& c,
@@ -146,6 +147,11 @@ std::optional<int> run_node_commands(Store& store, const NodeCommands& c,
     ControllerOptions options;
     options.connect = connect;
     return run_bench_command(store, c.bench, options);
+  }
+  if (profile_command_given(c.profile)) {
+    ControllerOptions options;
+    options.connect = connect;
+    return run_profile_command(store, c.profile, options);
   }
   return std::nullopt;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// `flotilla nodes add|list|remove|probe|bench`.
+// `flotilla nodes add|list|remove|probe|bench|profile`.
 
 #include <CLI/CLI.hpp>
 
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli_bench.h"
+#include "cli_profile.h"
 #include "flotilla/controller/connect_options.h"
 #include "flotilla/controller/store.h"
 
@@ -23,6 +24,7 @@ struct NodeCommands {
   std::string remove_name;
   std::vector<std::string> probe_names;
   BenchCommand bench;
+  ProfileCommand profile;
 };
 
 // Registers the `nodes` subcommands on `app`, filling `commands` when parsed.

@@ -10,6 +10,7 @@
 #include "cli_console.h"
 #include "exit_status.h"
 #include "flotilla/controller/link_bench.h"
+#include "flotilla/controller/node_profiles.h"
 #include "flotilla/controller/paths.h"
 #include "flotilla/protocol/numbers.h"
 
@@ -68,7 +69,13 @@ void print_summary(const json& plan) {
               << byte_size_text(stage.value("evaluation_memory_bytes", 0.0)) << ")\n";
   }
   const auto& blocks = p.value("block_costs", json::object());
-  if (blocks.value("source", "") == "profile")
+  if (blocks.value("source", "") == "node_profile")
+    std::cout << "  blocks from node " << blocks.value("node", std::string("?")) << "'s profile of "
+              << QDateTime::fromMSecsSinceEpoch(blocks.value("measured_ms", int64_t{0}))
+                     .toString("yyyy-MM-dd hh:mm")
+                     .toStdString()
+              << " (flotilla nodes profile)";
+  else if (blocks.value("source", "") == "profile")
     std::cout << "  blocks from this machine's profile of "
               << QDateTime::fromMSecsSinceEpoch(blocks.value("measured_ms", int64_t{0}))
                      .toString("yyyy-MM-dd hh:mm")
@@ -80,6 +87,23 @@ void print_summary(const json& plan) {
             << (p["links"].is_null() ? std::string("none measured") : p["links"].get<std::string>())
             << "\n";
   for (const auto& note : p["notes"]) std::cout << "  note: " << note.get<std::string>() << "\n";
+}
+
+// The stored profiles of the first of the run's nodes that has any, for
+// flotilla-train to take the blocks' times from (it says when none fits);
+// without any, the blocks are timed here, and this says so.
+void add_node_profiles(const Store& store, const ExperimentConfig& config, const QTemporaryDir& dir,
+                       QStringList& args) {
+  const auto profiles_dir = dir.filePath("node-profiles").toStdString();
+  for (const auto& node : config.nodes)
+    if (write_node_profiles(store, node, profiles_dir) > 0) {
+      args << "--node-profiles" << QString::fromStdString(profiles_dir) << "--profile-node"
+           << QString::fromStdString(node);
+      return;
+    }
+  std::cerr << "flotilla: no block profile of " << join_list(config.nodes)
+            << " stored: the blocks are timed on this machine (`flotilla nodes profile "
+            << config.nodes.front() << " RUN.yaml` times them there)\n";
 }
 
 }  // namespace
@@ -135,6 +159,7 @@ EnginePlan engine_plan(const Store& store, const ExperimentConfig& config, bool 
                 << join_list(config.nodes) << " --ranks-per-node " << config.ranks_per_node
                 << "` measures it)\n";
     }
+    if (!config.slurm.enabled()) add_node_profiles(store, config, dir, args);
   }
   const auto engine = sibling_program("flotilla-train");
   QProcess process;

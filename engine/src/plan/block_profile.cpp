@@ -48,26 +48,45 @@ std::string default_profile_dir() {
       .string();
 }
 
-std::string profile_key(const ExperimentConfig& config, int64_t micro_batch, int64_t threads) {
+namespace {
+
+// The config as far as it can change a block's time: everything but what
+// cannot (model, data, precision, optimizer, freezing and anything added
+// later stay).
+json timed_config(const ExperimentConfig& config) {
   auto j = json::parse(to_json(config));
-  // What cannot change a block's time; everything else (model, data,
-  // precision, optimizer, freezing, anything added later) keys the profile.
   for (const char* unrelated :
        {"name", "nodes", "ranks_per_node", "replicas", "strategy", "schedule", "balance", "chunks",
         "batch_size", "batch_scope", "epochs", "max_steps", "seed", "save", "limits", "slurm",
         "elastic", "compression", "bucket_mb"})
     j.erase(unrelated);
   if (j.contains("optimizer") && j["optimizer"].is_object()) j["optimizer"].erase("lr");
-  const json key{{"config", j},         {"micro_batch", micro_batch}, {"threads", threads},
-                 {"host", host_name()}, {"cores", usable_cores()},    {"torch", torch_version()}};
+  return j;
+}
+
+}  // namespace
+
+std::string profile_key(const ExperimentConfig& config, int64_t micro_batch, int64_t threads) {
+  const json key{{"config", timed_config(config)},
+                 {"micro_batch", micro_batch},
+                 {"threads", threads},
+                 {"host", host_name()},
+                 {"cores", usable_cores()},
+                 {"torch", torch_version()}};
   return hash_hex(key.dump());
 }
 
-std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
-                                               const std::string& key, size_t blocks) {
-  std::ifstream in(dir / (key + ".json"));
-  if (!in) return std::nullopt;
-  const auto j = json::parse(in, nullptr, false);
+std::string node_profile_key(const ExperimentConfig& config, int64_t micro_batch, int64_t threads) {
+  // The threads a rank gets are keyed as a number, not as the config says
+  // them: a node's profile is measured with its count spelled out.
+  auto j = timed_config(config);
+  j.erase("threads");
+  return hash_hex(json{{"config", j}, {"micro_batch", micro_batch}, {"threads", threads}}.dump());
+}
+
+namespace {
+
+std::optional<BlockProfile> profile_of(const json& j, size_t blocks) {
   if (j.is_discarded() || !j.is_object() || !j.contains("blocks") || !j["blocks"].is_array() ||
       j["blocks"].size() != blocks)
     return std::nullopt;
@@ -106,10 +125,7 @@ std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
   return profile;
 }
 
-void save_block_profile(const std::filesystem::path& dir, const std::string& key,
-                        const BlockProfile& profile) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
+json json_of(const BlockProfile& profile) {
   json blocks = json::array();
   for (size_t b = 0; b < profile.costs.size(); ++b) {
     const auto memory =
@@ -121,21 +137,84 @@ void save_block_profile(const std::filesystem::path& dir, const std::string& key
                       {"forward_peak_bytes", memory.forward_peak},
                       {"evaluation_peak_bytes", memory.evaluation_peak}});
   }
+  return {{"blocks", blocks},
+          {"optimizer_ms", profile.optimizer_ms},
+          {"gradient_bytes", profile.gradient_bytes},
+          {"optimizer_state_bytes", profile.optimizer_state_bytes},
+          {"runtime_bytes", profile.runtime_bytes},
+          {"evaluation_batch", profile.evaluation_batch},
+          {"measured_ms", profile.measured_ms},
+          {"core_sharing", profile.core_sharing},
+          {"core_sharing_by", profile.core_sharing_by}};
+}
+
+}  // namespace
+
+std::string block_profile_json(const BlockProfile& profile) {
+  return json_of(profile).dump(1);
+}
+
+std::optional<BlockProfile> parse_block_profile(const std::string& text, size_t blocks) {
+  return profile_of(json::parse(text, nullptr, false), blocks);
+}
+
+std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,
+                                               const std::string& key, size_t blocks) {
+  std::ifstream in(dir / (key + ".json"));
+  if (!in) return std::nullopt;
+  return profile_of(json::parse(in, nullptr, false), blocks);
+}
+
+std::string node_profile_record(const ExperimentConfig& config, int64_t micro_batch,
+                                int64_t threads, const BlockProfile& profile) {
+  return json{{"node_key", node_profile_key(config, micro_batch, threads)},
+              {"micro_batch", micro_batch},
+              {"threads", threads},
+              {"cores", usable_cores()},
+              {"host", host_name()},
+              {"torch", torch_version()},
+              {"measured_ms", profile.measured_ms},
+              {"profile", json_of(profile)}}
+      .dump();
+}
+
+std::optional<BlockProfile> find_node_profile(const std::filesystem::path& dir,
+                                              const std::string& node,
+                                              const ExperimentConfig& config, int64_t micro_batch,
+                                              size_t blocks, std::string& why_none) {
+  std::vector<std::string> others;  // what the node's profiles were measured for
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    std::ifstream in(entry.path());
+    const auto j = json::parse(in, nullptr, false);
+    if (!j.is_object() || j.value("node", "") != node || !j.contains("profile")) continue;
+    const int64_t cores = j.value("cores", int64_t{0});
+    const int64_t threads = threads_per_rank(config, cores > 0 ? cores : 1);
+    if (j.value("node_key", "") == node_profile_key(config, micro_batch, threads)) {
+      if (auto profile = profile_of(j["profile"], blocks)) return profile;
+    }
+    others.push_back("micro-batch " + std::to_string(j.value("micro_batch", 0)) + ", " +
+                     std::to_string(j.value("threads", 0)) + " thread(s)");
+  }
+  why_none = "no profile of node " + node + " for this model at micro-batch " +
+             std::to_string(micro_batch) + " with the threads a rank gets there";
+  if (!others.empty()) {
+    why_none += " (it has " + std::to_string(others.size()) + " of other configs, e.g. " +
+                others.front() + ")";
+  }
+  return std::nullopt;
+}
+
+void save_block_profile(const std::filesystem::path& dir, const std::string& key,
+                        const BlockProfile& profile) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
   const auto file = dir / (key + ".json");
   const auto temporary = dir / (key + ".json." + std::to_string(getpid()));
   {
     std::ofstream out(temporary);
     if (!out) return;
-    out << json{{"blocks", blocks},
-                {"optimizer_ms", profile.optimizer_ms},
-                {"gradient_bytes", profile.gradient_bytes},
-                {"optimizer_state_bytes", profile.optimizer_state_bytes},
-                {"runtime_bytes", profile.runtime_bytes},
-                {"evaluation_batch", profile.evaluation_batch},
-                {"measured_ms", profile.measured_ms},
-                {"core_sharing", profile.core_sharing},
-                {"core_sharing_by", profile.core_sharing_by}}
-               .dump(1);
+    out << block_profile_json(profile);
     if (!out) {
       std::filesystem::remove(temporary, error);
       return;

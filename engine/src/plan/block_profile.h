@@ -43,6 +43,31 @@ struct BlockProfile {
 // The profile's file name: a hash of what it depends on.
 std::string profile_key(const ExperimentConfig& config, int64_t micro_batch, int64_t threads);
 
+// The key of a profile measured on a node for a config (`flotilla nodes
+// profile`): what profile_key hashes but the machine, which is the node's.
+std::string node_profile_key(const ExperimentConfig& config, int64_t micro_batch, int64_t threads);
+
+// A profile as JSON text, and back; nothing when the text is not one of
+// `blocks` blocks.
+std::string block_profile_json(const BlockProfile& profile);
+std::optional<BlockProfile> parse_block_profile(const std::string& text, size_t blocks);
+
+// The body of the `profile` record flotilla-train --profile-blocks writes
+// (docs/records.md): node_profile_key, the micro-batch, threads and cores
+// it was timed with, this host, LibTorch, and the profile.
+std::string node_profile_record(const ExperimentConfig& config, int64_t micro_batch,
+                                int64_t threads, const BlockProfile& profile);
+
+// A node's profile for `config` at `micro_batch` among the `profile` record
+// bodies in `dir` (one JSON file each, with the node's name added as
+// `node`): the one of `node` whose key matches with the threads a rank of
+// `config` gets on its cores. Nothing when none does; `why_none` then says
+// what `dir` holds of the node.
+std::optional<BlockProfile> find_node_profile(const std::filesystem::path& dir,
+                                              const std::string& node,
+                                              const ExperimentConfig& config, int64_t micro_batch,
+                                              size_t blocks, std::string& why_none);
+
 // The profile under `key` in `dir`; nothing when there is none or it does not
 // read as one (it is measured again and overwritten).
 std::optional<BlockProfile> load_block_profile(const std::filesystem::path& dir,

@@ -49,6 +49,7 @@ json prediction_json(const PredictionPlan& p) {
       {"block_costs",
        {{"source", p.block_costs},
         {"measured_ms", p.block_costs_measured_ms},
+        {"node", p.block_costs_node.empty() ? json(nullptr) : json(p.block_costs_node)},
         {"profile", p.profile_file.empty() ? json(nullptr) : json(p.profile_file)}}},
       {"notes", p.notes},
       {"took_ms", p.took_ms}};

@@ -404,12 +404,29 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   // backward, the first step's frozen prefix forward only; from this
   // machine's profile of them when one is kept.
   std::optional<BlockProfile> profile;
-  const std::filesystem::path profile_dir = options.profile_dir;
+  std::filesystem::path profile_dir = options.profile_dir;
   const auto key = profile_key(config, out.micro_batch, threads_per_rank(config, usable_cores()));
-  if (!profile_dir.empty() && !options.remeasure)
+  if (!options.node_profiles_node.empty()) {
+    std::string why_none;
+    profile = find_node_profile(options.node_profiles_dir, options.node_profiles_node, config,
+                                out.micro_batch, model->size(), why_none);
+    if (profile) {
+      out.block_costs = "node_profile";
+      out.block_costs_node = options.node_profiles_node;
+      // Another machine's times are not this machine's profile: nothing of
+      // this prediction is kept.
+      profile_dir.clear();
+    } else {
+      out.notes.push_back(why_none +
+                          ": the blocks were timed on this machine (`flotilla nodes "
+                          "profile " +
+                          options.node_profiles_node + " RUN.yaml` times them there)");
+    }
+  }
+  if (!profile && !profile_dir.empty() && !options.remeasure)
     profile = load_block_profile(profile_dir, key, model->size());
   if (profile) {
-    out.block_costs = "profile";
+    if (out.block_costs != "node_profile") out.block_costs = "profile";
   } else {
     TensorMemoryWatch memory(device);
     const auto blocks = time_blocks_as_trained(model, samples.slice(0, 0, out.micro_batch),
@@ -453,6 +470,8 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
   const int64_t most_at_once = device.is_cpu() ? sharing.most_on_one() : 1;
   const bool in_processes = !options.engine_binary.empty();
   const bool measured_less_well = in_processes && profile->core_sharing_by != "processes";
+  std::string sharing_measured_on =
+      out.block_costs == "node_profile" ? "node " + out.block_costs_node : "this machine";
   if (most_at_once > 1 &&
       (measured_less_well || most_at_once > static_cast<int64_t>(profile->core_sharing.size()))) {
     bool timed = false;
@@ -481,8 +500,16 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
           measure_core_sharing(model, samples.slice(0, 0, out.micro_batch), most_at_once);
       profile->core_sharing_by = "threads";
     }
+    if (out.block_costs == "node_profile")
+      out.notes.push_back("node " + out.block_costs_node + "'s profile has no measure of " +
+                          std::to_string(most_at_once) +
+                          " ranks sharing its cores: timed on this machine");
+    sharing_measured_on = "this machine";
     if (!profile_dir.empty()) save_block_profile(profile_dir, key, *profile);
   }
+  if (options.on_profile)
+    options.on_profile(node_profile_record(config, out.micro_batch,
+                                           threads_per_rank(config, usable_cores()), *profile));
   const double optimizer_ms = profile->optimizer_ms;
   const auto codec = make_codec(config.compression);
   if (codec && !plan.boundaries.empty())
@@ -507,7 +534,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
          << "x slower than alone ("
          << (profile->core_sharing_by == "processes" ? "one-rank trainings at once"
                                                      : "passes in threads at once")
-         << " on this machine)";
+         << " on " << sharing_measured_on << ")";
     out.notes.push_back(said.str());
   }
 

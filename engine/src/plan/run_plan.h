@@ -104,10 +104,12 @@ struct PredictionPlan {
   // how much slower each computes then than alone, as measured here.
   int64_t ranks_sharing_cores = 1;
   double core_sharing_slowdown = 1;
-  // Where the block and optimizer times came from: "measured" now, or
-  // "profile" (this machine's, measured at block_costs_measured_ms).
+  // Where the block and optimizer times came from: "measured" now,
+  // "profile" (this machine's, measured at block_costs_measured_ms) or
+  // "node_profile" (measured on block_costs_node by `flotilla nodes profile`).
   std::string block_costs = "measured";
   int64_t block_costs_measured_ms = 0;
+  std::string block_costs_node;
   std::string profile_file;        // "" when no profile is kept
   std::vector<std::string> notes;  // what the prediction leaves out here
   double took_ms = 0;

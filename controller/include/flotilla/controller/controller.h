@@ -90,6 +90,11 @@ class Controller {
     protocol::BenchOptions sweep;  // 0s: the engine's defaults
   };
   std::string start_link_bench(const LinkBenchRequest& request);
+  // Starts `flotilla nodes profile`: `config` (one node, the run's
+  // micro-batch as its batch) timed on that node by flotilla-train
+  // --profile-blocks; its `profile` record comes back as the run's
+  // (node_profiles.h). Throws ConfigError as start_run does.
+  std::string start_block_profile(const ExperimentConfig& config);
   // Asks every node of the run to stop it (SIGTERM, SIGKILL after grace_s);
   // the end, `killed` once no process is left, comes through the stream.
   // Returns false when the run had already ended. Throws for an unknown run.

@@ -6,6 +6,7 @@
 // boundary. Computed by the engine's own functions on the model it would
 // build; docs/plan.md describes every field. Free of LibTorch headers.
 
+#include <functional>
 #include <string>
 
 #include "flotilla/protocol/experiment_config.h"
@@ -30,6 +31,15 @@ struct PlanOptions {
   // them again and replace the profile.
   std::string profile_dir;
   bool remeasure = false;
+  // Profiles measured on a node (`flotilla nodes profile`, the `profile`
+  // records of docs/records.md), one JSON file each in node_profiles_dir:
+  // when one of node_profiles_node matches this config at its micro-batch
+  // and the threads a rank gets there, its times are used instead of timing
+  // the blocks here. Empty: this machine's.
+  std::string node_profiles_dir, node_profiles_node;
+  // Called with the `profile` record's body (its fields but type and rank)
+  // once the blocks are timed or found: `flotilla-train --profile-blocks`.
+  std::function<void(const std::string&)> on_profile;
   // The flotilla-train that times how ranks sharing a machine's cores slow
   // each other, by running one-rank trainings at once (process_sharing.h);
   // flotilla-train --plan sets itself. Empty: timed in threads of this

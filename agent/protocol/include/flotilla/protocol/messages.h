@@ -27,10 +27,14 @@ struct Hello {
 // ranks run `flotilla-train --allreduce-bench`, an all-reduce size sweep,
 // instead of training. Only an agent whose hello lists the capability
 // kAllreduceBenchCapability understands it; the controller asks no other
-// (an older agent would ignore the mode and train).
-enum class RunMode { train, allreduce_bench };
+// (an older agent would ignore the mode and train). `block_profile` is
+// `flotilla nodes profile`: rank 0 runs `flotilla-train --profile-blocks`,
+// timing the config's blocks on its node; only for an agent that lists
+// kBlockProfileCapability.
+enum class RunMode { train, allreduce_bench, block_profile };
 std::string_view name_of(RunMode mode);
 inline constexpr const char* kAllreduceBenchCapability = "allreduce-bench";
+inline constexpr const char* kBlockProfileCapability = "block-profile";
 
 // The sweep's limits; 0 leaves each to the engine's default.
 struct BenchOptions {
