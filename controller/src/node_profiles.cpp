@@ -32,7 +32,8 @@ void add_node_profile(Store& store, const std::string& run, const std::string& n
   });
 }
 
-std::vector<NodeProfile> node_profiles(const Store& store, const std::optional<std::string>& node) {
+std::vector<NodeProfile> node_profiles(const Store& store, const std::optional<std::string>& node,
+                                       bool with_records) {
   std::vector<NodeProfile> rows;
   store.read_only([&](QSqlDatabase& db) {
     SqlQuery q(db, store.path());
@@ -52,6 +53,7 @@ std::vector<NodeProfile> node_profiles(const Store& store, const std::optional<s
       rows.push_back(p);
     }
   });
+  if (!with_records) return rows;
   for (auto& p : rows)
     for (const auto& record :
          store.records(p.run_id, RecordFilter{"profile", std::nullopt, std::nullopt}))
@@ -59,20 +61,26 @@ std::vector<NodeProfile> node_profiles(const Store& store, const std::optional<s
   return rows;
 }
 
-int write_node_profiles(const Store& store, const std::string& node,
-                        const std::filesystem::path& dir) {
-  std::filesystem::create_directories(dir);
-  std::set<std::string> written_keys;
-  int written = 0;
+std::vector<std::string> usable_node_profiles(const Store& store, const std::string& node) {
+  std::vector<std::string> usable;
+  std::set<std::string> keys;
   for (const auto& p : node_profiles(store, node)) {  // newest first
     auto j = nlohmann::json::parse(p.record_json, nullptr, false);
     if (p.state != RunState::finished || !j.is_object() || !j.contains("node_key") ||
-        !j["node_key"].is_string() || !written_keys.insert(j["node_key"]).second)
+        !j["node_key"].is_string() || !keys.insert(j["node_key"].get<std::string>()).second)
       continue;
     j["node"] = node;
-    std::ofstream(dir / (p.run_id + ".json")) << j.dump();
-    ++written;
+    usable.push_back(j.dump());
   }
+  return usable;
+}
+
+int write_node_profiles(const std::vector<std::string>& profiles,
+                        const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  int written = 0;
+  for (const auto& profile : profiles)
+    std::ofstream(dir / ("profile-" + std::to_string(++written) + ".json")) << profile;
   return written;
 }
 

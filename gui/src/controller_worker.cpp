@@ -1,6 +1,7 @@
 #include "controller_worker.h"
 
 #include "flotilla/controller/link_bench.h"
+#include "flotilla/controller/node_profiles.h"
 
 #include "flotilla/controller/sweep_store.h"
 
@@ -337,6 +338,22 @@ void ControllerWorker::emitNodes(bool only_changes) {
   }
   if (!only_changes || nodes != nodes_) emit nodesChanged(nodes);
   nodes_ = nodes;
+  // The nodes' profiles, read again only when a profile run was added or ended.
+  QStringList profile_rows;
+  for (const auto& row : controller::node_profiles(*store_, std::nullopt, /*with_records=*/false))
+    profile_rows << QString::fromStdString(row.run_id + " " + std::string(name_of(row.state)));
+  if (!only_changes || profile_rows != node_profile_rows_) {
+    node_profile_rows_ = profile_rows;
+    QHash<QString, QString> profiles;
+    for (const auto& node : store_->node_names()) {
+      const auto usable = controller::usable_node_profiles(*store_, node);
+      if (usable.empty()) continue;
+      std::string array = "[";
+      for (const auto& p : usable) array += (array.size() > 1 ? "," : "") + p;
+      profiles.insert(QString::fromStdString(node), QString::fromStdString(array + "]"));
+    }
+    emit nodeProfilesChanged(profiles);
+  }
   // The benches' points are read again only when a bench was added or ended.
   const auto rows = controller::link_benches(*store_);
   QStringList seen;

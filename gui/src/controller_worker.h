@@ -174,6 +174,9 @@ class ControllerWorker : public QObject,
   // The newest finished link bench of each node set (node_set_key -> the
   // --links JSON of docs/predict.md), for the plan preview's prediction.
   void linkBenchesChanged(const QHash<QString, QString>& benches);
+  // Each node's block profiles a prediction can use (node -> a JSON array of
+  // `profile` record bodies, node_profiles.h), for the plan preview.
+  void nodeProfilesChanged(const QHash<QString, QString>& profiles);
   // The store refused an add, edit or removal: its words.
   void nodeRefused(const QString& message);
   void nodeProbed(const flotilla::gui::NodeProbeResult& result);
@@ -227,7 +230,8 @@ class ControllerWorker : public QObject,
   QVector<RunItem> runs_;
   QVector<NodeItem> nodes_;
   QHash<QString, QString> link_benches_;
-  QStringList link_bench_rows_;  // each bench's run and state, as last read
+  QStringList link_bench_rows_;    // each bench's run and state, as last read
+  QStringList node_profile_rows_;  // each profile run and its state, as last read
 };
 
 }  // namespace flotilla::gui

@@ -169,6 +169,10 @@ void ExperimentDesigner::setLinkBenches(const QHash<QString, QString>& benches) 
   plan_->setLinkBenches(benches);
 }
 
+void ExperimentDesigner::setNodeProfiles(const QHash<QString, QString>& profiles) {
+  plan_->setNodeProfiles(profiles);
+}
+
 void ExperimentDesigner::setNodes(const QVector<NodeItem>& nodes) {
   std::vector<controller::NodeRow> rows;
   QVector<NodeChoice> choices;

@@ -50,6 +50,8 @@ class ExperimentDesigner : public QWidget {
   void setNodes(const QVector<NodeItem>& nodes);
   // The stored link benches by node set, for the plan preview's prediction.
   void setLinkBenches(const QHash<QString, QString>& benches);
+  // The stored block profiles by node, for the plan preview's prediction.
+  void setNodeProfiles(const QHash<QString, QString>& profiles);
 
   // Shows the field a message is about, focused and marked (the YAML tab at
   // the error's line for a syntax error); false when nothing shows it.

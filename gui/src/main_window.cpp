@@ -450,6 +450,8 @@ void MainWindow::connectWorker() {
   connect(worker_, &ControllerWorker::nodesChanged, form_, &ExperimentDesigner::setNodes);
   connect(worker_, &ControllerWorker::linkBenchesChanged, form_,
           &ExperimentDesigner::setLinkBenches);
+  connect(worker_, &ControllerWorker::nodeProfilesChanged, form_,
+          &ExperimentDesigner::setNodeProfiles);
   connect(worker_, &ControllerWorker::nodeProbed, nodes_view_, &NodesView::nodeProbed);
   connect(worker_, &ControllerWorker::nodeProgress, nodes_view_, &NodesView::nodeProgress);
   connect(worker_, &ControllerWorker::nodeRefused, nodes_view_, &NodesView::showRefusal);

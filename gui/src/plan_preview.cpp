@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "flotilla/controller/link_bench.h"
+#include "flotilla/controller/node_profiles.h"
 #include "flotilla/controller/paths.h"
 #include "flotilla/protocol/numbers.h"
 
@@ -174,6 +175,9 @@ PlanNumbers parse_plan(const QByteArray& printed) {
       prediction.links = QString::fromStdString(pr["links"].get<std::string>());
     if (const auto& blocks = pr.value("block_costs", json::object()); blocks.is_object()) {
       prediction.from_profile = blocks.value("source", "") == "profile";
+      if (blocks.value("source", "") == "node_profile" && blocks.contains("node") &&
+          blocks["node"].is_string())
+        prediction.profile_node = QString::fromStdString(blocks["node"].get<std::string>());
       prediction.profile_measured_ms = blocks.value("measured_ms", int64_t{0});
     }
     for (const auto& note : pr.value("notes", json::array()))
@@ -202,7 +206,7 @@ PlanPreview::PlanPreview(QWidget* parent)
       "Without a balance the engine's rank 0 times every block and cuts the model where the "
       "slowest stage is fastest; checked, the preview does the same. Unchecked it shows an "
       "estimate from parameter counts, marked as such.");
-  predict_ = new QCheckBox("Predict the step (times every block and the optimizer here)");
+  predict_ = new QCheckBox("Predict the step (times the blocks here, or takes a node's profile)");
   predict_->setObjectName("planPredict");
   predict_->setToolTip(
       "Times each block's forward and backward, the optimizer and the codec on this machine, "
@@ -258,6 +262,22 @@ void PlanPreview::setLinkBenches(const QHash<QString, QString>& benches) {
     debounce_.start(0);
 }
 
+// The first of the run's nodes that has stored profiles; empty: none has.
+QString PlanPreview::profiledNode() const {
+  if (!pending_) return {};
+  for (const auto& node : pending_->nodes)
+    if (node_profiles_.contains(QString::fromStdString(node))) return QString::fromStdString(node);
+  return {};
+}
+
+void PlanPreview::setNodeProfiles(const QHash<QString, QString>& profiles) {
+  if (profiles == node_profiles_) return;
+  const QString before = node_profiles_.value(profiles_used_);
+  node_profiles_ = profiles;
+  if (pending_ && predict_->isChecked() && profiles.value(profiledNode()) != before)
+    debounce_.start(0);
+}
+
 void PlanPreview::request(const std::optional<ExperimentConfig>& config) {
   pending_ = config;
   if (!config) {
@@ -299,6 +319,7 @@ void PlanPreview::start() {
   QStringList args{"--plan", "--config", file};
   if (measure_->isChecked()) args << "--measure";
   links_used_.clear();
+  profiles_used_.clear();
   if (predict_->isChecked()) {
     args << "--predict";
     const QString key = links_key(*pending_);
@@ -307,6 +328,17 @@ void PlanPreview::start() {
       std::ofstream(links.toStdString()) << link_benches_.value(key).toStdString();
       args << "--links" << links;
       links_used_ = key;
+    }
+    profiles_used_ = profiledNode();
+    if (!profiles_used_.isEmpty()) {
+      const QString folder = dir_.filePath(QString("node-profiles-%1").arg(serial));
+      const auto profiles =
+          json::parse(node_profiles_.value(profiles_used_).toStdString(), nullptr, false);
+      std::vector<std::string> files;
+      if (profiles.is_array())
+        for (const auto& p : profiles) files.push_back(p.dump());
+      controller::write_node_profiles(files, folder.toStdString());
+      args << "--node-profiles" << folder << "--profile-node" << profiles_used_;
     }
   }
   process_ = std::make_unique<QProcess>();
@@ -405,10 +437,21 @@ QString PlanPreview::prediction_html() const {
       html += ": stages " + stages.join(", ");
     }
   }
-  html += (pr.from_profile
-               ? "<br>blocks from this machine's profile (" + age_text(pr.profile_measured_ms) + ")"
-               : QString("<br>blocks timed on this machine")) +
-          " on " + QString::number(pr.micro_batch) + " samples";
+  if (!pr.profile_node.isEmpty())
+    html += "<br>blocks from node " + pr.profile_node.toHtmlEscaped() + "'s profile (" +
+            age_text(pr.profile_measured_ms) + ")";
+  else if (pr.from_profile)
+    html += "<br>blocks from this machine's profile (" + age_text(pr.profile_measured_ms) + ")";
+  else
+    html += "<br>blocks timed on this machine";
+  html += " on " + QString::number(pr.micro_batch) + " samples";
+  const bool remote = pending_ && !(pending_->nodes.size() == 1 && pending_->nodes[0] == "local");
+  if (pr.profile_node.isEmpty() && profiles_used_.isEmpty() && remote)
+    html += "<br><span style='color:#c62828'>No block profile of " +
+            links_key(*pending_).toHtmlEscaped() +
+            ": the blocks were timed on this machine. <code>flotilla nodes profile " +
+            QString::fromStdString(pending_->nodes.front()).toHtmlEscaped() +
+            " RUN.yaml</code> times them there.</span>";
   if (!pr.links.isEmpty()) {
     const QString age = bench_age(link_benches_.value(links_used_));
     html += "<br>links: " + pr.links.toHtmlEscaped() + (age.isEmpty() ? "" : "; " + age);

@@ -86,6 +86,7 @@ struct PlanNumbers {
     QString links;              // what the link model came from; empty: none
     bool from_profile = false;  // block times from this machine's kept profile
     qint64 profile_measured_ms = 0;
+    QString profile_node;  // or from this node's (`flotilla nodes profile`)
     QStringList notes;
     QVector<double> stage_ms;  // each stage's forward + backward of a micro-batch
     // The fullest rank's peak memory, each stage's, and whether it is the
@@ -113,6 +114,11 @@ class PlanPreview : public QWidget {
   // The newest link bench of each node set (node_set_key -> the --links
   // JSON), from the store, read by the controller worker.
   void setLinkBenches(const QHash<QString, QString>& benches);
+  // Each node's block profiles (node -> a JSON array of `profile` record
+  // bodies, `flotilla nodes profile`), read by the controller worker: the
+  // prediction takes the blocks' times from the first of the run's nodes
+  // that has any.
+  void setNodeProfiles(const QHash<QString, QString>& profiles);
   // Predict the step (flotilla-train --predict), as the checkbox does.
   void setPredicting(bool on);
   // The config to plan; nothing: the config is invalid (shown as such).
@@ -142,6 +148,7 @@ class PlanPreview : public QWidget {
   QTemporaryDir dir_;
   std::optional<ExperimentConfig> pending_;
   bool pending_measure_ = false;
+  QString profiledNode() const;
   QElapsedTimer clock_;
   State state_ = State::idle;
   PlanNumbers numbers_;
@@ -150,6 +157,8 @@ class PlanPreview : public QWidget {
   QCheckBox* predict_;
   QHash<QString, QString> link_benches_;
   QString links_used_;  // the node set whose bench the shown prediction used; empty: none
+  QHash<QString, QString> node_profiles_;
+  QString profiles_used_;  // the node whose profiles the shown prediction was given; empty: none
   QTextBrowser* view_;
 };
 

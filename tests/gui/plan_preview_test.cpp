@@ -297,5 +297,64 @@ TEST(PlanPreview, PredictsTheStepOnTheNodesLinkBenchAndSaysWhenThereIsNone) {
   qunsetenv("FLOTILLA_PROFILE_DIR");
 }
 
+// The blocks' times from a profile a node sent (`flotilla nodes profile`),
+// said as such, and in red when the run's nodes have none.
+TEST(PlanPreview, TakesTheBlocksFromANodesProfileAndSaysWhenThereIsNone) {
+  const char* yaml =
+      "name: plan-profiled\nmodel: small_cnn\ndataset: synthetic\n"
+      "synthetic: {shape: [1, 28, 28], classes: 10, train_samples: 64, test_samples: 32}\n"
+      "strategy: ddp\nnodes: [gpu-a, gpu-b]\nbatch_size: 16\nthreads: 1\n";
+  testing::TempDir dir;
+  qputenv("FLOTILLA_PROFILE_DIR", QByteArray::fromStdString((dir.path() / "kept").string()));
+  // The record the node's engine sends, made here by the same engine.
+  const auto config = dir.path() / "run.yaml";
+  std::ofstream(config) << yaml;
+  const auto records = dir.path() / "records.jsonl";
+  QProcess train;
+  train.start(FLOTILLA_TRAIN_BINARY,
+              {"--profile-blocks", "--config", QString::fromStdString(config.string()), "--records",
+               QString::fromStdString(records.string())});
+  ASSERT_TRUE(train.waitForFinished(120000));
+  ASSERT_EQ(train.exitCode(), 0) << train.readAllStandardError().toStdString();
+  json record;
+  std::ifstream lines(records);
+  for (std::string line; std::getline(lines, line);)
+    if (const auto j = json::parse(line); j.value("type", "") == "profile") record = j;
+  ASSERT_TRUE(record.is_object());
+  record["node"] = "gpu-a";
+  // The node's, slower than here.
+  auto& first = record["profile"]["blocks"][0];
+  first["full_ms"] = first["full_ms"].get<double>() + 40.0;
+  first["forward_ms"] = first["forward_ms"].get<double>() + 20.0;
+
+  ExperimentDesigner designer;
+  PlanPreview* preview = designer.planPreview();
+  preview->setPredicting(true);
+  ASSERT_TRUE(previewed(designer, yaml));
+  EXPECT_TRUE(preview->shownText().contains("No block profile of gpu-a,gpu-b"))
+      << preview->shownText().toStdString();
+  EXPECT_TRUE(preview->shownText().contains("flotilla nodes profile gpu-a RUN.yaml"))
+      << preview->shownText().toStdString();
+
+  preview->setNodeProfiles({{"gpu-a", QString::fromStdString("[" + record.dump() + "]")}});
+  wait_until(
+      [&] {
+        return preview->state() == PlanPreview::State::shown && preview->numbers().prediction &&
+               !preview->numbers().prediction->profile_node.isEmpty();
+      },
+      120s);
+  ASSERT_TRUE(preview->numbers().prediction);
+  const QString text = preview->shownText();
+  EXPECT_EQ(preview->numbers().prediction->profile_node, "gpu-a");
+  EXPECT_TRUE(text.contains("blocks from node gpu-a's profile (measured just now) on 16 samples"))
+      << text.toStdString();
+  EXPECT_FALSE(text.contains("No block profile")) << text.toStdString();
+  EXPECT_GE(preview->numbers().prediction->stage_ms.at(0), 40.0);
+  designer.resize(1200, 800);
+  designer.show();
+  save_screenshot(designer, "designer-plan-node-profile");
+  qunsetenv("FLOTILLA_PROFILE_DIR");
+}
+
 }  // namespace
 }  // namespace flotilla::gui

@@ -96,7 +96,7 @@ void add_node_profiles(const Store& store, const ExperimentConfig& config, const
                        QStringList& args) {
   const auto profiles_dir = dir.filePath("node-profiles").toStdString();
   for (const auto& node : config.nodes)
-    if (write_node_profiles(store, node, profiles_dir) > 0) {
+    if (write_node_profiles(usable_node_profiles(store, node), profiles_dir) > 0) {
       args << "--node-profiles" << QString::fromStdString(profiles_dir) << "--profile-node"
            << QString::fromStdString(node);
       return;

@@ -28,15 +28,18 @@ struct NodeProfile {
 
 void add_node_profile(Store& store, const std::string& run, const std::string& node,
                       int64_t created_ms);
-// Every profile run, or those of `node`, newest first, with its record.
+// Every profile run, or those of `node`, newest first, with its record
+// (without: record_json left empty, one query in all).
 std::vector<NodeProfile> node_profiles(const Store& store,
-                                       const std::optional<std::string>& node = {});
+                                       const std::optional<std::string>& node = {},
+                                       bool with_records = true);
 
-// The node's stored profiles as flotilla-train --node-profiles reads them:
-// one JSON file each in `dir`, the record's body with `node` added, only the
-// newest of each config. Returns how many were written.
-int write_node_profiles(const Store& store, const std::string& node,
-                        const std::filesystem::path& dir);
+// The node's profiles a prediction can use: each finished run's record body
+// with `node` added, only the newest of each config.
+std::vector<std::string> usable_node_profiles(const Store& store, const std::string& node);
+// Those as flotilla-train --node-profiles reads them, one JSON file each in
+// `dir`. Returns how many were written.
+int write_node_profiles(const std::vector<std::string>& profiles, const std::filesystem::path& dir);
 
 // One line about a stored profile: when, the model and micro-batch, the
 // threads, and its step's compute (forward, backward and optimizer).
