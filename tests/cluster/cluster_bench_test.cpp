@@ -117,5 +117,29 @@ TEST(ClusterBench, NodesBenchStoresTheSweepItPrintsAndCompareMeasuresADdpRunAgai
   EXPECT_DOUBLE_EQ(values["link_util_pct"].get<double>(), 100.0 * busbw / link);
 }
 
+// A run's blocks timed on a host over SSH (`flotilla nodes profile`): the
+// host's own engine sends the profile, and a prediction of a run on the
+// hosts takes its blocks' times from it.
+TEST(ClusterProfile, NodesProfileTimesTheBlocksOnTheHostAndPredictionsOfRunsThereUseThem) {
+  SKIP_WITHOUT_CLUSTER();
+  TestCluster cluster(2);
+  ClusterControl control(cluster);
+  const auto file = control.write("pipe.yaml",
+                                  "name: profiled\nmodel: small_cnn\ndataset: fashion_mnist\n"
+                                  "strategy: pipeline\nchunks: 4\nnodes: [flh1, flh2]\n"
+                                  "batch_size: 64\nmax_steps: 4\nthreads: 1\n");
+  const auto [status, printed] =
+      control.flotilla({"--trust-new-host-key", "nodes", "profile", "flh1", file.string()});
+  ASSERT_EQ(status, 0) << printed;
+  // Timed by a rank on flh1 (the host name its namespace answers).
+  EXPECT_NE(printed.find("micro-batch 16, 1 thread(s) of"), std::string::npos) << printed;
+  EXPECT_NE(printed.find(" on flh1: 4 blocks"), std::string::npos) << printed;
+
+  const auto [planned, plan] = control.flotilla({"plan", file.string(), "--predict"});
+  ASSERT_EQ(planned, 0) << plan;
+  EXPECT_NE(plan.find("blocks from node flh1's profile of"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("no block profile"), std::string::npos) << plan;
+}
+
 }  // namespace
 }  // namespace flotilla::testing
