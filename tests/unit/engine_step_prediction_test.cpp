@@ -53,6 +53,16 @@ TEST(PipelinePrediction, ALinksTimeLiesOnTheCriticalPathBothWays) {
   EXPECT_DOUBLE_EQ(predict_pipeline(in).step_ms, 9.25);
 }
 
+// Stage 1 is still computing micro-batch 0 when micro-batch 1's activations
+// are sent; they cross once it is free and posts the receive: F1 on stage 1
+// at 2.5 + 0.5 = 3, not at 2.5. Then B0 4-6, B1 6-8 there; stage 0's B0
+// 6.5-8.5, and its B1 waits for its own receive again: 9-11.
+TEST(PipelinePrediction, ATransferStartsOnceTheReceiverIsFreeToPostItsReceive) {
+  auto in = equal_stages(Schedule::gpipe, 2, 2);
+  in.link = {0.5, std::numeric_limits<double>::infinity()};
+  EXPECT_DOUBLE_EQ(predict_pipeline(in).step_ms, 11.0);
+}
+
 TEST(PipelinePrediction, ASlowStageSetsThePace) {
   auto in = equal_stages(Schedule::gpipe, 2, 4);
   in.stages[1] = {2.0, 4.0, 0.0, 0.0};

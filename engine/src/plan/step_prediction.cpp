@@ -75,18 +75,25 @@ StepPrediction predict_pipeline(const PipelineInputs& in) {
   std::vector<double> remaining(S, 0.0);  // of the running operation, in time alone
 
   // When stage s's next operation can start (its input has arrived), or
-  // kNotYet while the stage it waits on has not produced it.
+  // kNotYet while the stage it waits on has not produced it. A stage posts
+  // its receive when it is free for the operation that needs it, and a
+  // Gloo send moves no data before its receive is posted: a transfer starts
+  // once the sender has sent and the receiver is free, and the receiver's
+  // earlier work does not hide it.
   const auto ready_at = [&](size_t s) {
     const auto& op = ops[s][next[s]];
     const auto mb = static_cast<size_t>(op.micro_batch);
     if (op.kind == PipelineOp::Kind::forward) {
       if (s == 0) return 0.0;
       const double before = forward_done[s - 1][mb];
-      return before == kNotYet ? kNotYet : before + crossing(static_cast<int64_t>(s) - 1);
+      return before == kNotYet ? kNotYet
+                               : std::max(before, free_at[s]) +
+                                     crossing(static_cast<int64_t>(s) - 1);
     }
     if (s + 1 == S) return 0.0;
     const double after = backward_done[s + 1][mb];
-    return after == kNotYet ? kNotYet : after + crossing(static_cast<int64_t>(s));
+    return after == kNotYet ? kNotYet
+                            : std::max(after, free_at[s]) + crossing(static_cast<int64_t>(s));
   };
   // Events in time order: an operation starts once its input is there and
   // its stage is free; running ones advance at their machine's shared rate;

@@ -75,8 +75,9 @@ struct StepPrediction {
 // engine's GPipe and 1F1B), each as soon as its input has arrived: a
 // forward after the stage before finished it and the activations crossed
 // the link, a backward after the stage after finished it and the gradients
-// crossed back. Sends overlap compute; concurrent transfers do not slow
-// each other. Stages on one machine's cores progress at the rate its
+// crossed back. A transfer starts once its receiver is free to post the
+// receive (Gloo's sends wait for it) and overlaps the sender's compute;
+// concurrent transfers do not slow each other. Stages on one machine's cores progress at the rate its
 // core_sharing gives for the ranks computing there at that moment
 // (processor sharing, replayed event by event). Then each stage all-reduces
 // its gradients (Pipe+DDP) and steps its optimizer; the step ends when the
