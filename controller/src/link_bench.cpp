@@ -24,9 +24,9 @@ std::string ss(const QVariant& v) {
 }
 
 // A bench record's point, or nothing for another operation or a malformed one.
-std::optional<LinkBenchPoint> point_of(const std::string& body) {
+std::optional<LinkBenchPoint> point_of(const std::string& body, const std::string& op) {
   const auto j = nlohmann::json::parse(body, nullptr, false);
-  if (!j.is_object() || j.value("op", std::string()) != "allreduce") return std::nullopt;
+  if (!j.is_object() || j.value("op", std::string()) != op) return std::nullopt;
   auto number = [&](const char* name) -> std::optional<double> {
     const auto it = j.find(name);
     if (it == j.end() || !it->is_number()) return std::nullopt;
@@ -90,10 +90,11 @@ std::vector<LinkBenchRow> link_benches(const Store& store,
   return rows;
 }
 
-std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::string& run) {
+std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::string& run,
+                                              const std::string& op) {
   std::map<int64_t, std::pair<int64_t, LinkBenchPoint>> by_size;  // bytes -> (rank, point)
   for (const auto& record : store.records(run, RecordFilter{"bench", std::nullopt, std::nullopt})) {
-    const auto point = point_of(record.body);
+    const auto point = point_of(record.body, op);
     if (!point) continue;
     const auto it = by_size.find(point->bytes);
     if (it == by_size.end() || record.rank < it->second.first)
@@ -126,7 +127,8 @@ std::optional<LinkBench> latest_link_bench(const Store& store,
     if (row.state != RunState::finished) continue;
     auto points = link_bench_points(store, row.run_id);
     if (points.empty()) continue;
-    LinkBench bench{row, std::move(points), link_bench_machines(store, row.run_id)};
+    LinkBench bench{row, std::move(points), link_bench_points(store, row.run_id, "sendrecv"),
+                    link_bench_machines(store, row.run_id)};
     if (!ranks || bench.points.front().ranks == *ranks) return bench;
     if (!fallback) fallback = std::move(bench);
   }
@@ -138,6 +140,8 @@ std::string link_measurements_json(const LinkBench& bench) {
   nlohmann::json points = nlohmann::json::array();
   for (const auto& p : bench.points)
     points.push_back({{"bytes", p.bytes}, {"time_us", p.time_us}, {"busbw_gbps", p.busbw_gbps}});
+  nlohmann::json p2p = nlohmann::json::array();
+  for (const auto& p : bench.p2p) p2p.push_back({{"bytes", p.bytes}, {"time_us", p.time_us}});
   nlohmann::json nodes = nlohmann::json::object();
   for (const auto& [node, m] : bench.nodes)
     nodes[node] = {{"machine", m.machine}, {"cores", m.cores}};
@@ -151,6 +155,7 @@ std::string link_measurements_json(const LinkBench& bench) {
                         {"measured_ms", bench.row.created_ms},
                         {"ranks", ranks},
                         {"allreduce", points},
+                        {"p2p", p2p},
                         {"nodes", nodes}}
       .dump();
 }
@@ -178,6 +183,14 @@ std::string link_bench_table(const LinkBench& bench) {
     out << std::setw(12) << byte_size_text(static_cast<double>(p.bytes)) << std::setw(14)
         << format_fixed(p.time_us, 1) << std::setw(14) << format_fixed(p.algbw_gbps, 3)
         << std::setw(14) << format_fixed(p.busbw_gbps, 3) << "\n";
+  if (!bench.p2p.empty()) {
+    const auto& largest = bench.p2p.back();
+    out << "send/receive one way: " << format_fixed(bench.p2p.front().time_us, 1) << " us at "
+        << byte_size_text(static_cast<double>(bench.p2p.front().bytes)) << ", "
+        << format_fixed(largest.algbw_gbps, 3) << " GB/s at "
+        << byte_size_text(static_cast<double>(largest.bytes)) << " (" << bench.p2p.size()
+        << " sizes)\n";
+  }
   return out.str();
 }
 

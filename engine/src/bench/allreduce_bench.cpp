@@ -62,6 +62,31 @@ double time_allreduce(Communicator& comm, torch::Tensor message, const Allreduce
   return took.count() / static_cast<double>(o.iterations);
 }
 
+// One size between two ranks, as a pipeline's boundary crosses: `from`
+// sends, `to` receives and sends it back; the one-way time is half a round
+// trip (nccl-tests' sendrecv), measured on `from`, in microseconds.
+double time_send_receive(Communicator& comm, torch::Tensor message, int64_t from, int64_t to,
+                         const AllreduceBenchOptions& o) {
+  constexpr int kTag = 71;
+  const bool sender = comm.rank() == from;
+  const int64_t peer = sender ? to : from;
+  const auto round_trip = [&] {
+    auto first =
+        sender ? comm.start_send(message, peer, kTag) : comm.start_recv(message, peer, kTag);
+    comm.finish(first);
+    auto second =
+        sender ? comm.start_recv(message, peer, kTag) : comm.start_send(message, peer, kTag);
+    comm.finish(second);
+  };
+  for (int64_t i = 0; i < o.warmup; ++i) round_trip();
+  synchronize(message.device());
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < o.iterations; ++i) round_trip();
+  synchronize(message.device());
+  const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+  return took.count() / static_cast<double>(2 * o.iterations);
+}
+
 // nccl-tests report the time averaged over the ranks.
 double mean_over_ranks(Communicator& comm, double value, const torch::Device& device) {
   std::vector<torch::Tensor> message{
@@ -123,6 +148,28 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
     if (o.sink) o.sink->write(records::to_line(r));
     if (table) print_row(*table, r);
     ++result.sizes;
+  }
+  // Then point to point between rank 0 and the first rank of the next node
+  // (of its own node with one node): what a pipeline's boundary carries,
+  // which a ring all-reduce's figures say only roughly. The other ranks wait.
+  const int64_t peer = o.env.world_size > c.ranks_per_node ? c.ranks_per_node : 1;
+  if (table) *table << "send/receive between ranks 0 and " << peer << ", one way\n";
+  for (int64_t bytes : sizes) {
+    records::Bench r;
+    r.rank = o.env.rank;
+    r.op = "sendrecv";
+    r.bytes = bytes;
+    r.elements = bytes / kElementBytes;
+    r.iterations = o.iterations;
+    r.ranks = 2;
+    if (o.env.rank == 0 || o.env.rank == peer)
+      r.time_us = time_send_receive(*comm, buffer.narrow(0, 0, r.elements), 0, peer, o);
+    comm->barrier();
+    if (o.env.rank != 0) continue;
+    r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
+    r.busbw_gbps = r.algbw_gbps;
+    if (o.sink) o.sink->write(records::to_line(r));
+    if (table) print_row(*table, r);
   }
   return result;
 }

@@ -329,6 +329,25 @@ void predict_memory(const RunPlan& plan, const ExperimentConfig& config,
 
 predict::LinkModel LinkMeasurements::link_for(double bytes) const {
   predict::LinkModel link;
+  if (!p2p_ms_at_bytes.empty()) {
+    // The measured time at this size stands for the whole crossing.
+    const auto& points = p2p_ms_at_bytes;
+    const auto above = std::lower_bound(
+        points.begin(), points.end(), bytes,
+        [](const std::pair<double, double>& point, double b) { return point.first < b; });
+    if (above == points.begin()) {
+      link.latency_ms = points.front().second;
+    } else if (above == points.end()) {
+      // Beyond the largest size, at its bandwidth.
+      link.latency_ms = points.back().second * bytes / points.back().first;
+    } else {
+      const auto below = std::prev(above);
+      const double t = (std::log(bytes) - std::log(below->first)) /
+                       (std::log(above->first) - std::log(below->first));
+      link.latency_ms = below->second + t * (above->second - below->second);
+    }
+    return link;
+  }
   if (allreduce.busbw_gbps_at_bytes.empty()) return link;
   const double hops = 2.0 * static_cast<double>(std::max<int64_t>(ranks, 2) - 1);
   link.latency_ms = smallest_time_ms / hops;
@@ -368,6 +387,20 @@ LinkMeasurements parse_link_measurements(const std::string& json_text, const std
       smallest_bytes = bytes;
       links.smallest_time_ms = time_us / 1000.0;
     }
+  }
+  if (doc.contains("p2p")) {
+    if (!doc["p2p"].is_array()) fail("p2p: expected a list of {bytes, time_us}");
+    for (size_t i = 0; i < doc["p2p"].size(); ++i) {
+      const auto& point = doc["p2p"][i];
+      const auto field = [&](const char* name) {
+        if (!point.is_object() || !point.contains(name) || !point[name].is_number() ||
+            !(point[name].get<double>() > 0))
+          fail("p2p[" + std::to_string(i) + "]." + name + ": expected a positive number");
+        return point[name].get<double>();
+      };
+      links.p2p_ms_at_bytes.emplace_back(field("bytes"), field("time_us") / 1000.0);
+    }
+    std::sort(links.p2p_ms_at_bytes.begin(), links.p2p_ms_at_bytes.end());
   }
   if (doc.contains("nodes")) {
     if (!doc["nodes"].is_object())
@@ -596,7 +629,11 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       in.boundary_codec_ms.push_back(out.codec_ms);
       largest = std::max(largest, static_cast<double>(boundary.activations.wire_bytes));
     }
-    if (links) in.link = links->link_for(largest);
+    if (links) {
+      in.link = links->link_for(largest);
+      for (const double bytes : in.boundary_bytes)
+        in.boundary_links.push_back(links->link_for(bytes));
+    }
     if (most_at_once > 1) {
       // Each stage on the machine most of its ranks (replicas) run on.
       in.core_sharing = profile->core_sharing;
@@ -612,7 +649,9 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       }
     }
     for (size_t b = 0; b < in.boundary_bytes.size(); ++b)
-      out.boundary_ms.push_back(in.link.time_ms(in.boundary_bytes[b]) + in.boundary_codec_ms[b]);
+      out.boundary_ms.push_back((b < in.boundary_links.size() ? in.boundary_links[b] : in.link)
+                                    .time_ms(in.boundary_bytes[b]) +
+                                in.boundary_codec_ms[b]);
     out.step = predict::predict_pipeline(in);
   }
   predict_memory(plan, config, *profile, out.micro_batch, loaded, device, out);

@@ -25,11 +25,14 @@ struct LinkMeasurements {
   std::string source;  // what they came from, said beside the prediction
   int64_t ranks = 0;   // the bench's ranks
   predict::AllReduceModel allreduce;
-  // A point-to-point transfer, from the same sweep: a ring all-reduce of a
-  // small message takes 2(P-1) hops, one latency each; a large one moves at
+  // A point-to-point transfer of `bytes`: the bench's send/receive time at
+  // that size (interpolated in log size between measured sizes, held beyond
+  // them) when it has one; else from the all-reduce sweep, whose small
+  // message takes 2(P-1) hops, one latency each, and a large one moves at
   // the links' bandwidth, busbw.
   predict::LinkModel link_for(double bytes) const;
   double smallest_time_ms = 0;
+  std::vector<std::pair<double, double>> p2p_ms_at_bytes;  // by size
   // The machine each node's ranks ran on (its boot id) and their cores, as
   // the bench's ranks said: nodes of one machine share its cores.
   struct NodeMachine {

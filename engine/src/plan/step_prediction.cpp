@@ -60,7 +60,9 @@ StepPrediction predict_pipeline(const PipelineInputs& in) {
     const double codec = boundary < static_cast<int64_t>(in.boundary_codec_ms.size())
                              ? in.boundary_codec_ms[static_cast<size_t>(boundary)]
                              : 0.0;
-    return in.link.time_ms(in.boundary_bytes[static_cast<size_t>(boundary)]) + codec;
+    const auto b = static_cast<size_t>(boundary);
+    const auto& link = b < in.boundary_links.size() ? in.boundary_links[b] : in.link;
+    return link.time_ms(in.boundary_bytes[b]) + codec;
   };
   const auto S = static_cast<size_t>(stages);
   constexpr double kNotYet = -1;
@@ -86,9 +88,9 @@ StepPrediction predict_pipeline(const PipelineInputs& in) {
     if (op.kind == PipelineOp::Kind::forward) {
       if (s == 0) return 0.0;
       const double before = forward_done[s - 1][mb];
-      return before == kNotYet ? kNotYet
-                               : std::max(before, free_at[s]) +
-                                     crossing(static_cast<int64_t>(s) - 1);
+      return before == kNotYet
+                 ? kNotYet
+                 : std::max(before, free_at[s]) + crossing(static_cast<int64_t>(s) - 1);
     }
     if (s + 1 == S) return 0.0;
     const double after = backward_done[s + 1][mb];

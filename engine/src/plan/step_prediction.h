@@ -48,7 +48,8 @@ struct PipelineInputs {
   std::vector<double> boundary_bytes;
   std::vector<double> boundary_codec_ms;
   LinkModel link;
-  AllReduceModel allreduce;  // among replicas of a stage
+  std::vector<LinkModel> boundary_links;  // per boundary, when they differ; empty: `link`
+  AllReduceModel allreduce;               // among replicas of a stage
   int64_t replicas = 1;
   // Ranks sharing one machine's CPU cores: stage s's ranks run on machine
   // stage_machine[s], stage_ranks[s] of them, and while n ranks of a machine
@@ -77,11 +78,10 @@ struct StepPrediction {
 // the link, a backward after the stage after finished it and the gradients
 // crossed back. A transfer starts once its receiver is free to post the
 // receive (Gloo's sends wait for it) and overlaps the sender's compute;
-// concurrent transfers do not slow each other. Stages on one machine's cores progress at the rate its
-// core_sharing gives for the ranks computing there at that moment
-// (processor sharing, replayed event by event). Then each stage all-reduces
-// its gradients (Pipe+DDP) and steps its optimizer; the step ends when the
-// last stage has.
+// concurrent transfers do not slow each other. Stages on one machine's cores progress at the rate
+// its core_sharing gives for the ranks computing there at that moment (processor sharing, replayed
+// event by event). Then each stage all-reduces its gradients (Pipe+DDP) and steps its optimizer;
+// the step ends when the last stage has.
 StepPrediction predict_pipeline(const PipelineInputs& inputs);
 
 // Data parallelism (DDP): the forward, then the backward block by block in

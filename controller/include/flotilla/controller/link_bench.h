@@ -45,6 +45,7 @@ struct NodeMachine {
 struct LinkBench {
   LinkBenchRow row;
   std::vector<LinkBenchPoint> points;        // by size
+  std::vector<LinkBenchPoint> p2p;           // send/receive between two ranks, by size; may be none
   std::map<std::string, NodeMachine> nodes;  // by node; empty for sweeps before machine ids
 };
 
@@ -55,8 +56,11 @@ void add_link_bench(Store& store, const LinkBenchRow& row);
 // Every sweep, or those over `node_set`, newest first.
 std::vector<LinkBenchRow> link_benches(const Store& store,
                                        const std::optional<std::string>& node_set = {});
-// The sweep's sizes, read from the run's `bench` records (all-reduce only).
-std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::string& run);
+// The sweep's sizes, read from the run's `bench` records of `op`: the
+// all-reduce's, or "sendrecv" (one way between two ranks; sweeps before it
+// have none).
+std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::string& run,
+                                              const std::string& op = "allreduce");
 // Each node's machine, from the run's `start` records (nodes whose ranks
 // said none are left out).
 std::map<std::string, NodeMachine> link_bench_machines(const Store& store, const std::string& run);
