@@ -494,6 +494,10 @@ TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
   db.add(
       "sweep", 0, "bench",
       R"({"type":"bench","op":"allreduce","bytes":4096,"time_us":5,"algbw_gbps":1.5,"busbw_gbps":3.0,"ranks":2})");
+  // The send/receive sweep beside it is the bench's too, not an all-reduce size.
+  db.add(
+      "sweep", 0, "bench",
+      R"({"type":"bench","op":"sendrecv","bytes":1024,"time_us":30,"algbw_gbps":0.03,"busbw_gbps":0.03,"ranks":2})");
   // Both ranks ran on one machine (one boot id), which the prediction is told.
   db.add("sweep", 0, "start",
          R"({"type":"start","rank":0,"world_size":2,"machine":"boot-1","cores":2})");
@@ -528,6 +532,10 @@ TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
   EXPECT_EQ(links["allreduce"][0].at("bytes").get<int64_t>(), 1024);
   EXPECT_DOUBLE_EQ(links["allreduce"][0].at("time_us").get<double>(), 5.0);
   EXPECT_DOUBLE_EQ(links["allreduce"][1].at("busbw_gbps").get<double>(), 3.0);
+  ASSERT_EQ(stored->p2p.size(), 1u);
+  ASSERT_EQ(links.at("p2p").size(), 1u);
+  EXPECT_EQ(links["p2p"][0].at("bytes").get<int64_t>(), 1024);
+  EXPECT_DOUBLE_EQ(links["p2p"][0].at("time_us").get<double>(), 30.0);
   ASSERT_EQ(stored->nodes.count("local"), 1u);
   EXPECT_EQ(stored->nodes.at("local").machine, "boot-1");
   EXPECT_EQ(links.at("nodes").at("local").at("machine").get<std::string>(), "boot-1");

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan/plan_prediction.h"
 #include "plan/process_sharing.h"
 #include "plan/run_plan.h"
 #include "plan/tensor_memory.h"
@@ -218,6 +219,30 @@ TEST(RunPlanPrediction, ALinksFileThatIsNotABenchIsRefusedNamingTheField) {
   const auto refused = refusal("strategy: ddp\nnodes: [a, b]\n", options);
   EXPECT_NE(refused.find("links.json: allreduce[0].busbw_gbps"), std::string::npos)
       << "a busbw of 0: " << refused;
+  options.links_json =
+      R"({"ranks": 2, "allreduce": [{"bytes": 1024, "time_us": 40, "busbw_gbps": 1}],
+          "p2p": [{"bytes": 1024}]})";
+  const auto no_time = refusal("strategy: ddp\nnodes: [a, b]\n", options);
+  EXPECT_NE(no_time.find("links.json: p2p[0].time_us"), std::string::npos) << no_time;
+}
+
+// A crossing of a pipeline's boundary takes what the bench's send/receive
+// sweep measured at its size, in log size between two measured sizes and
+// at the largest's bandwidth beyond; without that sweep, the all-reduce's.
+TEST(RunPlanPrediction, ACrossingTakesTheSendReceiveTimeAtItsSize) {
+  const auto links = parse_link_measurements(
+      R"({"ranks": 2, "allreduce": [{"bytes": 1000, "time_us": 4000, "busbw_gbps": 0.001}],
+          "p2p": [{"bytes": 1000, "time_us": 100}, {"bytes": 100000, "time_us": 300}]})",
+      "links.json");
+  EXPECT_DOUBLE_EQ(links.link_for(1000).time_ms(1000), 0.1);
+  EXPECT_DOUBLE_EQ(links.link_for(500).time_ms(500), 0.1);        // held below the smallest
+  EXPECT_NEAR(links.link_for(10000).time_ms(10000), 0.2, 1e-12);  // halfway in log size
+  EXPECT_DOUBLE_EQ(links.link_for(200000).time_ms(200000), 0.6);
+  const auto without = parse_link_measurements(
+      R"({"ranks": 2, "allreduce": [{"bytes": 1000, "time_us": 4000, "busbw_gbps": 0.001}]})",
+      "links.json");
+  // 2 hops of a 4 ms all-reduce, then 1000 bytes at 1 MB/s.
+  EXPECT_DOUBLE_EQ(without.link_for(1000).time_ms(1000), 2.0 + 1.0);
 }
 
 // This machine's profile of the blocks is kept and reused: the same blocks
