@@ -1,7 +1,6 @@
 #include "cli_profile.h"
 
 #include <iostream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "cli_console.h"
@@ -11,22 +10,6 @@
 
 namespace flotilla::controller {
 namespace {
-
-class ProfileObserver final : public ControllerObserver {
- public:
-  void state_changed(const std::string& run, RunState state, const std::string& reason) override {
-    std::lock_guard lock(mutex_);
-    std::cout << run << "  " << name_of(state) << (reason.empty() ? "" : ": " + reason)
-              << std::endl;
-  }
-  void problem(const std::string& message) override {
-    std::lock_guard lock(mutex_);
-    std::cerr << "flotilla: " << message << std::endl;
-  }
-
- private:
-  std::mutex mutex_;
-};
 
 int show(const Store& store, const std::string& node) {
   const auto profiles = node_profiles(store, node);
@@ -45,8 +28,11 @@ std::optional<int64_t> micro_batch_of(const Store& store, const ExperimentConfig
   if (plan.status != kExitDone) return std::nullopt;
   const auto doc = nlohmann::json::parse(plan.json, nullptr, false);
   if (doc.is_discarded() || !doc.contains("micro_batch_sizes") ||
-      !doc["micro_batch_sizes"].is_array() || doc["micro_batch_sizes"].empty())
+      !doc["micro_batch_sizes"].is_array() || doc["micro_batch_sizes"].empty() ||
+      !doc["micro_batch_sizes"][0].is_number_integer()) {
+    std::cerr << "flotilla: flotilla-train --plan gave no micro-batch size\n";
     return std::nullopt;
+  }
   return doc["micro_batch_sizes"][0].get<int64_t>();
 }
 
@@ -82,8 +68,15 @@ bool profile_command_given(const ProfileCommand& c) {
 }
 
 int run_profile_command(Store& store, const ProfileCommand& c, const ControllerOptions& options) {
-  if (!store.node(c.node)) {
+  const auto node = store.node(c.node);
+  if (!node) {
     std::cerr << "flotilla: no node \"" << c.node << "\" (`flotilla nodes list` shows them)\n";
+    return kExitBadInput;
+  }
+  if (node->kind == NodeKind::slurm) {
+    std::cerr << "flotilla: node " << c.node
+              << " is a SLURM cluster's login node, whose own cores are not the jobs': a block "
+                 "profile of it would time the wrong machine\n";
     return kExitBadInput;
   }
   if (c.show) return show(store, c.node);
@@ -101,9 +94,8 @@ int run_profile_command(Store& store, const ProfileCommand& c, const ControllerO
   const auto micro_batch = micro_batch_of(store, config);
   if (!micro_batch) return kExitBadInput;  // the engine said why
 
-  ProfileObserver observer;
-  Controller controller(store, options);
-  controller.set_observer(&observer);
+  ConsoleController console(store, options);
+  auto& controller = console.controller;
   std::string run;
   try {
     run = controller.start_block_profile(profile_config(config, c.node, *micro_batch));
