@@ -93,6 +93,12 @@ TEST(FlotillaNodesProfile, TimesARunsBlocksOnTheNodeAndPredictionsThereUseThem) 
   const auto [unknown_status, unknown] = f.run({"nodes", "profile", "mars", file.string()});
   EXPECT_EQ(unknown_status, 2);
   EXPECT_NE(unknown.find("no node \"mars\""), std::string::npos) << unknown;
+  const auto [added, add_output] =
+      f.run({"nodes", "add", "hpc", "--slurm", "--host", "login.example"});
+  ASSERT_EQ(added, 0) << add_output;
+  const auto [login_status, login] = f.run({"nodes", "profile", "hpc", file.string()});
+  EXPECT_EQ(login_status, 2);
+  EXPECT_NE(login.find("node hpc is a SLURM cluster's login node"), std::string::npos) << login;
   unsetenv("FLOTILLA_PROFILE_DIR");
 }
 
