@@ -16,13 +16,6 @@
 namespace flotilla::controller {
 namespace {
 
-QString qs(const std::string& s) {
-  return QString::fromStdString(s);
-}
-std::string ss(const QVariant& v) {
-  return v.toString().toStdString();
-}
-
 // A bench record's point, or nothing for another operation or a malformed one.
 std::optional<LinkBenchPoint> point_of(const std::string& body, const std::string& op) {
   const auto j = nlohmann::json::parse(body, nullptr, false);

@@ -11,18 +11,6 @@
 #include "sql_query.h"
 
 namespace flotilla::controller {
-namespace {
-
-QString qs(const std::string& s) {
-  return QString::fromStdString(s);
-}
-
-std::string ss(const QVariant& v) {
-  return v.toString().toStdString();
-}
-
-}  // namespace
-
 void add_node_profile(Store& store, const std::string& run, const std::string& node,
                       int64_t created_ms) {
   store.write_transaction([&](QSqlDatabase& db) {

@@ -12,6 +12,7 @@
 #include <QVariant>
 
 #include <chrono>
+#include <string>
 
 #include "flotilla/controller/store.h"
 
@@ -24,6 +25,14 @@ class DatabaseRefused : public StoreError {
  public:
   using StoreError::StoreError;
 };
+
+// Between the store's std::string and Qt's SQL types.
+inline QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+inline std::string ss(const QVariant& v) {
+  return v.toString().toStdString();
+}
 
 // Whether SQLite's result `code` (primary or extended) says the database
 // refuses writes as a whole.

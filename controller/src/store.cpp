@@ -81,13 +81,6 @@ std::optional<int64_t> optional_of(const QVariant& v) {
   return v.toLongLong();
 }
 
-QString qs(const std::string& s) {
-  return QString::fromStdString(s);
-}
-std::string ss(const QVariant& v) {
-  return v.toString().toStdString();
-}
-
 using Sql = SqlQuery;
 
 const char* kRunColumns =

@@ -7,12 +7,6 @@
 namespace flotilla::controller {
 namespace {
 
-QString qs(const std::string& s) {
-  return QString::fromStdString(s);
-}
-std::string ss(const QVariant& v) {
-  return v.toString().toStdString();
-}
 QVariant number(int64_t v) {
   return QVariant::fromValue<qlonglong>(v);
 }
