@@ -299,6 +299,12 @@ TEST(RunPlanPrediction, ANodesProfileServesItsBlocksMicroBatchAndThreadsOnThatNo
   // As the controller hands it over, from a node of one core whose blocks
   // are slower than this machine's.
   auto record = nlohmann::json::parse(body);
+  // The fields docs/records.md lists for a `profile` record (type and rank
+  // are added by flotilla-train --profile-blocks).
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : record.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"cores", "host", "measured_ms", "micro_batch",
+                                            "node_key", "profile", "threads", "torch"}));
   EXPECT_EQ(record.at("micro_batch"), 16);
   EXPECT_EQ(record.at("threads"), 1);
   record["node"] = "n1";
