@@ -623,16 +623,12 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       out.stages.push_back({cost.forward_ms, cost.backward_ms, cost.optimizer_ms,
                             allreduce.time_ms(cost.allreduce_bytes, in.replicas)});
     }
-    double largest = 0;
+    // Each boundary's crossing at its own size (without links: free).
     for (const auto& boundary : plan.boundaries) {
-      in.boundary_bytes.push_back(static_cast<double>(boundary.activations.wire_bytes));
+      const auto bytes = static_cast<double>(boundary.activations.wire_bytes);
+      in.boundary_bytes.push_back(bytes);
       in.boundary_codec_ms.push_back(out.codec_ms);
-      largest = std::max(largest, static_cast<double>(boundary.activations.wire_bytes));
-    }
-    if (links) {
-      in.link = links->link_for(largest);
-      for (const double bytes : in.boundary_bytes)
-        in.boundary_links.push_back(links->link_for(bytes));
+      in.boundary_links.push_back(links ? links->link_for(bytes) : predict::LinkModel{});
     }
     if (most_at_once > 1) {
       // Each stage on the machine most of its ranks (replicas) run on.
@@ -649,8 +645,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       }
     }
     for (size_t b = 0; b < in.boundary_bytes.size(); ++b)
-      out.boundary_ms.push_back((b < in.boundary_links.size() ? in.boundary_links[b] : in.link)
-                                    .time_ms(in.boundary_bytes[b]) +
+      out.boundary_ms.push_back(in.boundary_links[b].time_ms(in.boundary_bytes[b]) +
                                 in.boundary_codec_ms[b]);
     out.step = predict::predict_pipeline(in);
   }
