@@ -121,6 +121,7 @@ std::optional<LinkBench> latest_link_bench(const Store& store,
     auto points = link_bench_points(store, row.run_id);
     if (points.empty()) continue;
     LinkBench bench{row, std::move(points), link_bench_points(store, row.run_id, "sendrecv"),
+                    link_bench_points(store, row.run_id, "sendrecv_computing"),
                     link_bench_machines(store, row.run_id)};
     if (!ranks || bench.points.front().ranks == *ranks) return bench;
     if (!fallback) fallback = std::move(bench);
@@ -135,6 +136,9 @@ std::string link_measurements_json(const LinkBench& bench) {
     points.push_back({{"bytes", p.bytes}, {"time_us", p.time_us}, {"busbw_gbps", p.busbw_gbps}});
   nlohmann::json p2p = nlohmann::json::array();
   for (const auto& p : bench.p2p) p2p.push_back({{"bytes", p.bytes}, {"time_us", p.time_us}});
+  nlohmann::json p2p_computing = nlohmann::json::array();
+  for (const auto& p : bench.p2p_computing)
+    p2p_computing.push_back({{"bytes", p.bytes}, {"time_us", p.time_us}});
   nlohmann::json nodes = nlohmann::json::object();
   for (const auto& [node, m] : bench.nodes)
     nodes[node] = {{"machine", m.machine}, {"cores", m.cores}};
@@ -149,6 +153,7 @@ std::string link_measurements_json(const LinkBench& bench) {
                         {"ranks", ranks},
                         {"allreduce", points},
                         {"p2p", p2p},
+                        {"p2p_computing", p2p_computing},
                         {"nodes", nodes}}
       .dump();
 }
@@ -184,6 +189,12 @@ std::string link_bench_table(const LinkBench& bench) {
         << byte_size_text(static_cast<double>(largest.bytes)) << " (" << bench.p2p.size()
         << " sizes)\n";
   }
+  if (!bench.p2p_computing.empty())
+    out << "send/receive one way with every rank computing: "
+        << format_fixed(bench.p2p_computing.front().time_us, 1) << " us at "
+        << byte_size_text(static_cast<double>(bench.p2p_computing.front().bytes)) << ", "
+        << format_fixed(bench.p2p_computing.back().time_us, 1) << " us at "
+        << byte_size_text(static_cast<double>(bench.p2p_computing.back().bytes)) << "\n";
   return out.str();
 }
 

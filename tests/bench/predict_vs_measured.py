@@ -93,7 +93,9 @@ def main():
         if args.keep:
             os.makedirs(args.keep, exist_ok=True)
             for name in os.listdir(work):
-                if name == "runs.db" or name.endswith(".plan.json"):
+                # The database with its write-ahead log, which holds the
+                # newest records until SQLite folds it in.
+                if name.startswith("runs.db") or name.endswith(".plan.json"):
                     shutil.copy(os.path.join(work, name), args.keep)
         subprocess.run(["bash", CLUSTER, "down", "--dir", work], stdout=subprocess.DEVNULL)
 
@@ -126,7 +128,11 @@ def run_all(work, args):
         config.setdefault("ranks_per_node", 1)
         path = os.path.join(work, config["name"] + ".json")
         json.dump(config, open(path, "w"))
-        plan_text = flotilla(db, known_hosts, "plan", path, "--predict", "--json").stdout
+        # The blocks and the core sharing timed again just before the run:
+        # this machine's speed drifts by a quarter within minutes, and a
+        # profile kept from earlier would count the drift as the model's error.
+        plan_text = flotilla(db, known_hosts, "plan", path, "--predict", "--remeasure",
+                             "--json").stdout
         open(os.path.join(work, config["name"] + ".plan.json"), "w").write(plan_text)
         plan = json.loads(plan_text)
         predicted = plan["prediction"]

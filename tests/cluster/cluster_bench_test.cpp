@@ -93,16 +93,22 @@ TEST(ClusterBench, NodesBenchStoresTheSweepItPrintsAndCompareMeasuresADdpRunAgai
     EXPECT_EQ(row->second[2], format_fixed(p.busbw_gbps, 3)) << p.bytes;
   }
   // Then send/receive between ranks 0 and 1, one way, at the same sizes.
-  const auto p2p = controller::link_bench_points(store, bench_run, "sendrecv");
-  ASSERT_EQ(p2p.size(), points.size());
-  for (size_t i = 0; i < p2p.size(); ++i) {
-    EXPECT_EQ(p2p[i].bytes, points[i].bytes);
-    EXPECT_EQ(p2p[i].ranks, 2);
-    ASSERT_GT(p2p[i].time_us, 0.0);
-    EXPECT_NEAR(p2p[i].algbw_gbps, double(p2p[i].bytes) / p2p[i].time_us / 1e3,
-                1e-9 * p2p[i].algbw_gbps + 1e-12);
+  // Idle, then with every rank computing beside it.
+  for (const char* op : {"sendrecv", "sendrecv_computing"}) {
+    SCOPED_TRACE(op);
+    const auto p2p = controller::link_bench_points(store, bench_run, op);
+    ASSERT_EQ(p2p.size(), points.size());
+    for (size_t i = 0; i < p2p.size(); ++i) {
+      EXPECT_EQ(p2p[i].bytes, points[i].bytes);
+      EXPECT_EQ(p2p[i].ranks, 2);
+      ASSERT_GT(p2p[i].time_us, 0.0);
+      EXPECT_NEAR(p2p[i].algbw_gbps, double(p2p[i].bytes) / p2p[i].time_us / 1e3,
+                  1e-9 * p2p[i].algbw_gbps + 1e-12);
+    }
   }
   EXPECT_NE(printed.find("send/receive one way: "), std::string::npos) << printed;
+  EXPECT_NE(printed.find("send/receive one way with every rank computing: "), std::string::npos)
+      << printed;
   // --show prints the same stored sweep without running anything.
   const auto [shown, again] =
       control.flotilla({"nodes", "bench", "--show", "flh1", "flh2", "flh3"});

@@ -226,8 +226,9 @@ void expect_sweep(const TrainRun& run, int ranks, const std::vector<int64_t>& si
   std::vector<double> times_of_rank0;
   for (const auto& [rank, records] : by_rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
-    // Rank 0 also writes the send/receive sizes, after the all-reduce's.
-    ASSERT_EQ(records.size(), (rank == 0 ? 2 * sizes.size() : sizes.size()) + 2);
+    // Rank 0 also writes the send/receive sizes after the all-reduce's:
+    // idle, then with every rank computing beside it (CPU).
+    ASSERT_EQ(records.size(), (rank == 0 ? 3 * sizes.size() : sizes.size()) + 2);
     EXPECT_EQ(records.front()["type"], "start");
     EXPECT_EQ(records.front()["world_size"], ranks);
     EXPECT_EQ(records.back()["type"], "end");
@@ -253,20 +254,28 @@ void expect_sweep(const TrainRun& run, int ranks, const std::vector<int64_t>& si
       }
     }
     if (rank != 0) continue;
-    // One way between rank 0 and its peer, each size in turn.
-    for (size_t i = 0; i < sizes.size(); ++i) {
+    // One way between rank 0 and its peer, each size in turn, idle and then
+    // beside compute.
+    for (size_t i = 0; i < 2 * sizes.size(); ++i) {
       const auto& r = records[sizes.size() + i + 1];
+      SCOPED_TRACE("send/receive record " + std::to_string(i));
       EXPECT_EQ(r["type"], "bench");
-      EXPECT_EQ(r["op"], "sendrecv");
-      EXPECT_EQ(r["bytes"], sizes[i]);
+      EXPECT_EQ(r["op"], i < sizes.size() ? "sendrecv" : "sendrecv_computing");
+      EXPECT_EQ(r["bytes"], sizes[i % sizes.size()]);
       EXPECT_EQ(r["ranks"], 2);
       const double time_us = r["time_us"], algbw = r["algbw_gbps"];
       EXPECT_GT(time_us, 0.0);
-      EXPECT_DOUBLE_EQ(algbw, sizes[i] / 1e9 / (time_us / 1e6));
+      EXPECT_DOUBLE_EQ(algbw, sizes[i % sizes.size()] / 1e9 / (time_us / 1e6));
       EXPECT_DOUBLE_EQ(r["busbw_gbps"].get<double>(), algbw);
     }
   }
-  EXPECT_NE(run.stderr_text.find("send/receive between ranks 0 and 1"), std::string::npos)
+  EXPECT_NE(run.stderr_text.find("send/receive between ranks 0 and 1, one way\n"),
+            std::string::npos)
+      << run.stderr_text;
+  EXPECT_NE(
+      run.stderr_text.find("send/receive between ranks 0 and 1, one way, every rank computing "
+                           "beside it\n"),
+      std::string::npos)
       << run.stderr_text;
   EXPECT_NE(run.stderr_text.find("busbw_GB/s"), std::string::npos) << "the table for people";
 }

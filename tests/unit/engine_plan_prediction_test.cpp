@@ -243,6 +243,36 @@ TEST(RunPlanPrediction, ACrossingTakesTheSendReceiveTimeAtItsSize) {
       "links.json");
   // 2 hops of a 4 ms all-reduce, then 1000 bytes at 1 MB/s.
   EXPECT_DOUBLE_EQ(without.link_for(1000).time_ms(1000), 2.0 + 1.0);
+  // A pipeline's crossing: the idle sweep, where there is no other.
+  EXPECT_DOUBLE_EQ(links.crossing_for(1000).time_ms(1000), 0.1);
+}
+
+// A pipeline's stages compute while their activations cross, and on CPU a
+// transfer then waits for cores: its crossings take the sweep timed with
+// every rank computing beside it, when the bench has one, at their size.
+TEST(RunPlanPrediction, ACrossingTakesTheSendReceiveTimedBesideCompute) {
+  const auto links = parse_link_measurements(
+      R"({"ranks": 2, "allreduce": [{"bytes": 1000, "time_us": 4000, "busbw_gbps": 0.001}],
+          "p2p": [{"bytes": 1000, "time_us": 100}, {"bytes": 100000, "time_us": 300}],
+          "p2p_computing": [{"bytes": 1000, "time_us": 900}, {"bytes": 100000, "time_us": 1500}]})",
+      "links.json");
+  EXPECT_DOUBLE_EQ(links.link_for(1000).time_ms(1000), 0.1) << "the idle figure stays";
+  EXPECT_DOUBLE_EQ(links.crossing_for(1000).time_ms(1000), 0.9);
+  EXPECT_NEAR(links.crossing_for(10000).time_ms(10000), 1.2, 1e-12);  // halfway in log size
+  const auto refused = [](const std::string& json) {
+    try {
+      parse_link_measurements(json, "links.json");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const auto said = refused(
+      R"({"ranks": 2, "allreduce": [{"bytes": 1000, "time_us": 4000, "busbw_gbps": 0.001}],
+          "p2p_computing": [{"bytes": 1000, "time_us": -1}]})");
+  EXPECT_NE(said.find("links.json: p2p_computing[0].time_us: expected a positive number"),
+            std::string::npos)
+      << said;
 }
 
 // This machine's profile of the blocks is kept and reused: the same blocks

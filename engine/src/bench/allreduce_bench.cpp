@@ -2,10 +2,15 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "flotilla/protocol/numbers.h"
@@ -87,6 +92,31 @@ double time_send_receive(Communicator& comm, torch::Tensor message, int64_t from
   return took.count() / static_cast<double>(2 * o.iterations);
 }
 
+// Threads that keep cores busy with arithmetic until destroyed: a rank's
+// compute beside a transfer, without its memory traffic.
+class BusyThreads {
+ public:
+  explicit BusyThreads(int64_t count) {
+    for (int64_t i = 0; i < count; ++i)
+      threads_.emplace_back([this] {
+        double x = 1.0;
+        while (!stop_.load(std::memory_order_relaxed)) x = x * 1.0000001 + 1e-9;
+        sink_.store(x, std::memory_order_relaxed);
+      });
+  }
+  ~BusyThreads() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+  BusyThreads(const BusyThreads&) = delete;
+  BusyThreads& operator=(const BusyThreads&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<double> sink_{0};
+  std::vector<std::thread> threads_;
+};
+
 // nccl-tests report the time averaged over the ranks.
 double mean_over_ranks(Communicator& comm, double value, const torch::Device& device) {
   std::vector<torch::Tensor> message{
@@ -152,25 +182,38 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
   // Then point to point between rank 0 and the first rank of the next node
   // (of its own node with one node): what a pipeline's boundary carries,
   // which a ring all-reduce's figures say only roughly. The other ranks wait.
+  // On CPU a second time with every rank computing beside it, as a
+  // pipeline's stages do while their activations cross: a transfer then
+  // waits for its threads to get a core, and on a VM's vCPUs that costs
+  // several times the idle figure (docs/allreduce_bench.md).
   const int64_t peer = o.env.world_size > c.ranks_per_node ? c.ranks_per_node : 1;
-  if (table) *table << "send/receive between ranks 0 and " << peer << ", one way\n";
-  for (int64_t bytes : sizes) {
-    records::Bench r;
-    r.rank = o.env.rank;
-    r.op = "sendrecv";
-    r.bytes = bytes;
-    r.elements = bytes / kElementBytes;
-    r.iterations = o.iterations;
-    r.ranks = 2;
-    if (o.env.rank == 0 || o.env.rank == peer)
-      r.time_us = time_send_receive(*comm, buffer.narrow(0, 0, r.elements), 0, peer, o);
+  const auto send_receive_sweep = [&](const std::string& op) {
+    if (table)
+      *table << "send/receive between ranks 0 and " << peer << ", one way"
+             << (op == "sendrecv" ? "" : ", every rank computing beside it") << "\n";
+    const bool ends = o.env.rank == 0 || o.env.rank == peer;
+    std::optional<BusyThreads> computing;
+    if (op != "sendrecv") computing.emplace(torch::get_num_threads());
+    for (int64_t bytes : sizes) {
+      records::Bench r;
+      r.rank = o.env.rank;
+      r.op = op;
+      r.bytes = bytes;
+      r.elements = bytes / kElementBytes;
+      r.iterations = o.iterations;
+      r.ranks = 2;
+      if (ends) r.time_us = time_send_receive(*comm, buffer.narrow(0, 0, r.elements), 0, peer, o);
+      if (o.env.rank != 0) continue;
+      r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
+      r.busbw_gbps = r.algbw_gbps;
+      if (o.sink) o.sink->write(records::to_line(r));
+      if (table) print_row(*table, r);
+    }
     comm->barrier();
-    if (o.env.rank != 0) continue;
-    r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
-    r.busbw_gbps = r.algbw_gbps;
-    if (o.sink) o.sink->write(records::to_line(r));
-    if (table) print_row(*table, r);
-  }
+    computing.reset();
+  };
+  send_receive_sweep("sendrecv");
+  if (!cuda) send_receive_sweep("sendrecv_computing");
   return result;
 }
 

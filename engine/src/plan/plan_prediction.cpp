@@ -325,29 +325,39 @@ void predict_memory(const RunPlan& plan, const ExperimentConfig& config,
         "counted");
 }
 
+// The time a send/receive sweep measured at `bytes` (in log size between
+// measured sizes; below the smallest, its time; beyond the largest, at its
+// bandwidth), as a link whose latency is the whole crossing.
+predict::LinkModel measured_crossing(const std::vector<std::pair<double, double>>& points,
+                                     double bytes) {
+  predict::LinkModel link;
+  const auto above = std::lower_bound(
+      points.begin(), points.end(), bytes,
+      [](const std::pair<double, double>& point, double b) { return point.first < b; });
+  if (above == points.begin()) {
+    link.latency_ms = points.front().second;
+  } else if (above == points.end()) {
+    // Beyond the largest size, at its bandwidth.
+    link.latency_ms = points.back().second * bytes / points.back().first;
+  } else {
+    const auto below = std::prev(above);
+    const double t = (std::log(bytes) - std::log(below->first)) /
+                     (std::log(above->first) - std::log(below->first));
+    link.latency_ms = below->second + t * (above->second - below->second);
+  }
+  return link;
+}
+
 }  // namespace
+
+predict::LinkModel LinkMeasurements::crossing_for(double bytes) const {
+  return p2p_computing_ms_at_bytes.empty() ? link_for(bytes)
+                                           : measured_crossing(p2p_computing_ms_at_bytes, bytes);
+}
 
 predict::LinkModel LinkMeasurements::link_for(double bytes) const {
   predict::LinkModel link;
-  if (!p2p_ms_at_bytes.empty()) {
-    // The measured time at this size stands for the whole crossing.
-    const auto& points = p2p_ms_at_bytes;
-    const auto above = std::lower_bound(
-        points.begin(), points.end(), bytes,
-        [](const std::pair<double, double>& point, double b) { return point.first < b; });
-    if (above == points.begin()) {
-      link.latency_ms = points.front().second;
-    } else if (above == points.end()) {
-      // Beyond the largest size, at its bandwidth.
-      link.latency_ms = points.back().second * bytes / points.back().first;
-    } else {
-      const auto below = std::prev(above);
-      const double t = (std::log(bytes) - std::log(below->first)) /
-                       (std::log(above->first) - std::log(below->first));
-      link.latency_ms = below->second + t * (above->second - below->second);
-    }
-    return link;
-  }
+  if (!p2p_ms_at_bytes.empty()) return measured_crossing(p2p_ms_at_bytes, bytes);
   if (allreduce.busbw_gbps_at_bytes.empty()) return link;
   const double hops = 2.0 * static_cast<double>(std::max<int64_t>(ranks, 2) - 1);
   link.latency_ms = smallest_time_ms / hops;
@@ -388,19 +398,22 @@ LinkMeasurements parse_link_measurements(const std::string& json_text, const std
       links.smallest_time_ms = time_us / 1000.0;
     }
   }
-  if (doc.contains("p2p")) {
-    if (!doc["p2p"].is_array()) fail("p2p: expected a list of {bytes, time_us}");
-    for (size_t i = 0; i < doc["p2p"].size(); ++i) {
-      const auto& point = doc["p2p"][i];
-      const auto field = [&](const char* name) {
-        if (!point.is_object() || !point.contains(name) || !point[name].is_number() ||
-            !(point[name].get<double>() > 0))
-          fail("p2p[" + std::to_string(i) + "]." + name + ": expected a positive number");
-        return point[name].get<double>();
+  for (const auto& [key, sweep] : {std::pair{"p2p", &links.p2p_ms_at_bytes},
+                                   std::pair{"p2p_computing", &links.p2p_computing_ms_at_bytes}}) {
+    if (!doc.contains(key)) continue;
+    const std::string name = key;
+    if (!doc[name].is_array()) fail(name + ": expected a list of {bytes, time_us}");
+    for (size_t i = 0; i < doc[name].size(); ++i) {
+      const auto& point = doc[name][i];
+      const auto field = [&](const char* field_name) {
+        if (!point.is_object() || !point.contains(field_name) || !point[field_name].is_number() ||
+            !(point[field_name].get<double>() > 0))
+          fail(name + "[" + std::to_string(i) + "]." + field_name + ": expected a positive number");
+        return point[field_name].get<double>();
       };
-      links.p2p_ms_at_bytes.emplace_back(field("bytes"), field("time_us") / 1000.0);
+      sweep->emplace_back(field("bytes"), field("time_us") / 1000.0);
     }
-    std::sort(links.p2p_ms_at_bytes.begin(), links.p2p_ms_at_bytes.end());
+    std::sort(sweep->begin(), sweep->end());
   }
   if (doc.contains("nodes")) {
     if (!doc["nodes"].is_object())
@@ -628,7 +641,7 @@ PredictionPlan predict_run_plan(const RunPlan& plan, const ExperimentConfig& con
       const auto bytes = static_cast<double>(boundary.activations.wire_bytes);
       in.boundary_bytes.push_back(bytes);
       in.boundary_codec_ms.push_back(out.codec_ms);
-      in.boundary_links.push_back(links ? links->link_for(bytes) : predict::LinkModel{});
+      in.boundary_links.push_back(links ? links->crossing_for(bytes) : predict::LinkModel{});
     }
     if (most_at_once > 1) {
       // Each stage on the machine most of its ranks (replicas) run on.

@@ -31,8 +31,13 @@ struct LinkMeasurements {
   // message takes 2(P-1) hops, one latency each, and a large one moves at
   // the links' bandwidth, busbw.
   predict::LinkModel link_for(double bytes) const;
+  // A pipeline's crossing of `bytes`: on CPU its stages compute while their
+  // activations cross, so the bench's send/receive with every rank computing
+  // beside it when it has one; else link_for.
+  predict::LinkModel crossing_for(double bytes) const;
   double smallest_time_ms = 0;
-  std::vector<std::pair<double, double>> p2p_ms_at_bytes;  // by size
+  std::vector<std::pair<double, double>> p2p_ms_at_bytes;            // by size
+  std::vector<std::pair<double, double>> p2p_computing_ms_at_bytes;  // by size
   // The machine each node's ranks ran on (its boot id) and their cores, as
   // the bench's ranks said: nodes of one machine share its cores.
   struct NodeMachine {

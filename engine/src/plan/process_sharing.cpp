@@ -12,11 +12,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 
 #include "flotilla/protocol/line_buffer.h"
 #include "flotilla/protocol/record_reading.h"
-#include "flotilla/protocol/run_metrics.h"
 
 extern char** environ;
 
@@ -53,7 +53,6 @@ struct Trainee {
   std::filesystem::path stderr_file;
   protocol::LineBuffer lines;
   std::vector<std::pair<Clock::time_point, double>> steps;
-  bool ended = false;
 };
 
 // This process's environment without what would make the child a rank of
@@ -107,8 +106,30 @@ std::string last_words(const Trainee& t) {
   return text.empty() ? "nothing on stderr" : text;
 }
 
-// Runs n trainings at once until each has made `steps` steps; each one's
-// step arrivals and compute times.
+// When every one of the trainings has made its first step (which warms up):
+// from then on all of them are training at once. Unset until then.
+std::optional<Clock::time_point> all_training_since(const std::vector<Trainee>& trainees) {
+  Clock::time_point since = Clock::time_point::min();
+  for (const auto& t : trainees) {
+    if (t.steps.empty()) return std::nullopt;
+    since = std::max(since, t.steps.front().first);
+  }
+  return since;
+}
+
+// The compute times of a training's steps that ran wholly while all were
+// training: those whose previous step had arrived by then.
+std::vector<double> steps_while_all_trained(const Trainee& t, Clock::time_point since) {
+  std::vector<double> out;
+  for (size_t s = 1; s < t.steps.size(); ++s)
+    if (t.steps[s - 1].first >= since) out.push_back(t.steps[s].second);
+  return out;
+}
+
+// Runs n trainings at once until each has made `steps` steps while all of
+// them were training, then stops them all at that moment: a training that
+// got there first goes on computing beside the others (and is read, so that
+// its records never block it), as ranks of one run do.
 std::vector<Trainee> train_at_once(const std::filesystem::path& engine,
                                    const std::filesystem::path& config,
                                    const std::filesystem::path& folder, int64_t n, int64_t steps,
@@ -125,6 +146,12 @@ std::vector<Trainee> train_at_once(const std::filesystem::path& engine,
       t.records = -1;
     }
   };
+  const auto all_enough = [&] {
+    const auto since = all_training_since(trainees);
+    return since && std::all_of(trainees.begin(), trainees.end(), [&](const Trainee& t) {
+             return static_cast<int64_t>(steps_while_all_trained(t, *since).size()) >= steps;
+           });
+  };
   try {
     for (size_t i = 0; i < trainees.size(); ++i) {
       trainees[i].stderr_file = folder / ("stderr-" + std::to_string(i));
@@ -132,17 +159,13 @@ std::vector<Trainee> train_at_once(const std::filesystem::path& engine,
     }
     const auto deadline =
         Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-    const auto enough = [&](const Trainee& t) {
-      return static_cast<int64_t>(t.steps.size()) >= steps;
-    };
-    while (!std::all_of(trainees.begin(), trainees.end(), enough)) {
+    while (!all_enough()) {
       std::vector<pollfd> polled;
       std::vector<Trainee*> owners;
-      for (auto& t : trainees)
-        if (!t.ended && !enough(t)) {
-          polled.push_back({t.records, POLLIN, 0});
-          owners.push_back(&t);
-        }
+      for (auto& t : trainees) {
+        polled.push_back({t.records, POLLIN, 0});
+        owners.push_back(&t);
+      }
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0)
@@ -166,13 +189,13 @@ std::vector<Trainee> train_at_once(const std::filesystem::path& engine,
               },
               [](size_t) {});
         } else if (got == 0) {
-          t.ended = true;
+          // Each training is given steps enough to outlast the measurement:
+          // one that ends first has failed.
           waitpid(t.pid, nullptr, 0);
           t.pid = -1;
-          if (!enough(t))
-            throw std::runtime_error("core sharing: the engine's one-rank training ended after " +
-                                     std::to_string(t.steps.size()) + " of " +
-                                     std::to_string(steps) + " steps: " + last_words(t));
+          throw std::runtime_error("core sharing: the engine's one-rank training ended after " +
+                                   std::to_string(t.steps.size()) + " of " + std::to_string(steps) +
+                                   " steps: " + last_words(t));
         }
       }
     }
@@ -184,28 +207,22 @@ std::vector<Trainee> train_at_once(const std::filesystem::path& engine,
   return trainees;
 }
 
-// The median compute time of each training's steps that arrived while all of
-// them were training (after each one's first step, which warms up); where
-// the common span holds fewer than three of some training's steps, all of
-// that training's steps after its first.
+// The mean compute time of the steps each training made while all of them
+// were training, averaged over the trainings. The mean, not the median:
+// where more ranks than cores time-slice, a step is either left alone or
+// preempted for a whole slice, and the median of such steps may land on
+// either kind; the mean is what the step rate is.
 double shared_step_ms(const std::vector<Trainee>& trainees) {
-  Clock::time_point from = Clock::time_point::min(), to = Clock::time_point::max();
-  for (const auto& t : trainees) {
-    from = std::max(from, t.steps.front().first);
-    to = std::min(to, t.steps.back().first);
-  }
-  std::vector<double> medians;
-  for (const auto& t : trainees) {
-    std::vector<double> during, after_first;
-    for (size_t s = 1; s < t.steps.size(); ++s) {
-      after_first.push_back(t.steps[s].second);
-      if (t.steps[s].first > from && t.steps[s].first <= to) during.push_back(t.steps[s].second);
-    }
-    medians.push_back(metrics::median(during.size() >= 3 ? during : after_first).value_or(0));
-  }
+  const auto since = all_training_since(trainees);
+  if (!since) return 0;
   double sum = 0;
-  for (double m : medians) sum += m;
-  return sum / static_cast<double>(medians.size());
+  for (const auto& t : trainees) {
+    const auto during = steps_while_all_trained(t, *since);
+    double total = 0;
+    for (double ms : during) total += ms;
+    sum += during.empty() ? 0 : total / static_cast<double>(during.size());
+  }
+  return sum / static_cast<double>(trainees.size());
 }
 
 }  // namespace
@@ -246,8 +263,14 @@ std::vector<double> measure_core_sharing_in_processes(const std::filesystem::pat
   ScratchFolder folder;
   const auto config = folder.path() / "rank.json";
   {
+    // Steps enough that every training outlasts the measurement, which
+    // stops them all once each has made rank_config.max_steps beside the
+    // others.
+    auto outlasting = rank_config;
+    outlasting.max_steps = rank_config.max_steps * 20;
+    outlasting.epochs = std::max(outlasting.epochs, outlasting.max_steps);
     std::ofstream out(config);
-    out << to_json(rank_config);
+    out << to_json(outlasting);
     if (!out) throw std::runtime_error("core sharing: cannot write " + config.string());
   }
   const int64_t steps = rank_config.max_steps;

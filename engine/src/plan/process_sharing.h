@@ -27,10 +27,11 @@ ExperimentConfig one_rank_alone(const ExperimentConfig& config, int64_t micro_ba
 // The compute time of a step (forward, backward and optimizer, the step
 // records' own timings) with n of `rank_config`'s trainings running at once
 // over that of one alone, for n = 1..max_at_once (the first is 1). Each is
-// `engine` (flotilla-train) started with `rank_config`; the steps counted are
-// those every one of the n made while all were training (a step record's
-// arrival), after each one's first. Throws std::runtime_error naming the
-// engine's own words when a training fails, or after `timeout_s`.
+// `engine` (flotilla-train) started with `rank_config`, all of them kept
+// training until each has made rank_config.max_steps steps while all were
+// (after each one's first, which warms up); their mean compute time counts.
+// Throws std::runtime_error naming the engine's own words when a training
+// fails, or after `timeout_s`.
 std::vector<double> measure_core_sharing_in_processes(const std::filesystem::path& engine,
                                                       const ExperimentConfig& rank_config,
                                                       int64_t max_at_once, double timeout_s = 120);

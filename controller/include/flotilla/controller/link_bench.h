@@ -44,9 +44,10 @@ struct NodeMachine {
 
 struct LinkBench {
   LinkBenchRow row;
-  std::vector<LinkBenchPoint> points;        // by size
-  std::vector<LinkBenchPoint> p2p;           // send/receive between two ranks, by size; may be none
-  std::map<std::string, NodeMachine> nodes;  // by node; empty for sweeps before machine ids
+  std::vector<LinkBenchPoint> points;  // by size
+  std::vector<LinkBenchPoint> p2p;     // send/receive between two ranks, by size; may be none
+  std::vector<LinkBenchPoint> p2p_computing;  // the same with every rank computing beside it (CPU)
+  std::map<std::string, NodeMachine> nodes;   // by node; empty for sweeps before machine ids
 };
 
 // The node names sorted and comma-joined: one key for a set of nodes.
