@@ -120,8 +120,11 @@ std::optional<LinkBench> latest_link_bench(const Store& store,
     if (row.state != RunState::finished) continue;
     auto points = link_bench_points(store, row.run_id);
     if (points.empty()) continue;
-    LinkBench bench{row, std::move(points), link_bench_points(store, row.run_id, "sendrecv"),
+    LinkBench bench{row,
+                    std::move(points),
+                    link_bench_points(store, row.run_id, "sendrecv"),
                     link_bench_points(store, row.run_id, "sendrecv_computing"),
+                    link_bench_points(store, row.run_id, "allreduce_computing"),
                     link_bench_machines(store, row.run_id)};
     if (!ranks || bench.points.front().ranks == *ranks) return bench;
     if (!fallback) fallback = std::move(bench);
@@ -139,6 +142,10 @@ std::string link_measurements_json(const LinkBench& bench) {
   nlohmann::json p2p_computing = nlohmann::json::array();
   for (const auto& p : bench.p2p_computing)
     p2p_computing.push_back({{"bytes", p.bytes}, {"time_us", p.time_us}});
+  nlohmann::json allreduce_computing = nlohmann::json::array();
+  for (const auto& p : bench.allreduce_computing)
+    allreduce_computing.push_back(
+        {{"bytes", p.bytes}, {"time_us", p.time_us}, {"busbw_gbps", p.busbw_gbps}});
   nlohmann::json nodes = nlohmann::json::object();
   for (const auto& [node, m] : bench.nodes)
     nodes[node] = {{"machine", m.machine}, {"cores", m.cores}};
@@ -154,6 +161,7 @@ std::string link_measurements_json(const LinkBench& bench) {
                         {"allreduce", points},
                         {"p2p", p2p},
                         {"p2p_computing", p2p_computing},
+                        {"allreduce_computing", allreduce_computing},
                         {"nodes", nodes}}
       .dump();
 }
@@ -195,6 +203,12 @@ std::string link_bench_table(const LinkBench& bench) {
         << byte_size_text(static_cast<double>(bench.p2p_computing.front().bytes)) << ", "
         << format_fixed(bench.p2p_computing.back().time_us, 1) << " us at "
         << byte_size_text(static_cast<double>(bench.p2p_computing.back().bytes)) << "\n";
+  if (!bench.allreduce_computing.empty())
+    out << "all-reduce with every rank computing: "
+        << format_fixed(bench.allreduce_computing.front().time_us, 1) << " us at "
+        << byte_size_text(static_cast<double>(bench.allreduce_computing.front().bytes)) << ", "
+        << format_fixed(bench.allreduce_computing.back().busbw_gbps, 3) << " GB/s busbw at "
+        << byte_size_text(static_cast<double>(bench.allreduce_computing.back().bytes)) << "\n";
   return out.str();
 }
 

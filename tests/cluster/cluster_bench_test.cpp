@@ -109,6 +109,17 @@ TEST(ClusterBench, NodesBenchStoresTheSweepItPrintsAndCompareMeasuresADdpRunAgai
   EXPECT_NE(printed.find("send/receive one way: "), std::string::npos) << printed;
   EXPECT_NE(printed.find("send/receive one way with every rank computing: "), std::string::npos)
       << printed;
+  // And the all-reduce's sizes again with every rank computing beside it.
+  const auto beside = controller::link_bench_points(store, bench_run, "allreduce_computing");
+  ASSERT_EQ(beside.size(), points.size());
+  for (size_t i = 0; i < beside.size(); ++i) {
+    EXPECT_EQ(beside[i].bytes, points[i].bytes);
+    EXPECT_EQ(beside[i].ranks, 3);
+    ASSERT_GT(beside[i].time_us, 0.0);
+    EXPECT_NEAR(beside[i].busbw_gbps, beside[i].algbw_gbps * 2.0 * (3 - 1) / 3,
+                1e-9 * beside[i].busbw_gbps + 1e-12);
+  }
+  EXPECT_NE(printed.find("all-reduce with every rank computing: "), std::string::npos) << printed;
   // --show prints the same stored sweep without running anything.
   const auto [shown, again] =
       control.flotilla({"nodes", "bench", "--show", "flh1", "flh2", "flh3"});

@@ -227,24 +227,30 @@ void expect_sweep(const TrainRun& run, int ranks, const std::vector<int64_t>& si
   for (const auto& [rank, records] : by_rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     // Rank 0 also writes the send/receive sizes after the all-reduce's:
-    // idle, then with every rank computing beside it (CPU).
-    ASSERT_EQ(records.size(), (rank == 0 ? 3 * sizes.size() : sizes.size()) + 2);
+    // idle, then with every rank computing beside it (CPU); every rank then
+    // the all-reduce's sizes again beside compute.
+    ASSERT_EQ(records.size(), (rank == 0 ? 4 * sizes.size() : 2 * sizes.size()) + 2);
     EXPECT_EQ(records.front()["type"], "start");
     EXPECT_EQ(records.front()["world_size"], ranks);
     EXPECT_EQ(records.back()["type"], "end");
     EXPECT_EQ(records.back()["outcome"], "finished");
     EXPECT_EQ(records.back()["steps"], static_cast<int64_t>(sizes.size()));
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      const auto& r = records[i + 1];
+    // The all-reduce's sizes idle, and after the send/receive sizes (rank 0)
+    // beside compute.
+    const size_t computing_from = (rank == 0 ? 3 : 1) * sizes.size() + 1;
+    for (size_t i = 0; i < 2 * sizes.size(); ++i) {
+      const bool computing = i >= sizes.size();
+      SCOPED_TRACE("all-reduce record " + std::to_string(i));
+      const auto& r = records[computing ? computing_from + i - sizes.size() : i + 1];
       EXPECT_EQ(r["type"], "bench");
-      EXPECT_EQ(r["op"], "allreduce");
-      EXPECT_EQ(r["bytes"], sizes[i]);
-      EXPECT_EQ(r["elements"], sizes[i] / 4);
+      EXPECT_EQ(r["op"], computing ? "allreduce_computing" : "allreduce");
+      EXPECT_EQ(r["bytes"], sizes[i % sizes.size()]);
+      EXPECT_EQ(r["elements"], sizes[i % sizes.size()] / 4);
       EXPECT_EQ(r["iterations"], 3);
       EXPECT_EQ(r["ranks"], ranks);
       const double time_us = r["time_us"], algbw = r["algbw_gbps"], busbw = r["busbw_gbps"];
       EXPECT_GT(time_us, 0.0);
-      EXPECT_DOUBLE_EQ(algbw, sizes[i] / 1e9 / (time_us / 1e6));
+      EXPECT_DOUBLE_EQ(algbw, sizes[i % sizes.size()] / 1e9 / (time_us / 1e6));
       EXPECT_DOUBLE_EQ(busbw / algbw, factor);
       // The time is averaged over the ranks: every rank reports the same.
       if (rank == 0) {
@@ -276,6 +282,8 @@ void expect_sweep(const TrainRun& run, int ranks, const std::vector<int64_t>& si
       run.stderr_text.find("send/receive between ranks 0 and 1, one way, every rank computing "
                            "beside it\n"),
       std::string::npos)
+      << run.stderr_text;
+  EXPECT_NE(run.stderr_text.find("all-reduce, every rank computing beside it\n"), std::string::npos)
       << run.stderr_text;
   EXPECT_NE(run.stderr_text.find("busbw_GB/s"), std::string::npos) << "the table for people";
 }

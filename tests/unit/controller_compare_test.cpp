@@ -498,6 +498,13 @@ TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
   db.add(
       "sweep", 0, "bench",
       R"({"type":"bench","op":"sendrecv","bytes":1024,"time_us":30,"algbw_gbps":0.03,"busbw_gbps":0.03,"ranks":2})");
+  // And both again with every rank computing beside them.
+  db.add(
+      "sweep", 0, "bench",
+      R"({"type":"bench","op":"sendrecv_computing","bytes":1024,"time_us":700,"algbw_gbps":0.0015,"busbw_gbps":0.0015,"ranks":2})");
+  db.add(
+      "sweep", 0, "bench",
+      R"({"type":"bench","op":"allreduce_computing","bytes":1024,"time_us":11,"algbw_gbps":0.09,"busbw_gbps":0.09,"ranks":2})");
   // Both ranks ran on one machine (one boot id), which the prediction is told.
   db.add("sweep", 0, "start",
          R"({"type":"start","rank":0,"world_size":2,"machine":"boot-1","cores":2})");
@@ -536,6 +543,12 @@ TEST(Compare, LinkUtilisationIsBusbwOverTheSweepAtTheRunsMessageSize) {
   ASSERT_EQ(links.at("p2p").size(), 1u);
   EXPECT_EQ(links["p2p"][0].at("bytes").get<int64_t>(), 1024);
   EXPECT_DOUBLE_EQ(links["p2p"][0].at("time_us").get<double>(), 30.0);
+  ASSERT_EQ(links.at("p2p_computing").size(), 1u);
+  EXPECT_DOUBLE_EQ(links["p2p_computing"][0].at("time_us").get<double>(), 700.0);
+  ASSERT_EQ(links.at("allreduce_computing").size(), 1u);
+  EXPECT_EQ(links["allreduce_computing"][0].at("bytes").get<int64_t>(), 1024);
+  EXPECT_DOUBLE_EQ(links["allreduce_computing"][0].at("time_us").get<double>(), 11.0);
+  EXPECT_DOUBLE_EQ(links["allreduce_computing"][0].at("busbw_gbps").get<double>(), 0.09);
   ASSERT_EQ(stored->nodes.count("local"), 1u);
   EXPECT_EQ(stored->nodes.at("local").machine, "boot-1");
   EXPECT_EQ(links.at("nodes").at("local").at("machine").get<std::string>(), "boot-1");

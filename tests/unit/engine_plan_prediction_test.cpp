@@ -136,11 +136,31 @@ TEST(RunPlanPrediction, NodesOfOneMachineShareItsCoresInTheStep) {
     said = said || note.find("2 ranks share one machine") != std::string::npos;
   EXPECT_TRUE(said);
 
+  // With the bench's all-reduce beside compute (here half the idle busbw),
+  // the buckets that wait for the backward take that sweep's time: twice.
+  links["allreduce_computing"] = {
+      {{"bytes", 1024}, {"time_us", 80}, {"busbw_gbps", 0.25}},
+      {{"bytes", 67108864}, {"time_us", 268435.4}, {"busbw_gbps", 0.25}}};
+  options.links_json = links.dump();
+  const auto beside =
+      *make_run_plan(small_cnn("strategy: ddp\nnodes: [a, b]\n"), options).prediction;
+  EXPECT_NEAR(beside.stages.front().allreduce_ms, 2 * stage.allreduce_ms,
+              1e-9 * stage.allreduce_ms);
+  EXPECT_NEAR(beside.step.step_ms, beside.step.compute_ms + 2 * stage.allreduce_ms,
+              1e-6 * beside.step.step_ms);
+  said = false;
+  for (const auto& note : beside.notes)
+    said = said || note.find("all-reduce beside compute") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  // Ranks of separate machines all-reduce on idle cores: the idle sweep.
   links["nodes"]["b"]["machine"] = "boot-2";
   options.links_json = links.dump();
   const auto apart = make_run_plan(small_cnn("strategy: ddp\nnodes: [a, b]\n"), options);
   EXPECT_EQ(apart.prediction->ranks_sharing_cores, 1);
   EXPECT_DOUBLE_EQ(apart.prediction->core_sharing_slowdown, 1.0);
+  EXPECT_NEAR(apart.prediction->stages.front().allreduce_ms, stage.allreduce_ms,
+              1e-9 * stage.allreduce_ms);
   // Two ranks of one node share it, bench or not.
   const auto one_node = make_run_plan(small_cnn("strategy: ddp\nranks_per_node: 2\n"), options);
   EXPECT_EQ(one_node.prediction->ranks_sharing_cores, 2);
@@ -224,6 +244,12 @@ TEST(RunPlanPrediction, ALinksFileThatIsNotABenchIsRefusedNamingTheField) {
           "p2p": [{"bytes": 1024}]})";
   const auto no_time = refusal("strategy: ddp\nnodes: [a, b]\n", options);
   EXPECT_NE(no_time.find("links.json: p2p[0].time_us"), std::string::npos) << no_time;
+  options.links_json =
+      R"({"ranks": 2, "allreduce": [{"bytes": 1024, "time_us": 40, "busbw_gbps": 1}],
+          "allreduce_computing": [{"bytes": 1024, "time_us": 90}]})";
+  const auto no_busbw = refusal("strategy: ddp\nnodes: [a, b]\n", options);
+  EXPECT_NE(no_busbw.find("links.json: allreduce_computing[0].busbw_gbps"), std::string::npos)
+      << no_busbw;
 }
 
 // A crossing of a pipeline's boundary takes what the bench's send/receive

@@ -120,6 +120,7 @@ int run_bench_command(Store& store, const BenchCommand& c, const ControllerOptio
   bench.points = points;
   bench.p2p = link_bench_points(store, run, "sendrecv");
   bench.p2p_computing = link_bench_points(store, run, "sendrecv_computing");
+  bench.allreduce_computing = link_bench_points(store, run, "allreduce_computing");
   for (const auto& b : link_benches(store, node_set_key(nodes)))
     if (b.run_id == run) bench.row = b;
   std::cout << link_bench_table(bench);

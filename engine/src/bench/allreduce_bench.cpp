@@ -164,21 +164,31 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
                              torch::TensorOptions().dtype(torch::kFloat32).device(device));
   const double p = static_cast<double>(o.env.world_size);
   AllreduceBenchResult result;
-  for (int64_t bytes : sizes) {
-    records::Bench r;
-    r.rank = o.env.rank;
-    r.bytes = bytes;
-    r.elements = bytes / kElementBytes;
-    r.iterations = o.iterations;
-    r.ranks = o.env.world_size;
-    r.time_us =
-        mean_over_ranks(*comm, time_allreduce(*comm, buffer.narrow(0, 0, r.elements), o), device);
-    r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
-    r.busbw_gbps = r.algbw_gbps * 2.0 * (p - 1.0) / p;
-    if (o.sink) o.sink->write(records::to_line(r));
-    if (table) print_row(*table, r);
-    ++result.sizes;
-  }
+  // The all-reduce of every size; "allreduce_computing" with every rank
+  // computing beside it, as DDP's buckets are all-reduced beside a backward
+  // that keeps every core busy where ranks share a machine.
+  const auto allreduce_sweep = [&](const std::string& op) {
+    if (table && op != "allreduce") *table << "all-reduce, every rank computing beside it\n";
+    std::optional<BusyThreads> computing;
+    if (op != "allreduce") computing.emplace(torch::get_num_threads());
+    for (int64_t bytes : sizes) {
+      records::Bench r;
+      r.rank = o.env.rank;
+      r.op = op;
+      r.bytes = bytes;
+      r.elements = bytes / kElementBytes;
+      r.iterations = o.iterations;
+      r.ranks = o.env.world_size;
+      r.time_us =
+          mean_over_ranks(*comm, time_allreduce(*comm, buffer.narrow(0, 0, r.elements), o), device);
+      r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
+      r.busbw_gbps = r.algbw_gbps * 2.0 * (p - 1.0) / p;
+      if (o.sink) o.sink->write(records::to_line(r));
+      if (table) print_row(*table, r);
+      if (op == "allreduce") ++result.sizes;
+    }
+  };
+  allreduce_sweep("allreduce");
   // Then point to point between rank 0 and the first rank of the next node
   // (of its own node with one node): what a pipeline's boundary carries,
   // which a ring all-reduce's figures say only roughly. The other ranks wait.
@@ -213,7 +223,10 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
     computing.reset();
   };
   send_receive_sweep("sendrecv");
-  if (!cuda) send_receive_sweep("sendrecv_computing");
+  if (!cuda) {
+    send_receive_sweep("sendrecv_computing");
+    allreduce_sweep("allreduce_computing");
+  }
   return result;
 }
 

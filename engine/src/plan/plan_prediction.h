@@ -25,6 +25,11 @@ struct LinkMeasurements {
   std::string source;  // what they came from, said beside the prediction
   int64_t ranks = 0;   // the bench's ranks
   predict::AllReduceModel allreduce;
+  // The all-reduce sweep again with every rank computing beside it (CPU; may
+  // be empty): DDP's buckets where the backward keeps every core busy.
+  predict::AllReduceModel allreduce_computing;
+  // The all-reduce beside compute when the bench has that sweep, else the idle one.
+  const predict::AllReduceModel& allreduce_beside_compute() const;
   // A point-to-point transfer of `bytes`: the bench's send/receive time at
   // that size (interpolated in log size between measured sizes, held beyond
   // them) when it has one; else from the all-reduce sweep, whose small

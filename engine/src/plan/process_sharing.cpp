@@ -160,12 +160,8 @@ std::vector<Trainee> train_at_once(const std::filesystem::path& engine,
     const auto deadline =
         Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
     while (!all_enough()) {
-      std::vector<pollfd> polled;
-      std::vector<Trainee*> owners;
-      for (auto& t : trainees) {
-        polled.push_back({t.records, POLLIN, 0});
-        owners.push_back(&t);
-      }
+      std::vector<pollfd> polled;  // one per training, in order
+      for (const auto& t : trainees) polled.push_back({t.records, POLLIN, 0});
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0)
@@ -176,7 +172,7 @@ std::vector<Trainee> train_at_once(const std::filesystem::path& engine,
       const auto now = Clock::now();
       for (size_t i = 0; i < polled.size(); ++i) {
         if (!(polled[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        Trainee& t = *owners[i];
+        Trainee& t = trainees[i];
         char buffer[16384];
         const ssize_t got = read(t.records, buffer, sizeof buffer);
         if (got > 0) {

@@ -47,7 +47,9 @@ struct LinkBench {
   std::vector<LinkBenchPoint> points;  // by size
   std::vector<LinkBenchPoint> p2p;     // send/receive between two ranks, by size; may be none
   std::vector<LinkBenchPoint> p2p_computing;  // the same with every rank computing beside it (CPU)
-  std::map<std::string, NodeMachine> nodes;   // by node; empty for sweeps before machine ids
+  // The all-reduce's sizes again with every rank computing beside it (CPU).
+  std::vector<LinkBenchPoint> allreduce_computing;
+  std::map<std::string, NodeMachine> nodes;  // by node; empty for sweeps before machine ids
 };
 
 // The node names sorted and comma-joined: one key for a set of nodes.
@@ -58,8 +60,9 @@ void add_link_bench(Store& store, const LinkBenchRow& row);
 std::vector<LinkBenchRow> link_benches(const Store& store,
                                        const std::optional<std::string>& node_set = {});
 // The sweep's sizes, read from the run's `bench` records of `op`: the
-// all-reduce's, or "sendrecv" (one way between two ranks; sweeps before it
-// have none).
+// all-reduce's, "sendrecv" (one way between two ranks), or either with
+// "_computing" (every rank computing beside it, CPU); sweeps older than an
+// op have none of it.
 std::vector<LinkBenchPoint> link_bench_points(const Store& store, const std::string& run,
                                               const std::string& op = "allreduce");
 // Each node's machine, from the run's `start` records (nodes whose ranks
