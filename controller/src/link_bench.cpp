@@ -37,6 +37,16 @@ std::optional<LinkBenchPoint> point_of(const std::string& body, const std::strin
   return p;
 }
 
+// "LABEL: T us at SMALLEST, LARGEST_FIGURE at LARGEST[TAIL]": a sweep's two
+// ends on one line, under the all-reduce's table.
+void print_sweep_ends(std::ostream& out, const std::string& label,
+                      const std::vector<LinkBenchPoint>& points, const std::string& largest_figure,
+                      const std::string& tail = "") {
+  out << label << ": " << format_fixed(points.front().time_us, 1) << " us at "
+      << byte_size_text(static_cast<double>(points.front().bytes)) << ", " << largest_figure
+      << " at " << byte_size_text(static_cast<double>(points.back().bytes)) << tail << "\n";
+}
+
 }  // namespace
 
 std::string node_set_key(std::vector<std::string> nodes) {
@@ -189,26 +199,16 @@ std::string link_bench_table(const LinkBench& bench) {
     out << std::setw(12) << byte_size_text(static_cast<double>(p.bytes)) << std::setw(14)
         << format_fixed(p.time_us, 1) << std::setw(14) << format_fixed(p.algbw_gbps, 3)
         << std::setw(14) << format_fixed(p.busbw_gbps, 3) << "\n";
-  if (!bench.p2p.empty()) {
-    const auto& largest = bench.p2p.back();
-    out << "send/receive one way: " << format_fixed(bench.p2p.front().time_us, 1) << " us at "
-        << byte_size_text(static_cast<double>(bench.p2p.front().bytes)) << ", "
-        << format_fixed(largest.algbw_gbps, 3) << " GB/s at "
-        << byte_size_text(static_cast<double>(largest.bytes)) << " (" << bench.p2p.size()
-        << " sizes)\n";
-  }
+  if (!bench.p2p.empty())
+    print_sweep_ends(out, "send/receive one way", bench.p2p,
+                     format_fixed(bench.p2p.back().algbw_gbps, 3) + " GB/s",
+                     " (" + std::to_string(bench.p2p.size()) + " sizes)");
   if (!bench.p2p_computing.empty())
-    out << "send/receive one way with every rank computing: "
-        << format_fixed(bench.p2p_computing.front().time_us, 1) << " us at "
-        << byte_size_text(static_cast<double>(bench.p2p_computing.front().bytes)) << ", "
-        << format_fixed(bench.p2p_computing.back().time_us, 1) << " us at "
-        << byte_size_text(static_cast<double>(bench.p2p_computing.back().bytes)) << "\n";
+    print_sweep_ends(out, "send/receive one way with every rank computing", bench.p2p_computing,
+                     format_fixed(bench.p2p_computing.back().time_us, 1) + " us");
   if (!bench.allreduce_computing.empty())
-    out << "all-reduce with every rank computing: "
-        << format_fixed(bench.allreduce_computing.front().time_us, 1) << " us at "
-        << byte_size_text(static_cast<double>(bench.allreduce_computing.front().bytes)) << ", "
-        << format_fixed(bench.allreduce_computing.back().busbw_gbps, 3) << " GB/s busbw at "
-        << byte_size_text(static_cast<double>(bench.allreduce_computing.back().bytes)) << "\n";
+    print_sweep_ends(out, "all-reduce with every rank computing", bench.allreduce_computing,
+                     format_fixed(bench.allreduce_computing.back().busbw_gbps, 3) + " GB/s busbw");
   return out.str();
 }
 

@@ -126,6 +126,19 @@ double mean_over_ranks(Communicator& comm, double value, const torch::Device& de
   return message[0].item<double>() / static_cast<double>(comm.size());
 }
 
+// A size's record before it is timed.
+records::Bench bench_record(const AllreduceBenchOptions& o, const std::string& op, int64_t bytes,
+                            int64_t ranks) {
+  records::Bench r;
+  r.rank = o.env.rank;
+  r.op = op;
+  r.bytes = bytes;
+  r.elements = bytes / kElementBytes;
+  r.iterations = o.iterations;
+  r.ranks = ranks;
+  return r;
+}
+
 AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
   const auto& c = o.config;
   if (auto problems = unsupported_features(c); !problems.empty()) throw ConfigError(problems);
@@ -172,13 +185,7 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
     std::optional<BusyThreads> computing;
     if (op != "allreduce") computing.emplace(torch::get_num_threads());
     for (int64_t bytes : sizes) {
-      records::Bench r;
-      r.rank = o.env.rank;
-      r.op = op;
-      r.bytes = bytes;
-      r.elements = bytes / kElementBytes;
-      r.iterations = o.iterations;
-      r.ranks = o.env.world_size;
+      auto r = bench_record(o, op, bytes, o.env.world_size);
       r.time_us =
           mean_over_ranks(*comm, time_allreduce(*comm, buffer.narrow(0, 0, r.elements), o), device);
       r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
@@ -205,13 +212,7 @@ AllreduceBenchResult sweep(const AllreduceBenchOptions& o) {
     std::optional<BusyThreads> computing;
     if (op != "sendrecv") computing.emplace(torch::get_num_threads());
     for (int64_t bytes : sizes) {
-      records::Bench r;
-      r.rank = o.env.rank;
-      r.op = op;
-      r.bytes = bytes;
-      r.elements = bytes / kElementBytes;
-      r.iterations = o.iterations;
-      r.ranks = 2;
+      auto r = bench_record(o, op, bytes, 2);
       if (ends) r.time_us = time_send_receive(*comm, buffer.narrow(0, 0, r.elements), 0, peer, o);
       if (o.env.rank != 0) continue;
       r.algbw_gbps = static_cast<double>(bytes) / 1e9 / (r.time_us / 1e6);
